@@ -1,0 +1,146 @@
+# hyperfarm — top-level, non-recursive build.
+#
+#   make                      build every program the machine can build (bin/)
+#   make test                 build, then run unit, system and browser tests
+#   make SANITIZE=address,undefined test
+#                             the same under ASan+UBSan (objects in build/san/)
+#   make demo                 scheduler + local agent + a Fashion-MNIST sweep
+#   make bench                every benchmark in bench/, ours beside the peer's
+#   make fuzz                 each libFuzzer target for FUZZ_SECONDS (clang)
+#   CUDA=0|1                  force the CUDA backend off/on (default: on when nvcc exists)
+#
+# Layout of a module: every dir/*.c except dir/main.c goes into
+# build/<variant>/lib<dir>.a; dir/main.c is the program's entry point.
+# Unit tests tests/unit/test_*.c link every library, so a test names no
+# dependencies by hand.
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(origin CUDA),undefined)
+  CUDA := $(if $(NVCC),1,0)
+endif
+MPICC_OK := $(shell pkg-config --exists ompi-c && echo 1)
+
+ifneq ($(SANITIZE),)
+  VARIANT := san
+  SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  OPT := -O1 -g
+else
+  VARIANT := rel
+  SANFLAGS :=
+  OPT := -O2 -g
+endif
+O   := build/$(VARIANT)
+BIN := $(if $(SANITIZE),$(O)/bin,bin)
+
+PKGS := jansson sqlite3 libmicrohttpd libcurl zlib openblas
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
+CPPFLAGS += -D_GNU_SOURCE -Icommon -I. $(PKG_CFLAGS)
+CFLAGS   += -std=c11 $(OPT) $(WARN) $(SANFLAGS) -fPIC -MMD -MP -pthread
+LDFLAGS  += $(SANFLAGS) -pthread
+LDLIBS   += $(PKG_LIBS) -lm -ldl
+
+ifeq ($(MPICC_OK),1)
+  CPPFLAGS += -DHF_HAVE_MPI $(shell pkg-config --cflags ompi-c)
+  LDLIBS   += $(shell pkg-config --libs ompi-c)
+endif
+
+ifeq ($(CUDA),1)
+  CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+  CPPFLAGS  += -DHF_HAVE_CUDA -I$(CUDA_HOME)/include
+  NCCL_OK   := $(shell ls $(CUDA_HOME)/lib64/libnccl.so* $(CUDA_HOME)/include/nccl.h >/dev/null 2>&1 && echo 1)
+  ifeq ($(NCCL_OK),1)
+    CPPFLAGS += -DHF_HAVE_NCCL
+    LDLIBS   += -lnccl
+  endif
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+  NVCCFLAGS ?= -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -Icommon -I.
+endif
+
+MODULES := common scheduler agent trainer cli
+define module_rules
+$(1)_SRC  := $$(filter-out $(1)/main.c,$$(wildcard $(1)/*.c))
+$(1)_OBJ  := $$(patsubst %.c,$(O)/%.o,$$($(1)_SRC))
+ifeq ($(1)$(CUDA),trainer1)
+$(1)_OBJ  += $$(patsubst %.cu,$(O)/%.cu.o,$$(wildcard $(1)/*.cu))
+endif
+$(O)/lib$(1).a: $$($(1)_OBJ)
+	@mkdir -p $$(@D)
+	@rm -f $$@
+	$$(if $$^,ar rcs $$@ $$^,ar rcs $$@)
+endef
+$(foreach m,$(MODULES),$(eval $(call module_rules,$(m))))
+
+# Link order: dependents first, common last.
+LIBS := $(O)/libscheduler.a $(O)/libagent.a $(O)/libcli.a $(O)/libtrainer.a $(O)/libcommon.a
+
+PROGRAMS := $(BIN)/hyperfarm-scheduler $(BIN)/hyperfarm-agent $(BIN)/hyperfarm-train $(BIN)/hyperfarm
+# Small helper programs used by tests and benchmarks (tests/progs/*.c -> $(BIN)/tests/NAME).
+TESTPROG_SRC := $(wildcard tests/progs/*.c)
+TESTPROGS    := $(patsubst tests/progs/%.c,$(BIN)/tests/%,$(TESTPROG_SRC))
+UNIT_SRC     := $(wildcard tests/unit/test_*.c)
+UNIT_BIN     := $(patsubst tests/unit/%.c,$(O)/tests/unit/%,$(UNIT_SRC))
+BENCH_SRC    := $(wildcard bench/*.c)
+BENCH_BIN    := $(patsubst bench/%.c,$(BIN)/bench/%,$(BENCH_SRC))
+
+.PHONY: all deps test unit system webtest demo bench fuzz clean web
+all: deps-check $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN) web
+
+$(BIN)/hyperfarm-scheduler: $(O)/scheduler/main.o $(LIBS)
+$(BIN)/hyperfarm-agent:     $(O)/agent/main.o $(LIBS)
+$(BIN)/hyperfarm-train:     $(O)/trainer/main.o $(LIBS)
+$(BIN)/hyperfarm:           $(O)/cli/main.o $(LIBS)
+$(PROGRAMS) $(TESTPROGS) $(BENCH_BIN):
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBS) $(LDLIBS)
+$(BIN)/tests/%: $(O)/tests/progs/%.o $(LIBS)
+$(BIN)/bench/%: $(O)/bench/%.o $(LIBS)
+
+$(O)/tests/unit/%: $(O)/tests/unit/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS) -lcmocka
+
+$(O)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(O)/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(filter -D%,$(CPPFLAGS)) -c -o $@ $<
+
+# Front-end libraries from npm, vendored into web/vendor by web/build.sh.
+web:
+	@if [ -x web/build.sh ]; then web/build.sh; fi
+
+deps:
+	scripts/install-deps
+deps-check:
+	@scripts/install-deps --check
+.PHONY: deps-check
+
+test: all $(UNIT_BIN)
+	HF_BIN=$(abspath $(BIN)) HF_UNIT=$(abspath $(O)/tests/unit) HF_VARIANT=$(VARIANT) tests/run
+
+unit: all $(UNIT_BIN)
+	HF_BIN=$(abspath $(BIN)) HF_UNIT=$(abspath $(O)/tests/unit) HF_VARIANT=$(VARIANT) tests/run unit
+
+demo: all
+	scripts/demo
+
+bench: all
+	HF_BIN=$(abspath $(BIN)) bench/run
+
+FUZZ_SECONDS ?= 30
+fuzz: deps-check
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,16 @@
+/*
+ * hf_time.h — clocks. Monotonic time for timeouts and latency, wall time
+ * (milliseconds since the Unix epoch) for anything stored or shown.
+ */
+#ifndef HF_TIME_H
+#define HF_TIME_H
+
+#include <stdint.h>
+
+int64_t hf_mono_ms(void);   /* CLOCK_MONOTONIC in milliseconds */
+int64_t hf_mono_us(void);   /* CLOCK_MONOTONIC in microseconds */
+double  hf_mono_s(void);    /* CLOCK_MONOTONIC in seconds */
+int64_t hf_wall_ms(void);   /* CLOCK_REALTIME in milliseconds since epoch */
+void    hf_sleep_ms(int64_t ms);
+
+#endif
