@@ -1,0 +1,108 @@
+/*
+ * search.h — the searcher interface: how the scheduler asks a search
+ * algorithm (grid, random, TPE, ASHA/Hyperband, PBT, with optional median
+ * stopping) what to run next and whether a running trial should go on.
+ *
+ * The dispatcher (dispatch.c) knows nothing about any algorithm; it only
+ * calls these operations. A searcher is a pure in-memory object rebuilt
+ * from the store after a scheduler restart: the scheduler replays every
+ * trial of the experiment in creation order through on_created, its
+ * objective reports through on_report and its end through on_done. So a
+ * searcher must not keep state that cannot be rebuilt from that replay,
+ * and its random choices for the n-th trial must depend only on (seed, n)
+ * and the replayed history (seed a fresh RNG from both), never on when the
+ * scheduler last restarted.
+ *
+ * Ownership: json_t arguments are borrowed unless stated; json_t results
+ * are new references owned by the caller.
+ */
+#ifndef HF_SEARCH_H
+#define HF_SEARCH_H
+
+#include "hf_json.h"
+
+#include <stdint.h>
+
+struct search_space;           /* search_space.h: parsed "hyperparameters" */
+
+/* What next() tells the dispatcher. */
+enum search_next_rc {
+    SEARCH_WAIT = 0,           /* nothing to create now (waiting for results) */
+    SEARCH_CREATE = 1,         /* create the trial described in search_new */
+    SEARCH_DONE = 2            /* the search is finished: no more trials, ever */
+};
+
+typedef struct search_new {
+    json_t  *hparams;          /* new reference: the trial's hyperparameters */
+    int64_t  budget;           /* epochs (HYPERFARM_MAX_EPOCHS) granted; 0 = searcher's max */
+    int64_t  parent_trial;     /* PBT: copy this trial's newest checkpoint first; 0 = none */
+    int64_t  resume_trial;     /* ASHA promotion: continue THIS existing trial with a
+                                  larger budget instead of creating a new one; 0 = new trial */
+} search_new;
+
+/* What on_report() decides for a running trial. */
+enum search_decision {
+    SEARCH_CONTINUE = 0,
+    SEARCH_STOP = 1            /* stop now (SIGTERM + grace); the trial ends STOPPED */
+};
+
+/* Trial outcome given to on_done. */
+enum search_outcome { SEARCH_COMPLETED = 0, SEARCH_FAILED = 1, SEARCH_STOPPED = 2, SEARCH_CANCELED = 3 };
+
+typedef struct searcher searcher;
+
+typedef struct searcher_ops {
+    const char *name;          /* "grid", "random", "tpe", "asha", "pbt" */
+    /* Check the algorithm's own fields of the "searcher" object (the common
+     * ones — name, max_trials, max_concurrent_trials, seed, max_epochs,
+     * median_stopping — are checked by the caller). Field paths start at
+     * "searcher". RET 0 or HF_EINVAL with e filled. */
+    int  (*validate)(const json_t *searcher_cfg, const struct search_space *sp, hf_jerr *e);
+    /* Build a searcher for one experiment. The searcher keeps its own
+     * references to cfg; sp outlives it. RET NULL on OOM. */
+    searcher *(*create)(const json_t *searcher_cfg, const struct search_space *sp,
+                        int goal_maximize, uint64_t seed);
+    void (*destroy)(searcher *s);
+    /* n_created trials exist so far; n_active of them are QUEUED/RUNNING.
+     * The dispatcher calls next() whenever it may place another trial of
+     * this experiment (below max_concurrent_trials) and n_created < max_trials. */
+    int  (*next)(searcher *s, int64_t n_created, int64_t n_active, search_new *out);
+    /* A trial exists (new, or replayed after restart, in creation order). */
+    void (*on_created)(searcher *s, int64_t trial_id, int64_t index, const json_t *hparams,
+                       int64_t budget, int64_t parent_trial);
+    /* An objective report from a running trial: epoch (x position: epochs
+     * done, or steps when the trial reports no epoch) and the objective
+     * metric's value, already sign-normalised so that HIGHER IS BETTER.
+     * RET SEARCH_CONTINUE or SEARCH_STOP. */
+    int  (*on_report)(searcher *s, int64_t trial_id, double epoch, double value);
+    /* The trial finished; value is its final (higher-is-better) objective
+     * or NAN when it never reported one. */
+    void (*on_done)(searcher *s, int64_t trial_id, int outcome, double value);
+    /* Optional: a JSON view of internal state for the API/dashboard (ASHA
+     * rungs, PBT generations). May be NULL. New reference. */
+    json_t *(*describe)(searcher *s);
+} searcher_ops;
+
+/* The base every searcher struct begins with. */
+struct searcher {
+    const searcher_ops *ops;
+};
+
+/* Registry: every algorithm registers here (search.c). NULL if unknown. */
+const searcher_ops *search_find(const char *name);
+/* NULL-terminated list of names, for error messages ("one of grid, random, ..."). */
+const char *const *search_names(void);
+
+/* Median stopping rule, combinable with any searcher ("median_stopping":
+ * {"min_trials": 5, "warmup_epochs": 1}): stop a trial whose best objective
+ * so far at epoch e is below the median of the other trials' running
+ * averages at the same epoch. Implemented in search_median.c; the
+ * dispatcher consults it after the searcher's own on_report. */
+typedef struct search_median search_median;
+int  search_median_validate(const json_t *cfg, hf_jerr *e);   /* path "searcher.median_stopping" */
+search_median *search_median_new(const json_t *cfg);
+void search_median_free(search_median *m);
+int  search_median_on_report(search_median *m, int64_t trial_id, double epoch, double value);
+void search_median_on_done(search_median *m, int64_t trial_id, int outcome);
+
+#endif
