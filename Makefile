@@ -16,6 +16,14 @@
 
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
+# Quiet by default ("  CC file"); make V=1 shows full command lines.
+ifeq ($(V),1)
+  Q :=
+  say = @true
+else
+  Q := @
+  say = @printf '  %-6s %s\n' $(1) $(2)
+endif
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_HOME ?= /usr/local/cuda
@@ -73,12 +81,25 @@ endif
 $(O)/lib$(1).a: $$($(1)_OBJ)
 	@mkdir -p $$(@D)
 	@rm -f $$@
-	$$(if $$^,ar rcs $$@ $$^,ar rcs $$@)
+	$$(call say,AR,$$@)
+	$(Q)$$(if $$^,ar rcs $$@ $$^,ar rcs $$@)
 endef
 $(foreach m,$(MODULES),$(eval $(call module_rules,$(m))))
 
-# Link order: dependents first, common last.
-LIBS := $(O)/libscheduler.a $(O)/libagent.a $(O)/libcli.a $(O)/libtrainer.a $(O)/libcommon.a
+# The scheduler carries schema/NNNN_*.sql inside its binary: schema/embed.sh
+# writes them into a generated C table linked into libscheduler.
+SCHEMA_SQL := $(sort $(wildcard schema/[0-9]*.sql))
+$(O)/gen/schema_sql.c: $(SCHEMA_SQL) schema/embed.sh
+	@mkdir -p $(@D)
+	schema/embed.sh $(SCHEMA_SQL) > $@
+$(O)/gen/schema_sql.o: $(O)/gen/schema_sql.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(O)/libscheduler.a: $(O)/gen/schema_sql.o
+
+# Each program links its own module's library and common; nothing else, so
+# one module's broken build never blocks another's.
+LIB_common := $(O)/libcommon.a
+$(foreach m,scheduler agent trainer cli,$(eval LIB_$(m) := $(O)/lib$(m).a $(O)/libcommon.a))
 
 PROGRAMS := $(BIN)/hyperfarm-scheduler $(BIN)/hyperfarm-agent $(BIN)/hyperfarm-train $(BIN)/hyperfarm
 # Small helper programs used by tests and benchmarks (tests/progs/*.c -> $(BIN)/tests/NAME).
@@ -92,27 +113,37 @@ BENCH_BIN    := $(patsubst bench/%.c,$(BIN)/bench/%,$(BENCH_SRC))
 .PHONY: all deps test unit system webtest demo bench fuzz clean web
 all: deps-check $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN) web
 
-$(BIN)/hyperfarm-scheduler: $(O)/scheduler/main.o $(LIBS)
-$(BIN)/hyperfarm-agent:     $(O)/agent/main.o $(LIBS)
-$(BIN)/hyperfarm-train:     $(O)/trainer/main.o $(LIBS)
-$(BIN)/hyperfarm:           $(O)/cli/main.o $(LIBS)
+$(BIN)/hyperfarm-scheduler: $(O)/scheduler/main.o $(LIB_scheduler)
+$(BIN)/hyperfarm-agent:     $(O)/agent/main.o $(LIB_agent)
+$(BIN)/hyperfarm-train:     $(O)/trainer/main.o $(LIB_trainer)
+$(BIN)/hyperfarm:           $(O)/cli/main.o $(LIB_cli)
 $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN):
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBS) $(LDLIBS)
-$(BIN)/tests/%: $(O)/tests/progs/%.o $(LIBS)
-$(BIN)/bench/%: $(O)/bench/%.o $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LDLIBS)
+# tests/progs/*.c: small programs for tests (fake trials), common only.
+$(BIN)/tests/%: $(O)/tests/progs/%.o $(LIB_common)
+# bench/*.c: benchmark drivers; they may use the trainer (collectives).
+$(BIN)/bench/%: $(O)/bench/%.o $(LIB_trainer)
 
-$(O)/tests/unit/%: $(O)/tests/unit/%.o $(LIBS)
+# tests/unit/test_<module>_<what>.c links lib<module> and common.
+unit_module = $(word 2,$(subst _, ,$(notdir $(1))))
+.SECONDARY:
+.SECONDEXPANSION:
+$(O)/tests/unit/%: $(O)/tests/unit/%.o $$(LIB_$$(call unit_module,$$*))
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS) -lcmocka
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(filter %.a,$^) $(LDLIBS) -lcmocka
 
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(O)/%.cu.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $(filter -D%,$(CPPFLAGS)) -c -o $@ $<
+	$(call say,NVCC,$<)
+	$(Q)$(NVCC) $(NVCCFLAGS) $(filter -D%,$(CPPFLAGS)) -c -o $@ $<
 
 # Front-end libraries from npm, vendored into web/vendor by web/build.sh.
 web:
