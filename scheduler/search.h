@@ -105,4 +105,25 @@ void search_median_free(search_median *m);
 int  search_median_on_report(search_median *m, int64_t trial_id, double epoch, double value);
 void search_median_on_done(search_median *m, int64_t trial_id, int outcome);
 
+/* ---- Added for the implementations and the API (additions only) ---- */
+
+/* Keys of the "searcher" object common to every algorithm; an algorithm's
+ * validate rejects keys that are neither these nor its own. */
+#define SEARCH_COMMON_KEYS "name", "max_trials", "max_concurrent_trials", "seed", \
+                           "max_epochs", "median_stopping", "metric", "goal"
+
+/* Validate a whole "searcher" object: name (one of search_names()), the
+ * common fields, the algorithm's own fields (ops->validate) and
+ * median_stopping. Field paths start at "searcher". A convenience for the
+ * API; the dispatcher may equally check the common fields itself.
+ * RET 0 or HF_EINVAL with e filled. */
+int search_validate(const json_t *searcher_cfg, const struct search_space *sp, hf_jerr *e);
+
+/* Read an optional integer/number member of cfg, dflt when absent or of
+ * the wrong type (validate has already rejected wrong types). */
+int64_t search_cfg_int(const json_t *cfg, const char *key, int64_t dflt);
+double  search_cfg_num(const json_t *cfg, const char *key, double dflt);
+/* hf_json_only_keys over SEARCH_COMMON_KEYS plus own (NULL-terminated). */
+int     search_cfg_only_keys(const json_t *cfg, const char *const *own, hf_jerr *e);
+
 #endif

@@ -70,4 +70,18 @@ double   search_rng_uniform(uint64_t *state);
 double   search_rng_normal(uint64_t *state);
 uint64_t search_rng_derive(uint64_t seed, uint64_t n);
 
+/* ---- Additions (see docs/search.md) ---- */
+
+/* Index of the parameter called name, or -1. */
+int search_space_find(const search_space *sp, const char *name);
+
+/* PBT's explore step: a copy of hp where each active numeric parameter is
+ * multiplied by 0.8 or 1.2 (on its unit scale for log/int it moves by the
+ * same factor, clamped to the range) and, with probability resample_p,
+ * any parameter (categorical included) is resampled from its prior.
+ * Parameters that become active through a change are sampled; ones that
+ * become inactive are removed. New reference. */
+json_t *search_space_perturb(const search_space *sp, const json_t *hp, double resample_p,
+                             uint64_t *rng);
+
 #endif
