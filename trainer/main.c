@@ -1,0 +1,51 @@
+/*
+ * main.c — hyperfarm-train: parse options (flags, HYPERFARM_HPARAMS, the
+ * trial environment), pick the BLAS kernel, then either train in this
+ * process (train.c) or hand over to the distributed launcher (dist.c,
+ * tr_dist_main) when --nproc > 1, --mode, or a world size > 1 is given.
+ */
+#include "blas.h"
+#include "hf_err.h"
+#include "hf_log.h"
+#include "options.h"
+#include "train.h"
+
+#if defined(__has_include)
+#if __has_include("dist.h")
+#include "dist.h"
+#define TR_HAVE_DIST 1
+#endif
+#endif
+
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    hf_log_init("hyperfarm-train");
+    tr_options o;
+    char err[512] = "";
+    int rc = tr_options_load(&o, argc, argv, err, sizeof err);
+    if (rc == 1) {
+        tr_options_usage(stdout);
+        return TR_EXIT_OK;
+    }
+    if (rc) {
+        fprintf(stderr, "hyperfarm-train: %s\n", err);
+        return TR_EXIT_ERROR;
+    }
+    int level;
+    if (hf_log_parse_level(o.log_level, &level) == 0) hf_log_set_level(level);
+    tr_blas_setup(argv);   /* may re-exec with OPENBLAS_CORETYPE set */
+
+    if (tr_options_is_distributed(&o)) {
+#ifdef TR_HAVE_DIST
+        return tr_dist_main(&o);
+#else
+        fprintf(stderr, "hyperfarm-train: distributed training (--nproc/--mode/world size > 1) "
+                        "is not built into this binary\n");
+        return TR_EXIT_ERROR;
+#endif
+    }
+    return tr_train_main(&o);
+}
