@@ -122,9 +122,9 @@ $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN):
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LDLIBS)
 # tests/progs/*.c: small programs for tests (fake trials), common only.
-$(BIN)/tests/%: $(O)/tests/progs/%.o $(LIB_common)
+$(TESTPROGS): $(BIN)/tests/%: $(O)/tests/progs/%.o $(LIB_common)
 # bench/*.c: benchmark drivers; they may use the trainer (collectives).
-$(BIN)/bench/%: $(O)/bench/%.o $(LIB_trainer)
+$(BENCH_BIN): $(BIN)/bench/%: $(O)/bench/%.o $(LIB_trainer)
 
 # tests/unit/test_<module>_<what>.c links lib<module> and common.
 unit_module = $(word 2,$(subst _, ,$(notdir $(1))))
