@@ -1,0 +1,60 @@
+/*
+ * cli_api.c — one HTTP request to the scheduler with every failure turned
+ * into one line on stderr and an exit code (cli.h).
+ *
+ * The unreachable message names the URL and says how to fix it, since that
+ * is the first thing a new user meets ("is the scheduler running? where?").
+ */
+#include "cli.h"
+#include "hf_err.h"
+
+#include <string.h>
+
+int cli_exit_for_status(long status)
+{
+    if (status >= 200 && status < 300) return CLI_OK;
+    switch (status) {
+    case 400: case 413: case 422: return CLI_USAGE;
+    case 401: case 403: return CLI_AUTH;
+    case 404: case 410: return CLI_NOTFOUND;
+    case 409: return CLI_STATE;
+    case 502: case 503: case 504: return CLI_UNREACHABLE;
+    default: return CLI_ERR;
+    }
+}
+
+int cli_api(cli_ctx *ctx, const char *method, const char *path, const json_t *body, json_t **resp)
+{
+    char err[512];
+    long status = 0;
+    json_t *r = NULL;
+
+    *resp = NULL;
+    int rc = hf_http_request(ctx->http, method, path, body, &status, &r, err, sizeof err);
+    if (rc == HF_ECONN || rc == HF_ETIMEOUT) {
+        fprintf(ctx->err,
+                "error: cannot reach the hyperfarm scheduler at %s (%s)\n"
+                "hint: start one with 'hyperfarm up', or point the CLI at yours with "
+                "HYPERFARM_URL=http://HOST:PORT or --url\n",
+                hf_http_base(ctx->http), rc == HF_ETIMEOUT ? "timed out" : err);
+        return CLI_UNREACHABLE;
+    }
+    if (rc) {
+        fprintf(ctx->err, "error: %s\n", err);
+        return CLI_ERR;
+    }
+    int code = cli_exit_for_status(status);
+    if (code != CLI_OK) {
+        const char *msg = json_string_value(json_object_get(r, "error"));
+        const char *field = json_string_value(json_object_get(r, "field"));
+        if (field && *field) fprintf(ctx->err, "error: %s: %s\n", field, msg ? msg : "rejected");
+        else fprintf(ctx->err, "error: %s %s: %s (HTTP %ld)\n", method, path,
+                     msg ? msg : "unexpected response", status);
+        if (code == CLI_AUTH)
+            fprintf(ctx->err, "hint: set HYPERFARM_TOKEN (or --token) to a user token of the scheduler's token file\n");
+        json_decref(r);
+        return code;
+    }
+    *resp = r;
+    return CLI_OK;
+}

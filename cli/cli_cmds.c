@@ -1,0 +1,606 @@
+/*
+ * cli_cmds.c — the request/response subcommands: submit, ls, show, logs,
+ * kill, pause, resume, agents, export.
+ *
+ * Each one: parse its positional arguments (ids through cli_parse_id), do
+ * its requests through cli_api (which prints failures and picks the exit
+ * code), then render as a table, TSV, CSV or JSON. Shapes are those of
+ * docs/protocol.md; members the CLI does not know are ignored and absent
+ * ones shown as "-", so an older or newer scheduler still renders.
+ */
+#include "cli.h"
+#include "cli_fmt.h"
+#include "hf_buf.h"
+#include "hf_err.h"
+#include "hf_json.h"
+#include "hf_time.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SUBMIT_MAX_BYTES (1u << 20)   /* the scheduler's body limit for users */
+
+static void print_json(cli_ctx *ctx, const json_t *v)
+{
+    json_dumpf(v, ctx->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', ctx->out);
+}
+
+static int64_t jint(const json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? json_integer_value(v) : json_is_real(v) ? (int64_t)json_real_value(v) : 0;
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static int bad_id(cli_ctx *ctx, const char *what, const char *s)
+{
+    fprintf(ctx->err, "error: '%s' is not %s id (a positive integer%s)\n", s,
+            what[0] == 'e' ? "an experiment" : "a trial", what[0] == 'e' ? ", or e<N>" : ", or t<N>");
+    return CLI_USAGE;
+}
+
+/* ---- submit ---- */
+
+static int read_file(cli_ctx *ctx, const char *path, hf_buf *b)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    char chunk[8192];
+    size_t n;
+    int rc = CLI_OK;
+    if (!f) {
+        fprintf(ctx->err, "error: cannot open %s: %s\n", path, strerror(errno));
+        return errno == ENOENT ? CLI_NOTFOUND : CLI_USAGE;
+    }
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (hf_buf_add(b, chunk, n)) {
+            fprintf(ctx->err, "error: %s is larger than %u bytes (the scheduler's limit)\n", path,
+                    SUBMIT_MAX_BYTES);
+            rc = CLI_USAGE;
+            break;
+        }
+    }
+    if (!rc && ferror(f)) {
+        fprintf(ctx->err, "error: reading %s: %s\n", path, strerror(errno));
+        rc = CLI_ERR;
+    }
+    if (f != stdin) fclose(f);
+    return rc;
+}
+
+int cli_cmd_submit(cli_ctx *ctx, int argc, char **argv)
+{
+    hf_buf b;
+    hf_jerr je;
+    json_t *doc = NULL, *resp = NULL;
+    int rc;
+    const char *path = argv[0];
+    (void)argc;
+
+    hf_buf_init(&b, SUBMIT_MAX_BYTES);
+    if ((rc = read_file(ctx, path, &b))) goto end;
+    hf_jerr_clear(&je);
+    if (hf_json_parse(b.data, b.len, HF_JSON_MAX_DEPTH, 1, &doc, &je)) {
+        fprintf(ctx->err, "error: %s: %s\n", path, je.msg);
+        rc = CLI_USAGE;
+        goto end;
+    }
+    if ((rc = cli_api(ctx, "POST", "/api/v1/experiments", doc, &resp))) goto end;
+    json_t *id = json_object_get(resp, "id");
+    if (!json_is_integer(id)) {
+        fprintf(ctx->err, "error: the scheduler accepted the experiment but returned no id\n");
+        rc = CLI_ERR;
+        goto end;
+    }
+    int64_t eid = json_integer_value(id);
+    if (ctx->o.json) print_json(ctx, resp);
+    else fprintf(ctx->out, "%" PRId64 "\n", eid);
+    fflush(ctx->out);
+    if (!ctx->o.json && !ctx->o.watch && isatty(STDERR_FILENO))
+        fprintf(ctx->err, "submitted experiment %" PRId64 "; follow it with: hyperfarm watch %" PRId64 "\n",
+                eid, eid);
+    if (ctx->o.watch) rc = cli_watch_experiment(ctx, eid);
+end:
+    json_decref(doc);
+    json_decref(resp);
+    hf_buf_free(&b);
+    return rc;
+}
+
+/* ---- ls ---- */
+
+static void fmt_best(char *buf, size_t size, const json_t *exp)
+{
+    json_t *best = json_object_get(exp, "best");
+    json_t *v = json_object_get(best, "value");
+    if (!json_is_number(v)) { snprintf(buf, size, "-"); return; }
+    char num[64];
+    cli_fmt_number(num, sizeof num, json_number_value(v));
+    snprintf(buf, size, "%s (t%" PRId64 ")", num, jint(best, "trial_id"));
+}
+
+static void fmt_objective(char *buf, size_t size, const json_t *exp)
+{
+    json_t *obj = json_object_get(exp, "objective");
+    if (!json_is_object(obj)) {   /* fall back to the submitted file */
+        obj = json_object_get(json_object_get(exp, "config"), "objective");
+    }
+    const char *goal = jstr(obj, "goal");
+    snprintf(buf, size, "%s %s", !strncmp(goal, "min", 3) ? "min" : "max", jstr(obj, "metric"));
+}
+
+int cli_cmd_ls(cli_ctx *ctx, int argc, char **argv)
+{
+    static const char *const head[] = {"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "RUNNING",
+                                       "QUEUED", "FAILED", "OBJECTIVE", "BEST", "CREATED"};
+    json_t *resp = NULL, *exps, *e;
+    cli_table t;
+    size_t i;
+    int rc;
+    int64_t now = hf_wall_ms();
+    (void)argc; (void)argv;
+
+    if ((rc = cli_api(ctx, "GET", "/api/v1/experiments", NULL, &resp))) return rc;
+    if (ctx->o.json) { print_json(ctx, resp); json_decref(resp); return CLI_OK; }
+    exps = json_object_get(resp, "experiments");
+    cli_table_init(&t, 11, head);
+    cli_table_maxw(&t, 1, 32);
+    for (int c = 4; c <= 7; c++) cli_table_align(&t, c, CLI_ALIGN_RIGHT);
+    json_array_foreach(exps, i, e) {
+        cli_counts cn;
+        char buf[128];
+        cli_counts_from_json(&cn, json_object_get(e, "counts"));
+        cli_table_cellf(&t, "%" PRId64, jint(e, "id"));
+        cli_table_cell(&t, jstr(e, "name"));
+        cli_table_cell(&t, jstr(e, "state"));
+        cli_table_cell(&t, jstr(e, "searcher"));
+        int64_t max = jint(e, "max_trials");
+        if (max > 0) cli_table_cellf(&t, "%" PRId64 "/%" PRId64, cli_counts_done(&cn), max);
+        else cli_table_cellf(&t, "%" PRId64, cli_counts_done(&cn));
+        cli_table_cellf(&t, "%" PRId64, cn.running);
+        cli_table_cellf(&t, "%" PRId64, cn.queued + cn.paused);
+        cli_table_cellf(&t, "%" PRId64, cn.failed);
+        fmt_objective(buf, sizeof buf, e);
+        cli_table_cell(&t, buf);
+        fmt_best(buf, sizeof buf, e);
+        cli_table_cell(&t, buf);
+        cli_fmt_ago(buf, sizeof buf, now, jint(e, "created_at"));
+        cli_table_cell(&t, buf);
+    }
+    if (t.nrows == 0 && !ctx->o.tsv)
+        fprintf(ctx->out, "no experiments yet; submit one with: hyperfarm submit FILE\n");
+    else cli_table_print(&t, ctx->out, ctx->o.tsv);
+    cli_table_free(&t);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* ---- show ---- */
+
+static int fetch_exp_trials(cli_ctx *ctx, int64_t id, json_t **exp, json_t **trials)
+{
+    char path[128];
+    int rc;
+    *exp = *trials = NULL;
+    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64, id);
+    if ((rc = cli_api(ctx, "GET", path, NULL, exp))) return rc;
+    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "/trials", id);
+    if ((rc = cli_api(ctx, "GET", path, NULL, trials))) {
+        json_decref(*exp);
+        *exp = NULL;
+    }
+    return rc;
+}
+
+static int64_t trial_duration(const json_t *tr, int64_t now)
+{
+    int64_t s = jint(tr, "started_at"), e = jint(tr, "ended_at");
+    if (s <= 0) return -1;
+    return (e > 0 ? e : now) - s;
+}
+
+static void trials_table(cli_ctx *ctx, const json_t *trials, int64_t now)
+{
+    static const char *const head[] = {"TRIAL", "STATE", "AGENT", "RESTARTS", "DURATION",
+                                       "OBJECTIVE", "HPARAMS"};
+    cli_table t;
+    size_t i;
+    json_t *tr;
+    cli_table_init(&t, 7, head);
+    cli_table_align(&t, 0, CLI_ALIGN_RIGHT);
+    cli_table_align(&t, 3, CLI_ALIGN_RIGHT);
+    cli_table_align(&t, 5, CLI_ALIGN_RIGHT);
+    if (ctx->out_tty) cli_table_maxw(&t, 6, 80);
+    json_array_foreach(json_object_get(trials, "trials"), i, tr) {
+        char buf[2048];
+        cli_table_cellf(&t, "%" PRId64, jint(tr, "id"));
+        cli_table_cell(&t, jstr(tr, "state"));
+        cli_table_cell(&t, jstr(tr, "agent"));
+        cli_table_cellf(&t, "%" PRId64, jint(tr, "restarts"));
+        cli_fmt_duration(buf, sizeof buf, trial_duration(tr, now));
+        cli_table_cell(&t, buf);
+        cli_fmt_json_scalar(buf, sizeof buf, json_object_get(tr, "objective"));
+        cli_table_cell(&t, buf);
+        cli_fmt_hparams(buf, sizeof buf, json_object_get(tr, "hparams"));
+        cli_table_cell(&t, buf);
+    }
+    cli_table_print(&t, ctx->out, ctx->o.tsv);
+    cli_table_free(&t);
+}
+
+int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
+{
+    json_t *exp = NULL, *trials = NULL;
+    int64_t id, now = hf_wall_ms();
+    int rc;
+    (void)argc;
+
+    if (cli_parse_id(argv[0], 'e', &id)) return bad_id(ctx, "experiment", argv[0]);
+    if ((rc = fetch_exp_trials(ctx, id, &exp, &trials))) return rc;
+    if (ctx->o.json) {
+        json_t *all = json_pack("{s:O, s:O}", "experiment", exp, "trials",
+                                json_object_get(trials, "trials") ? json_object_get(trials, "trials") : json_null());
+        print_json(ctx, all);
+        json_decref(all);
+        goto end;
+    }
+    if (ctx->o.tsv) {
+        trials_table(ctx, trials, now);
+        goto end;
+    }
+    cli_counts cn;
+    char bar[64], buf[512], dur[32], ago[32];
+    json_t *cfg = json_object_get(exp, "config");
+    json_t *scfg = json_object_get(cfg, "searcher");
+    cli_counts_from_json(&cn, json_object_get(exp, "counts"));
+    int64_t max = jint(exp, "max_trials");
+    fprintf(ctx->out, "experiment %" PRId64 "  %s  %s\n", jint(exp, "id"), jstr(exp, "name"), jstr(exp, "state"));
+    fprintf(ctx->out, "  searcher   %s", jstr(exp, "searcher"));
+    if (max > 0) fprintf(ctx->out, ", max %" PRId64 " trials", max);
+    if (jint(scfg, "max_concurrent_trials") > 0)
+        fprintf(ctx->out, ", %" PRId64 " at once", jint(scfg, "max_concurrent_trials"));
+    fputc('\n', ctx->out);
+    fmt_objective(buf, sizeof buf, exp);
+    fprintf(ctx->out, "  objective  %simize %s\n", !strncmp(buf, "min", 3) ? "min" : "max", buf + 4);
+    cli_fmt_bar(bar, sizeof bar, &cn, max, 30);
+    fprintf(ctx->out, "  progress   %s %" PRId64 "/%" PRId64 " done, %" PRId64 " running, %" PRId64
+            " queued, %" PRId64 " failed\n", bar, cli_counts_done(&cn),
+            max > 0 ? max : cli_counts_done(&cn) + cn.running + cn.queued + cn.paused,
+            cn.running, cn.queued + cn.paused, cn.failed);
+    int64_t created = jint(exp, "created_at"), ended = jint(exp, "ended_at");
+    cli_fmt_ago(ago, sizeof ago, now, created);
+    cli_fmt_duration(dur, sizeof dur, created > 0 ? (ended > 0 ? ended : now) - created : -1);
+    fprintf(ctx->out, "  created    %s, %s %s\n", ago, ended > 0 ? "ran for" : "running for", dur);
+    json_t *best = json_object_get(exp, "best");
+    if (json_is_object(best)) {
+        int64_t bid = jint(best, "trial_id");
+        size_t i;
+        json_t *tr;
+        char num[64], hp[1024] = "";
+        cli_fmt_json_scalar(num, sizeof num, json_object_get(best, "value"));
+        json_array_foreach(json_object_get(trials, "trials"), i, tr)
+            if (jint(tr, "id") == bid) cli_fmt_hparams(hp, sizeof hp, json_object_get(tr, "hparams"));
+        fprintf(ctx->out, "  best       trial %" PRId64 ": %s = %s  %s\n", bid, buf + 4, num, hp);
+    } else {
+        fprintf(ctx->out, "  best       - (no trial has reported %s yet)\n", buf + 4);
+    }
+    fputc('\n', ctx->out);
+    trials_table(ctx, trials, now);
+end:
+    json_decref(exp);
+    json_decref(trials);
+    return CLI_OK;
+}
+
+/* ---- logs ---- */
+
+static int trial_ended(const char *state)
+{
+    return !strcmp(state, "COMPLETED") || !strcmp(state, "FAILED") || !strcmp(state, "STOPPED")
+        || !strcmp(state, "CANCELED");
+}
+
+/* Print one log entry (or queue it in the ring for --tail). */
+static void log_emit(cli_ctx *ctx, json_t *entry)
+{
+    if (ctx->o.json) {
+        json_dumpf(entry, ctx->out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        fputc('\n', ctx->out);
+    } else {
+        fprintf(ctx->out, "%s\n", jstr(entry, "line"));
+    }
+}
+
+int cli_cmd_logs(cli_ctx *ctx, int argc, char **argv)
+{
+    char path[160];
+    json_t *resp = NULL, *ring = NULL;
+    int64_t id, after = 0;
+    int rc, first = 1;
+    (void)argc;
+
+    if (cli_parse_id(argv[0], 't', &id)) return bad_id(ctx, "trial", argv[0]);
+    snprintf(path, sizeof path, "/api/v1/trials/%" PRId64, id);
+    if ((rc = cli_api(ctx, "GET", path, NULL, &resp))) return rc;   /* 404 -> exit 3 */
+    json_decref(resp);
+    resp = NULL;
+    if (ctx->o.tail > 0) ring = json_array();
+    for (;;) {
+        /* Drain every page available now. */
+        for (;;) {
+            json_t *logs, *l;
+            size_t i, n;
+            snprintf(path, sizeof path, "/api/v1/trials/%" PRId64 "/logs?after=%" PRId64 "&limit=1000",
+                     id, after);
+            if ((rc = cli_api(ctx, "GET", path, NULL, &resp))) goto end;
+            logs = json_object_get(resp, "logs");
+            n = json_array_size(logs);
+            json_array_foreach(logs, i, l) {
+                int64_t seq = jint(l, "seq");
+                if (seq > after) after = seq;
+                if (ring && first) {
+                    json_array_append(ring, l);
+                    if ((int64_t)json_array_size(ring) > ctx->o.tail) json_array_remove(ring, 0);
+                } else {
+                    log_emit(ctx, l);
+                }
+            }
+            json_decref(resp);
+            resp = NULL;
+            if (n < 1000) break;
+        }
+        if (ring && first) {
+            size_t i;
+            json_t *l;
+            json_array_foreach(ring, i, l) log_emit(ctx, l);
+        }
+        first = 0;
+        fflush(ctx->out);
+        if (!ctx->o.follow) break;
+        /* Stop once the trial has ended and its last lines were drained. */
+        snprintf(path, sizeof path, "/api/v1/trials/%" PRId64, id);
+        if ((rc = cli_api(ctx, "GET", path, NULL, &resp))) goto end;
+        int ended = trial_ended(jstr(resp, "state"));
+        json_decref(resp);
+        resp = NULL;
+        if (ended) {
+            ctx->o.follow = 0;   /* one more drain, then stop */
+            continue;
+        }
+        hf_sleep_ms(ctx->o.interval_ms);
+    }
+    rc = CLI_OK;
+end:
+    json_decref(resp);
+    json_decref(ring);
+    return rc;
+}
+
+/* ---- kill, pause, resume ---- */
+
+static int post_exp_action(cli_ctx *ctx, int64_t id, const char *action)
+{
+    char path[160];
+    json_t *resp = NULL;
+    int rc;
+    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "/%s", id, action);
+    if ((rc = cli_api(ctx, "POST", path, NULL, &resp))) return rc;
+    if (ctx->o.json) print_json(ctx, resp);
+    else fprintf(ctx->out, "experiment %" PRId64 ": %s\n", id, *jstr(resp, "state") ? jstr(resp, "state") : "ok");
+    json_decref(resp);
+    return CLI_OK;
+}
+
+int cli_cmd_kill(cli_ctx *ctx, int argc, char **argv)
+{
+    char kind, err[256], path[160];
+    int64_t id;
+    int used, rc;
+    json_t *resp = NULL;
+
+    if (cli_parse_kill_target(argc, argv, &kind, &id, &used, err, sizeof err) || used != argc) {
+        fprintf(ctx->err, "error: %s\nusage: hyperfarm kill exp N | kill trial N | kill eN | kill tN\n",
+                used != argc && used ? "too many arguments" : err);
+        return CLI_USAGE;
+    }
+    if (kind == 'e') return post_exp_action(ctx, id, "cancel");
+    snprintf(path, sizeof path, "/api/v1/trials/%" PRId64 "/kill", id);
+    if ((rc = cli_api(ctx, "POST", path, NULL, &resp))) return rc;
+    if (ctx->o.json) print_json(ctx, resp);
+    else fprintf(ctx->out, "trial %" PRId64 ": kill requested (state %s)\n", id,
+                 *jstr(resp, "state") ? jstr(resp, "state") : "?");
+    json_decref(resp);
+    return CLI_OK;
+}
+
+int cli_cmd_pause(cli_ctx *ctx, int argc, char **argv)
+{
+    int64_t id;
+    (void)argc;
+    if (cli_parse_id(argv[0], 'e', &id)) return bad_id(ctx, "experiment", argv[0]);
+    return post_exp_action(ctx, id, "pause");
+}
+
+int cli_cmd_resume(cli_ctx *ctx, int argc, char **argv)
+{
+    int64_t id;
+    (void)argc;
+    if (cli_parse_id(argv[0], 'e', &id)) return bad_id(ctx, "experiment", argv[0]);
+    return post_exp_action(ctx, id, "resume");
+}
+
+/* ---- agents ---- */
+
+/* First present integer member among keys (schedulers may name it either way). */
+static int64_t jint_any(const json_t *o, const char *const *keys)
+{
+    for (; *keys; keys++) {
+        json_t *v = json_object_get(o, *keys);
+        if (json_is_integer(v)) return json_integer_value(v);
+        if (json_is_array(v)) return (int64_t)json_array_size(v);
+    }
+    return -1;
+}
+
+int cli_cmd_agents(cli_ctx *ctx, int argc, char **argv)
+{
+    static const char *const head[] = {"ID", "NAME", "STATE", "HOST", "SLOTS", "GPUS", "RUNNING",
+                                       "LAST HEARTBEAT"};
+    static const char *const k_seen[] = {"last_heartbeat", "last_heartbeat_at", "last_seen", "heartbeat_at", NULL};
+    static const char *const k_run[] = {"running", "running_trials", "n_running", NULL};
+    static const char *const k_slots_used[] = {"slots_used", "used_slots", NULL};
+    json_t *resp = NULL, *a;
+    cli_table t;
+    size_t i;
+    int rc;
+    int64_t now = hf_wall_ms();
+    (void)argc; (void)argv;
+
+    if ((rc = cli_api(ctx, "GET", "/api/v1/agents", NULL, &resp))) return rc;
+    if (ctx->o.json) { print_json(ctx, resp); json_decref(resp); return CLI_OK; }
+    cli_table_init(&t, 8, head);
+    for (int c = 4; c <= 6; c++) cli_table_align(&t, c, CLI_ALIGN_RIGHT);
+    json_array_foreach(json_object_get(resp, "agents"), i, a) {
+        char buf[64];
+        int64_t used = jint_any(a, k_slots_used), run = jint_any(a, k_run);
+        cli_table_cellf(&t, "%" PRId64, jint(a, "id"));
+        cli_table_cell(&t, jstr(a, "name"));
+        cli_table_cell(&t, jstr(a, "state"));
+        cli_table_cell(&t, jstr(a, "host"));
+        if (used >= 0) cli_table_cellf(&t, "%" PRId64 "/%" PRId64, used, jint(a, "slots"));
+        else cli_table_cellf(&t, "%" PRId64, jint(a, "slots"));
+        cli_table_cellf(&t, "%zu", json_array_size(json_object_get(a, "gpus")));
+        if (run >= 0) cli_table_cellf(&t, "%" PRId64, run);
+        else cli_table_cell(&t, "-");
+        cli_fmt_ago(buf, sizeof buf, now, jint_any(a, k_seen));
+        cli_table_cell(&t, buf);
+    }
+    if (t.nrows == 0 && !ctx->o.tsv)
+        fprintf(ctx->out, "no agents registered; start one with: hyperfarm-agent --scheduler %s\n",
+                hf_http_base(ctx->http));
+    else cli_table_print(&t, ctx->out, ctx->o.tsv);
+    cli_table_free(&t);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* ---- export ---- */
+
+/* Add every key of obj (an object) to the ordered set keys. */
+static void collect_keys(json_t *keys, const json_t *obj)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v) json_object_set_new(keys, k, json_true());
+}
+
+static int csv_cell(hf_buf *row, int first, const char *s)
+{
+    if (!first && hf_buf_add(row, ",", 1)) return HF_ETOOBIG;
+    return cli_csv_field(row, s);
+}
+
+int cli_export_csv(FILE *out, const json_t *trials)
+{
+    static const char *const fixed[] = {"trial_id", "state", "agent", "restarts", "exit_code",
+                                        "started_at", "ended_at", "duration_s", "objective"};
+    json_t *hkeys = json_object(), *mkeys = json_object(), *tr, *v;
+    const char *k;
+    size_t i;
+    hf_buf row;
+    int rc = HF_OK;
+
+    hf_buf_init(&row, 1u << 20);
+    json_array_foreach((json_t *)trials, i, tr) {
+        collect_keys(hkeys, json_object_get(tr, "hparams"));
+        collect_keys(mkeys, json_object_get(tr, "best"));
+    }
+    for (size_t c = 0; c < sizeof fixed / sizeof fixed[0]; c++) rc |= csv_cell(&row, c == 0, fixed[c]);
+    json_object_foreach(hkeys, k, v) {
+        char name[300];
+        snprintf(name, sizeof name, "hp.%s", k);
+        rc |= csv_cell(&row, 0, name);
+    }
+    json_object_foreach(mkeys, k, v) {
+        char name[300];
+        snprintf(name, sizeof name, "best.%s", k);
+        rc |= csv_cell(&row, 0, name);
+    }
+    fprintf(out, "%s\n", row.data ? row.data : "");
+    json_array_foreach((json_t *)trials, i, tr) {
+        char buf[1024];
+        int64_t s = jint(tr, "started_at"), e = jint(tr, "ended_at");
+        hf_buf_reset(&row);
+        snprintf(buf, sizeof buf, "%" PRId64, jint(tr, "id"));
+        rc |= csv_cell(&row, 1, buf);
+        rc |= csv_cell(&row, 0, jstr(tr, "state"));
+        rc |= csv_cell(&row, 0, jstr(tr, "agent"));
+        snprintf(buf, sizeof buf, "%" PRId64, jint(tr, "restarts"));
+        rc |= csv_cell(&row, 0, buf);
+        json_t *ec = json_object_get(tr, "exit_code");
+        snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(ec));
+        rc |= csv_cell(&row, 0, json_is_integer(ec) ? buf : "");
+        snprintf(buf, sizeof buf, "%" PRId64, s);
+        rc |= csv_cell(&row, 0, s > 0 ? buf : "");
+        snprintf(buf, sizeof buf, "%" PRId64, e);
+        rc |= csv_cell(&row, 0, e > 0 ? buf : "");
+        snprintf(buf, sizeof buf, "%.3f", (double)(e - s) / 1000.0);
+        rc |= csv_cell(&row, 0, s > 0 && e > 0 ? buf : "");
+        json_t *obj = json_object_get(tr, "objective");
+        snprintf(buf, sizeof buf, "%.17g", json_number_value(obj));
+        rc |= csv_cell(&row, 0, json_is_number(obj) ? buf : "");
+        json_object_foreach(hkeys, k, v) {
+            json_t *h = json_object_get(json_object_get(tr, "hparams"), k);
+            if (json_is_real(h)) snprintf(buf, sizeof buf, "%.17g", json_real_value(h));
+            else if (h) cli_fmt_json_scalar(buf, sizeof buf, h);
+            else buf[0] = '\0';
+            rc |= csv_cell(&row, 0, buf);
+        }
+        json_object_foreach(mkeys, k, v) {
+            json_t *m = json_object_get(json_object_get(tr, "best"), k);
+            if (json_is_number(m)) snprintf(buf, sizeof buf, "%.17g", json_number_value(m));
+            else buf[0] = '\0';
+            rc |= csv_cell(&row, 0, buf);
+        }
+        fprintf(out, "%s\n", row.data ? row.data : "");
+    }
+    hf_buf_free(&row);
+    json_decref(hkeys);
+    json_decref(mkeys);
+    return rc ? HF_ETOOBIG : HF_OK;
+}
+
+int cli_cmd_export(cli_ctx *ctx, int argc, char **argv)
+{
+    json_t *exp = NULL, *trials = NULL;
+    int64_t id;
+    int rc;
+    (void)argc;
+
+    if (ctx->o.csv && ctx->o.json) {
+        fprintf(ctx->err, "error: choose one of --csv and --json\n");
+        return CLI_USAGE;
+    }
+    if (cli_parse_id(argv[0], 'e', &id)) return bad_id(ctx, "experiment", argv[0]);
+    if ((rc = fetch_exp_trials(ctx, id, &exp, &trials))) return rc;
+    json_t *list = json_object_get(trials, "trials");
+    if (ctx->o.json) {
+        json_t *all = json_pack("{s:O, s:O}", "experiment", exp, "trials", list ? list : json_null());
+        print_json(ctx, all);
+        json_decref(all);
+    } else if (cli_export_csv(ctx->out, list)) {
+        fprintf(ctx->err, "error: a CSV row exceeded 1 MiB\n");
+        rc = CLI_ERR;
+    }
+    json_decref(exp);
+    json_decref(trials);
+    return rc;
+}

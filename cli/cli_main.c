@@ -1,0 +1,295 @@
+/*
+ * cli_main.c — the CLI's command table, option parsing and dispatch.
+ *
+ * One table row per subcommand: its synopsis, what it does, examples, and
+ * the options it takes beyond the global ones. Options are parsed with
+ * common/hf_config (flags, then environment, then defaults), so every
+ * command has the same --url/--token/--ca-file/--json/--tsv behaviour and
+ * a --help generated from the same table that parses it.
+ */
+#include "cli.h"
+#include "hf_config.h"
+#include "hf_err.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CLI_VERSION "0.1"
+
+typedef int (*cli_fn)(cli_ctx *ctx, int argc, char **argv);
+
+/* Which command-specific options a command takes. */
+enum {
+    OPT_FOLLOW = 1 << 0, OPT_CSV = 1 << 1, OPT_WATCH = 1 << 2, OPT_INTERVAL = 1 << 3,
+    OPT_TAIL = 1 << 4, OPT_PLAIN = 1 << 5, OPT_UP = 1 << 6, OPT_NOHTTP = 1 << 7
+};
+
+typedef struct cli_command {
+    const char *name;
+    cli_fn      fn;
+    int         opts;
+    int         npos_min, npos_max;
+    const char *synopsis;
+    const char *about;
+    const char *examples;
+} cli_command;
+
+static const cli_command commands[] = {
+    {"up", cli_cmd_up, OPT_UP | OPT_NOHTTP, 0, 0,
+     "hyperfarm up [--listen ADDR:PORT] [--db PATH] [--slots N] [--workdir DIR]",
+     "Start a scheduler and one local agent (a farm on this laptop), print the\n"
+     "dashboard URL, and stay in the foreground until Ctrl-C, which stops both.",
+     "  hyperfarm up\n  hyperfarm up --listen 127.0.0.1:9090 --db /tmp/farm.db --slots 2\n"},
+    {"submit", cli_cmd_submit, OPT_WATCH | OPT_INTERVAL | OPT_PLAIN, 1, 1,
+     "hyperfarm submit FILE|- [--watch]",
+     "Submit an experiment file (DESIGN.md section 5; '-' reads stdin). Prints the new\n"
+     "experiment's id on stdout. An invalid file is reported with the offending\n"
+     "field path and exit code 2; nothing is stored.",
+     "  hyperfarm submit experiments/fmnist-mlp-random.json\n"
+     "  id=$(hyperfarm submit sweep.json) && hyperfarm watch $id\n"
+     "  hyperfarm submit sweep.json --watch\n"},
+    {"ls", cli_cmd_ls, 0, 0, 0,
+     "hyperfarm ls [--json|--tsv]",
+     "List experiments: id, name, state, searcher, progress, best objective.",
+     "  hyperfarm ls\n  hyperfarm ls --json | jq '.experiments[] | select(.state==\"ACTIVE\") | .id'\n"},
+    {"show", cli_cmd_show, 0, 1, 1,
+     "hyperfarm show EXP [--json|--tsv]",
+     "Show one experiment: summary, every trial with its hyperparameters, state,\n"
+     "agent and objective, and the best trial.",
+     "  hyperfarm show 3\n  hyperfarm show e3 --tsv | cut -f1,2,7\n"},
+    {"watch", cli_cmd_watch, OPT_INTERVAL | OPT_PLAIN, 1, 1,
+     "hyperfarm watch EXP [--interval-ms N] [--plain]",
+     "Follow an experiment until it ends: a progress bar of done/running/queued/\n"
+     "failed trials, the best objective so far and the elapsed time. Redraws in\n"
+     "place on a terminal, prints one line per change otherwise. Exit code 0 when\n"
+     "the experiment COMPLETED, 1 when it was CANCELED.",
+     "  hyperfarm watch 3\n  hyperfarm watch 3 --plain > progress.txt\n"},
+    {"logs", cli_cmd_logs, OPT_FOLLOW | OPT_INTERVAL | OPT_TAIL, 1, 1,
+     "hyperfarm logs TRIAL [-f|--follow] [--tail N]",
+     "Print a trial's captured stdout/stderr. With -f keep printing new lines\n"
+     "until the trial ends.",
+     "  hyperfarm logs 17\n  hyperfarm logs t17 -f\n  hyperfarm logs 17 --tail 20\n"},
+    {"kill", cli_cmd_kill, 0, 1, 2,
+     "hyperfarm kill exp N | kill trial N | kill eN | kill tN",
+     "Cancel an experiment (all its trials) or one trial. A bare number is\n"
+     "refused because experiment and trial ids overlap.",
+     "  hyperfarm kill trial 17\n  hyperfarm kill exp 3\n  hyperfarm kill t17\n"},
+    {"pause", cli_cmd_pause, 0, 1, 1,
+     "hyperfarm pause EXP",
+     "Pause an experiment: no new trials are placed, running ones are stopped\n"
+     "(with a checkpoint) and requeued as PAUSED.",
+     "  hyperfarm pause 3\n"},
+    {"resume", cli_cmd_resume, 0, 1, 1,
+     "hyperfarm resume EXP",
+     "Resume a paused experiment.",
+     "  hyperfarm resume 3\n"},
+    {"agents", cli_cmd_agents, 0, 0, 0,
+     "hyperfarm agents [--json|--tsv]",
+     "List agents: name, state, slots, GPUs, running trials, last heartbeat.",
+     "  hyperfarm agents\n"},
+    {"export", cli_cmd_export, OPT_CSV, 1, 1,
+     "hyperfarm export EXP --csv|--json",
+     "Export every trial of an experiment with its hyperparameters and best\n"
+     "metrics, as CSV (one column per hyperparameter and metric) or JSON.",
+     "  hyperfarm export 3 --csv > sweep3.csv\n  hyperfarm export 3 --json | jq '.trials | length'\n"},
+    {"completion", cli_cmd_completion, OPT_NOHTTP, 1, 1,
+     "hyperfarm completion bash",
+     "Print a bash completion script.",
+     "  source <(hyperfarm completion bash)\n"
+     "  hyperfarm completion bash > /etc/bash_completion.d/hyperfarm\n"},
+    {NULL, NULL, 0, 0, 0, NULL, NULL, NULL}
+};
+
+const char *const cli_command_names[] = {
+    "up", "submit", "ls", "show", "watch", "logs", "kill", "pause", "resume",
+    "agents", "export", "completion", "help", "version", NULL
+};
+
+static const cli_command *find_command(const char *name)
+{
+    for (const cli_command *c = commands; c->name; c++)
+        if (!strcmp(c->name, name)) return c;
+    return NULL;
+}
+
+/* Build the option table of one command into opts (capacity 24). */
+static void build_opts(hf_cfg_opt *opts, cli_opts *o, int which)
+{
+    int n = 0;
+#define ADD(...) opts[n++] = (hf_cfg_opt){__VA_ARGS__}
+    if (!(which & OPT_NOHTTP) || (which & OPT_UP)) {
+        ADD("url", "HYPERFARM_URL", HF_CFG_STR, &o->url, CLI_DEFAULT_URL, 0, -1,
+            "scheduler URL");
+        ADD("token", "HYPERFARM_TOKEN", HF_CFG_STR, &o->token, NULL, 0, -1,
+            "user token (Authorization: Bearer)");
+        ADD("ca-file", "HYPERFARM_CA_FILE", HF_CFG_STR, &o->ca_file, NULL, 0, -1,
+            "CA bundle to verify an https:// scheduler");
+        ADD("timeout-ms", NULL, HF_CFG_INT, &o->timeout_ms, "10000", 100, 600000,
+            "per-request timeout");
+    }
+    if (!(which & OPT_NOHTTP)) {
+        ADD("json", NULL, HF_CFG_BOOL, &o->json, "false", 0, -1, "print JSON (for scripts)");
+        ADD("tsv", NULL, HF_CFG_BOOL, &o->tsv, "false", 0, -1, "print tab-separated values with a header");
+    }
+    if (which & OPT_FOLLOW)
+        ADD("follow", NULL, HF_CFG_BOOL, &o->follow, "false", 0, -1, "(-f) keep printing until the trial ends");
+    if (which & OPT_TAIL)
+        ADD("tail", NULL, HF_CFG_INT, &o->tail, "0", 0, 1000000, "print only the last N lines (0 = all)");
+    if (which & OPT_CSV)
+        ADD("csv", NULL, HF_CFG_BOOL, &o->csv, "false", 0, -1, "CSV output");
+    if (which & OPT_WATCH)
+        ADD("watch", NULL, HF_CFG_BOOL, &o->watch, "false", 0, -1, "then watch it until it ends");
+    if (which & OPT_INTERVAL)
+        ADD("interval-ms", NULL, HF_CFG_INT, &o->interval_ms, "1000", 50, 3600000, "poll interval");
+    if (which & OPT_PLAIN)
+        ADD("plain", NULL, HF_CFG_BOOL, &o->plain, "false", 0, -1, "one line per change, never redraw");
+    if (which & OPT_UP) {
+        ADD("listen", NULL, HF_CFG_STR, &o->listen, NULL, 0, -1,
+            "scheduler address (default: host:port of --url)");
+        ADD("db", NULL, HF_CFG_STR, &o->db, "hyperfarm.db", 0, -1, "SQLite database file");
+        ADD("slots", NULL, HF_CFG_INT, &o->slots, "0", 0, 4096, "agent slots (0 = number of CPUs)");
+        ADD("workdir", NULL, HF_CFG_STR, &o->workdir, NULL, 0, -1,
+            "agent work directory (default hyperfarm-work next to the db)");
+        ADD("web", NULL, HF_CFG_STR, &o->web, NULL, 0, -1, "dashboard directory (default: found next to the programs)");
+    }
+#undef ADD
+    opts[n] = (hf_cfg_opt)HF_CFG_END;
+}
+
+static void print_command_help(FILE *f, const cli_command *c, cli_opts *o)
+{
+    hf_cfg_opt opts[24];
+    build_opts(opts, o, c->opts);
+    hf_config_usage(f, c->synopsis, opts);
+    fprintf(f, "\n%s\n\nexamples:\n%s", c->about, c->examples);
+}
+
+static void print_help(FILE *f)
+{
+    fprintf(f,
+        "hyperfarm — client of a hyperfarm scheduler (hyperparameter sweeps)\n\n"
+        "usage: hyperfarm [--url URL] [--token T] COMMAND [ARGS] [--json|--tsv]\n\n"
+        "commands:\n");
+    static const char *const summary[] = {
+        "start a scheduler and a local agent (a farm on this machine)",
+        "submit an experiment file, print its id",
+        "list experiments",
+        "one experiment: summary, trials, best trial",
+        "follow an experiment live until it ends",
+        "print (or follow with -f) a trial's output",
+        "cancel an experiment or a trial (kill exp N | kill trial N)",
+        "pause an experiment",
+        "resume a paused experiment",
+        "list agents",
+        "export an experiment's trials as CSV or JSON",
+        "print a bash completion script",
+    };
+    int i = 0;
+    for (const cli_command *c = commands; c->name; c++, i++)
+        fprintf(f, "  %-11s %s\n", c->name, summary[i]);
+    fprintf(f,
+        "  help CMD    help of one command (same as CMD --help)\n"
+        "  version     print the version\n\n"
+        "environment: HYPERFARM_URL (default %s), HYPERFARM_TOKEN, HYPERFARM_CA_FILE\n"
+        "exit codes: 0 ok, 1 error, 2 bad usage or input, 3 not found,\n"
+        "            4 scheduler unreachable, 5 unauthorized, 6 wrong state\n\n"
+        "  hyperfarm up                 # a scheduler and an agent on this machine\n"
+        "  hyperfarm submit experiments/fmnist-mlp-random.json\n"
+        "  hyperfarm watch 1\n",
+        CLI_DEFAULT_URL);
+}
+
+int cli_main(int argc, char **argv, FILE *out, FILE *err)
+{
+    cli_ctx ctx;
+    hf_cfg_opt opts[24];
+    char msg[512];
+    char **vec = NULL;
+    int vecc = 0, npos = 0, rc = CLI_USAGE;
+    const cli_command *c;
+
+    memset(&ctx, 0, sizeof ctx);
+    ctx.out = out;
+    ctx.err = err;
+    ctx.out_tty = out == stdout && isatty(STDOUT_FILENO);
+    ctx.argv0 = argc > 0 ? argv[0] : "hyperfarm";
+
+    if (!(vec = calloc((size_t)argc + 1, sizeof *vec))) return CLI_ERR;
+    if (cli_split_command(argc, argv, vec, &vecc) < 0) {
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--version")) {
+                fprintf(out, "hyperfarm %s\n", CLI_VERSION);
+                rc = CLI_OK;
+                goto end;
+            }
+        int asked = 0;
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) asked = 1;
+        print_help(asked ? out : err);
+        rc = asked ? CLI_OK : CLI_USAGE;
+        goto end;
+    }
+    if (!strcmp(vec[0], "version")) {
+        fprintf(out, "hyperfarm %s\n", CLI_VERSION);
+        rc = CLI_OK;
+        goto end;
+    }
+    if (!strcmp(vec[0], "help")) {
+        if (vecc > 1 && (c = find_command(vec[1]))) {
+            print_command_help(out, c, &ctx.o);
+            rc = CLI_OK;
+        } else if (vecc > 1) {
+            fprintf(err, "error: unknown command '%s'\n", vec[1]);
+        } else {
+            print_help(out);
+            rc = CLI_OK;
+        }
+        goto end;
+    }
+    if (!(c = find_command(vec[0]))) {
+        fprintf(err, "error: unknown command '%s' (see 'hyperfarm --help')\n", vec[0]);
+        goto end;
+    }
+    /* Short flags hf_config does not know. */
+    for (int i = 1; i < vecc; i++)
+        if (!strcmp(vec[i], "-f") && (c->opts & OPT_FOLLOW)) vec[i] = (char *)"--follow";
+    build_opts(opts, &ctx.o, c->opts);
+    int prc = hf_config_parse(opts, vecc, vec, &npos, msg, sizeof msg);
+    if (prc == 1) {
+        print_command_help(out, c, &ctx.o);
+        rc = CLI_OK;
+        goto end;
+    }
+    if (prc) {
+        fprintf(err, "error: %s\nusage: %s\n", msg, c->synopsis);
+        goto end;
+    }
+    if (npos < c->npos_min || npos > c->npos_max) {
+        fprintf(err, "error: %s: expected %s%d argument%s, got %d\nusage: %s\n", c->name,
+                c->npos_min == c->npos_max ? "" : "at most ", c->npos_max,
+                c->npos_max == 1 ? "" : "s", npos, c->synopsis);
+        goto end;
+    }
+    if (ctx.o.json && ctx.o.tsv) {
+        fprintf(err, "error: --json and --tsv exclude each other\n");
+        goto end;
+    }
+    if (!(c->opts & OPT_NOHTTP)) {
+        if (strncmp(ctx.o.url, "http://", 7) && strncmp(ctx.o.url, "https://", 8)) {
+            fprintf(err, "error: scheduler URL '%s' must start with http:// or https://\n", ctx.o.url);
+            goto end;
+        }
+        if (!(ctx.http = hf_http_new(ctx.o.url, ctx.o.token, (long)ctx.o.timeout_ms, 2))) {
+            fprintf(err, "error: cannot create the HTTP client\n");
+            rc = CLI_ERR;
+            goto end;
+        }
+        if (ctx.o.ca_file) hf_http_set_cafile(ctx.http, ctx.o.ca_file);
+    }
+    rc = c->fn(&ctx, npos, vec + 1);
+end:
+    hf_http_free(ctx.http);
+    free(vec);
+    return rc;
+}

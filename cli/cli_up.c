@@ -1,0 +1,241 @@
+/*
+ * cli_up.c — `hyperfarm up`: a whole farm on one machine, in the foreground.
+ *
+ * Starts hyperfarm-scheduler, waits until its /healthz answers, starts one
+ * hyperfarm-agent pointed at it, prints the dashboard URL, then waits.
+ * Ctrl-C (SIGINT) or SIGTERM stops the agent first (it stops its trials)
+ * and then the scheduler: SIGTERM, a grace period, then SIGKILL. If either
+ * child dies on its own, the other is stopped and `up` exits 1, so a
+ * half-farm never lingers.
+ *
+ * The programs are looked up next to our own executable (bin/), then on
+ * PATH. Children get PR_SET_PDEATHSIG so a SIGKILLed `up` does not leave
+ * them behind, and run in their own process groups so a terminal's Ctrl-C
+ * reaches only us and the shutdown order stays ours.
+ */
+#include "cli.h"
+#include "hf_err.h"
+#include "hf_time.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define UP_HEALTH_WAIT_MS 15000
+#define UP_GRACE_MS       10000
+
+static volatile sig_atomic_t up_stop;
+static void on_stop(int sig) { (void)sig; up_stop = 1; }
+
+int cli_up_listen_from_url(const char *url, char *out, size_t size)
+{
+    const char *p = url;
+    if (!strncmp(p, "http://", 7)) p += 7;
+    else if (!strncmp(p, "https://", 8)) p += 8;
+    else return HF_EINVAL;
+    size_t n = strcspn(p, "/?#");
+    if (n == 0 || n >= size) return HF_EINVAL;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    if (!strchr(out, ':') || out[n - 1] == ':') {   /* no port given: the scheduler's default */
+        if (n + 6 >= size || strchr(out, ':')) return HF_EINVAL;
+        strcat(out, ":8080");
+    }
+    return HF_OK;
+}
+
+int cli_up_url_from_listen(const char *listen, char *out, size_t size)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || !colon[1]) return HF_EINVAL;
+    size_t hl = (size_t)(colon - listen);
+    if ((hl == 7 && !strncmp(listen, "0.0.0.0", 7)) || (hl == 2 && !strncmp(listen, "[:", 2)))
+        return snprintf(out, size, "http://127.0.0.1%s", colon) < (int)size ? HF_OK : HF_EINVAL;
+    return snprintf(out, size, "http://%s", listen) < (int)size ? HF_OK : HF_EINVAL;
+}
+
+/* Path of a sibling program of our executable, or just name (PATH lookup). */
+static void sibling(char *out, size_t size, const char *name)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            int w = snprintf(out, size, "%s/%s", self, name);
+            if (w > 0 && (size_t)w < size && access(out, X_OK) == 0) return;
+        }
+    }
+    snprintf(out, size, "%s", name);
+}
+
+static pid_t spawn(cli_ctx *ctx, char *const argv[])
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(ctx->err, "error: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(127);   /* parent died before prctl */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(argv[0], argv);
+        fprintf(stderr, "hyperfarm up: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    return pid;
+}
+
+/* Stop one child: SIGTERM to its group, wait up to the grace, then SIGKILL. */
+static void stop_child(pid_t pid, const char *what, FILE *err)
+{
+    int st;
+    if (pid <= 0) return;
+    kill(-pid, SIGTERM);
+    kill(pid, SIGTERM);
+    for (int64_t t0 = hf_mono_ms(); hf_mono_ms() - t0 < UP_GRACE_MS;) {
+        if (waitpid(pid, &st, WNOHANG) == pid) return;
+        hf_sleep_ms(50);
+    }
+    fprintf(err, "hyperfarm up: %s did not stop in %d s, killing it\n", what, UP_GRACE_MS / 1000);
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+}
+
+static int healthy(hf_http *h)
+{
+    long status = 0;
+    json_t *r = NULL;
+    char err[256];
+    int rc = hf_http_request(h, "GET", "/healthz", NULL, &status, &r, err, sizeof err);
+    json_decref(r);
+    return rc == 0 && status == 200;
+}
+
+static void describe_exit(FILE *f, const char *what, int st)
+{
+    if (WIFEXITED(st)) fprintf(f, "hyperfarm up: %s exited with status %d\n", what, WEXITSTATUS(st));
+    else if (WIFSIGNALED(st)) fprintf(f, "hyperfarm up: %s was killed by signal %d\n", what, WTERMSIG(st));
+}
+
+int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
+{
+    char listen[256], url[300], sched[PATH_MAX], agent[PATH_MAX], web[PATH_MAX] = "";
+    char workdir[PATH_MAX], slots[32], name[128] = "local";
+    pid_t spid = -1, apid = -1;
+    hf_http *h = NULL;
+    int rc = CLI_ERR, st;
+    struct sigaction sa, old_int, old_term;
+    (void)argc; (void)argv;
+
+    if (ctx->o.listen) snprintf(listen, sizeof listen, "%s", ctx->o.listen);
+    else if (cli_up_listen_from_url(ctx->o.url, listen, sizeof listen)) {
+        fprintf(ctx->err, "error: cannot derive a listen address from '%s'; use --listen ADDR:PORT\n", ctx->o.url);
+        return CLI_USAGE;
+    }
+    if (cli_up_url_from_listen(listen, url, sizeof url)) {
+        fprintf(ctx->err, "error: --listen '%s' is not ADDR:PORT\n", listen);
+        return CLI_USAGE;
+    }
+    if (!(h = hf_http_new(url, ctx->o.token, 1000, 0))) return CLI_ERR;
+    if (healthy(h)) {
+        fprintf(ctx->err, "error: a scheduler already answers at %s; use it (HYPERFARM_URL=%s) or pick "
+                "another address with --listen\n", url, url);
+        rc = CLI_STATE;
+        goto end;
+    }
+    sibling(sched, sizeof sched, "hyperfarm-scheduler");
+    sibling(agent, sizeof agent, "hyperfarm-agent");
+    if (ctx->o.web) snprintf(web, sizeof web, "%s", ctx->o.web);
+    else {
+        /* bin/hyperfarm -> ../web when run from a checkout */
+        char *slash = strrchr(sched, '/');
+        struct stat sb;
+        if (slash) {
+            snprintf(web, sizeof web, "%.*s/../web", (int)(slash - sched), sched);
+            char idx[PATH_MAX + 16];
+            snprintf(idx, sizeof idx, "%s/index.html", web);
+            if (stat(idx, &sb) != 0) web[0] = '\0';
+        }
+    }
+    if (ctx->o.workdir) snprintf(workdir, sizeof workdir, "%s", ctx->o.workdir);
+    else snprintf(workdir, sizeof workdir, "hyperfarm-work");
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(slots, sizeof slots, "%lld", (long long)(ctx->o.slots > 0 ? ctx->o.slots : ncpu > 0 ? ncpu : 1));
+    if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "local");
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    up_stop = 0;
+
+    char *sargv[] = {sched, "--listen", listen, "--db", (char *)ctx->o.db,
+                     web[0] ? "--web" : NULL, web, NULL};
+    if ((spid = spawn(ctx, sargv)) < 0) goto restore;
+    int64_t t0 = hf_mono_ms();
+    while (!healthy(h)) {
+        if (waitpid(spid, &st, WNOHANG) == spid) {
+            describe_exit(ctx->err, "the scheduler", st);
+            fprintf(ctx->err, "error: the scheduler did not start (is %s in use? try --listen)\n", listen);
+            spid = -1;
+            goto stop;
+        }
+        if (up_stop) goto stop;
+        if (hf_mono_ms() - t0 > UP_HEALTH_WAIT_MS) {
+            fprintf(ctx->err, "error: the scheduler did not answer %s/healthz within %d s\n", url,
+                    UP_HEALTH_WAIT_MS / 1000);
+            goto stop;
+        }
+        hf_sleep_ms(100);
+    }
+    char *aargv[] = {agent, "--scheduler", url, "--name", name, "--slots", slots, "--workdir", workdir,
+                     NULL};
+    if ((apid = spawn(ctx, aargv)) < 0) goto stop;
+    fprintf(ctx->out,
+            "hyperfarm is up\n"
+            "  dashboard  %s/\n"
+            "  API        %s/api/v1   (export HYPERFARM_URL=%s)\n"
+            "  database   %s\n"
+            "  agent      %s, %s slots, work dir %s\n"
+            "try: hyperfarm submit experiments/fmnist-mlp-random.json && hyperfarm watch 1\n"
+            "Ctrl-C stops the agent and the scheduler.\n",
+            url, url, url, ctx->o.db, name, slots, workdir);
+    fflush(ctx->out);
+    rc = CLI_OK;
+    while (!up_stop) {
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p == spid || p == apid) {
+            describe_exit(ctx->err, p == spid ? "the scheduler" : "the agent", st);
+            if (p == spid) spid = -1;
+            else apid = -1;
+            rc = CLI_ERR;
+            break;
+        }
+        hf_sleep_ms(200);
+    }
+    if (up_stop) fprintf(ctx->err, "hyperfarm up: stopping the agent and the scheduler\n");
+stop:
+    stop_child(apid, "the agent", ctx->err);
+    stop_child(spid, "the scheduler", ctx->err);
+restore:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+end:
+    hf_http_free(h);
+    return rc;
+}
