@@ -1,0 +1,106 @@
+/*
+ * agent_proc.h — the trial supervisor: launches trial processes, captures
+ * their output line by line, parses metric lines, stops them on request
+ * and reports how they ended. Everything it learns goes into an
+ * agent_outbox (see agent_outbox.h) for the heartbeat thread to ship.
+ *
+ * Threading: an agent_sup belongs to one thread (the agent's main loop);
+ * only the outbox it writes to is shared. agent_sup_poll() is the loop's
+ * body: one poll(2) over every trial's stdout/stderr pipe, a self-pipe
+ * written by the SIGCHLD handler, and an optional extra fd of the caller.
+ *
+ * A trial process:
+ *   - is started with fork + execve of an argv array (never a shell), the
+ *     program found on the PATH of the trial's environment, whose first
+ *     entry is the directory of the agent's own binary;
+ *   - runs in its own process group (setpgid), in <workdir>/<dirname of
+ *     checkpoint_dir>, with stdin from /dev/null and the environment of
+ *     DESIGN.md §4 on top of the agent's own;
+ *   - gets SIGTERM if the agent dies (PR_SET_PDEATHSIG), so no orphan
+ *     keeps running after an agent crash;
+ *   - is stopped by writing control.json (should_stop), SIGTERM to the
+ *     group, and SIGKILL to the group when the grace period ends. When the
+ *     leader exits, the rest of its group is SIGKILLed too.
+ *
+ * Output: lines are at most AGENT_LINE_MAX bytes; a longer line is
+ * truncated to that size and ends with a note saying how many bytes were
+ * dropped (an over-long metric line is therefore not parsed). Each trial
+ * may ship AGENT_LOG_RATE log lines per second; lines over that are
+ * counted and replaced by one note per second. Metric lines that parse are
+ * shipped as metrics (not as log lines); malformed ones are shipped as log
+ * lines followed by a note with the parser's reason.
+ */
+#ifndef AGENT_PROC_H
+#define AGENT_PROC_H
+
+#include "agent_fs.h"
+#include "agent_outbox.h"
+#include "hf_json.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define AGENT_MAX_TRIALS  256
+#define AGENT_MAX_GPUS    64
+#define AGENT_MAX_ARGS    1024
+#define AGENT_MAX_ENV     256
+#define AGENT_ARG_MAX     (64 * 1024)   /* bytes per argument or env value */
+#define AGENT_LINE_MAX    16384
+#define AGENT_LOG_RATE    2000          /* log lines per second per trial */
+#define AGENT_DRAIN_MS    2000          /* wait for pipe EOF after the leader exits */
+#define AGENT_GRACE_MAX_MS (3600 * 1000)
+
+/* One assignment, validated. */
+typedef struct agent_spec {
+    int64_t trial_id, attempt, experiment_id;
+    char  **argv;                         /* NULL-terminated, owned */
+    char  **env;                          /* "NAME=value", NULL-terminated, owned */
+    char    checkpoint_dir[AGENT_PATH_MAX];   /* relative to workdir */
+    char    copy_from[AGENT_PATH_MAX];        /* relative, "" = none (PBT) */
+    int     gpus[AGENT_MAX_GPUS];
+    int     ngpus;
+    int64_t slots;
+} agent_spec;
+
+/* Validate one element of a heartbeat reply's "assign" array (path names it
+ * in errors, e.g. "assign[0]"). RET a new spec or NULL with e filled. */
+agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e);
+void agent_spec_free(agent_spec *s);
+
+typedef struct agent_sup agent_sup;
+
+/* workdir: absolute, existing directory for trial files. self_dir: the
+ * directory prepended to PATH (NULL = none). grace_ms: default grace
+ * period. The outbox stays owned by the caller and must outlive the sup.
+ * Installs a SIGCHLD handler (one supervisor per process).
+ * RET NULL on failure. */
+agent_sup *agent_sup_new(const char *workdir, const char *self_dir, int64_t grace_ms,
+                         agent_outbox *ob);
+/* Frees memory and closes pipes; trials still running are SIGKILLed. */
+void agent_sup_free(agent_sup *s);
+
+/* Start a trial. On failure a "start_failed" event with the reason is
+ * queued as well. RET 0; HF_EEXIST if this trial attempt already runs
+ * (nothing done); HF_ETOOBIG (too many trials), HF_EINVAL (bad path),
+ * HF_ECHILD (fork/exec failed) with a message in err. */
+int agent_sup_start(agent_sup *s, const agent_spec *spec, char *err, size_t errlen);
+
+/* Ask a trial to stop: control file, SIGTERM to its group, SIGKILL after
+ * grace_ms (< 0 = the default). attempt <= 0 matches any attempt.
+ * RET 0 or HF_ENOTFOUND. */
+int agent_sup_kill(agent_sup *s, int64_t trial_id, int64_t attempt, int64_t grace_ms,
+                   const char *reason);
+/* agent_sup_kill for every trial. */
+void agent_sup_kill_all(agent_sup *s, int64_t grace_ms, const char *reason);
+
+/* Wait up to timeout_ms for output, exits or extra_fd (-1 = none) becoming
+ * readable; read and ship output, reap exited trials, enforce grace
+ * deadlines. RET 1 when extra_fd is readable, else 0. */
+int agent_sup_poll(agent_sup *s, int timeout_ms, int extra_fd);
+
+/* Trials currently supervised (running or being stopped). */
+int agent_sup_count(const agent_sup *s);
+/* pid of a supervised trial attempt, or -1. */
+pid_t agent_sup_pid(const agent_sup *s, int64_t trial_id, int64_t attempt);
+
+#endif
