@@ -125,6 +125,10 @@ $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN):
 $(TESTPROGS): $(BIN)/tests/%: $(O)/tests/progs/%.o $(LIB_common)
 # bench/*.c: benchmark drivers; they may use the trainer (collectives).
 $(BENCH_BIN): $(BIN)/bench/%: $(O)/bench/%.o $(LIB_trainer)
+# bench/search_*.c drive the searchers directly: libscheduler too (libcommon
+# again after it, for the symbols it needs).
+$(filter $(BIN)/bench/search_%,$(BENCH_BIN)): $(O)/libscheduler.a
+$(filter $(BIN)/bench/search_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
 
 # tests/unit/test_<module>_<what>.c links lib<module> and common.
 unit_module = $(word 2,$(subst _, ,$(notdir $(1))))
