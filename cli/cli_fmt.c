@@ -106,10 +106,17 @@ static void cell_view(const char *s, int maxw, const char **p, size_t *len, int 
     }
 }
 
-static void put_tsv(FILE *f, const char *s)
+/* Control characters (tabs, newlines, escape sequences from a hostile
+ * name) become spaces: a cell never moves the cursor or breaks a row. */
+static void put_clean(FILE *f, const char *s, size_t len)
 {
-    for (; *s; s++) fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        fputc(ch < 0x20 || ch == 0x7f ? ' ' : ch, f);
+    }
 }
+
+static void put_tsv(FILE *f, const char *s) { put_clean(f, s, strlen(s)); }
 
 void cli_table_print(const cli_table *t, FILE *f, int tsv)
 {
@@ -158,7 +165,7 @@ void cli_table_print(const cli_table *t, FILE *f, int tsv)
             if (c) fputs("  ", f);
             if (t->align[c] == CLI_ALIGN_RIGHT)
                 for (int i = 0; i < pad; i++) fputc(' ', f);
-            fwrite(v, 1, len, f);
+            put_clean(f, v, len);
             if (trunc) fputc('~', f);
             if (t->align[c] == CLI_ALIGN_LEFT && !last)
                 for (int i = 0; i < pad; i++) fputc(' ', f);
