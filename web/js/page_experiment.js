@@ -1,0 +1,634 @@
+/* page_experiment.js — #/experiments/{id}: one sweep in detail.
+ *
+ *   best-so-far curve (uPlot)         every trial's learning curve (ECharts)
+ *   parallel coordinates of hyperparameters vs objective, brushable (ECharts)
+ *   scatter of objective against each hyperparameter (ECharts)
+ *   ASHA rungs and promotions (searcher_state when the API has it, else
+ *   derived from the trials' budgets)
+ *   the trial table: sortable, filterable, hyperparameters as columns
+ *
+ * Scale: built for 1,000 trials and 1,000,000 metric points. Each trial's
+ * curve is fetched once with max_points so the server downsamples (the total
+ * stays near POINT_BUDGET whatever the trial count), at most 6 requests in
+ * flight, drawing as batches land; afterwards live `metric` events append.
+ * Redraws are throttled (slower when there are many series); the table is
+ * rebuilt as one HTML string.
+ */
+'use strict';
+(function (HF) {
+  const h = HF.h;
+  const POINT_BUDGET = 150000;
+
+  HF.pages = HF.pages || {};
+  HF.pages.experiment = function (root, params) {
+    const id = +params.id;
+    const S = {
+      exp: null, trials: new Map(), curves: new Map(), metric: null, log: false,
+      selection: null, sort: { key: 'id', dir: 1 }, filter: '', stateFilter: '',
+      hover: null, closed: false, dims: [], parIds: [], parSig: '',
+    };
+    const offs = [];
+    const charts = [];
+
+    // ---------- layout ----------
+    const headTitle = h('h1#exp-title', 'Experiment ' + id);
+    const headBadge = h('span');
+    const headActions = h('span');
+    const statsBox = h('div.stats#exp-stats');
+    const bestEl = h('div.chart#best-chart');
+    const curvesEl = h('div.chart.tall#curves-chart');
+    const metricSel = h('select#metric-select', { 'aria-label': 'metric' });
+    const logChk = h('input#log-scale', { type: 'checkbox' });
+    const curvesNote = h('span.hint#curves-note');
+    const parEl = h('div.chart.tall#parallel-chart');
+    const selNote = h('span.filter-note#selection-note');
+    const clearSel = h('button.btn.small#clear-selection', { hidden: true }, 'Clear brush');
+    const scatterGrid = h('div.grid-charts#scatter-grid');
+    const rungsPanel = h('section.panel#rungs-panel', { hidden: true });
+    const filterIn = h('input#trial-filter', { type: 'search', placeholder: 'filter: text, lr<0.01, optimizer=adam, state=RUNNING', style: { width: '340px' } });
+    const stateSel = h('select#state-filter', h('option', { value: '' }, 'all states'),
+      ...['QUEUED', 'ASSIGNED', 'RUNNING', 'COMPLETED', 'STOPPED', 'FAILED', 'CANCELED'].map((s) => h('option', { value: s }, s)));
+    const tableHead = h('thead');
+    const tableBody = h('tbody');
+    const table = h('table.data#trials-table', tableHead, tableBody);
+    const tableNote = h('span.hint#table-note');
+
+    root.append(
+      h('div.crumbs', h('a', { href: '#/experiments' }, 'Experiments'), ' / ', h('span', '#' + id)),
+      h('div.page-head', headTitle, headBadge, h('div.spacer'), headActions),
+      h('section.panel', statsBox),
+      h('div.grid2', { style: { marginBottom: '16px' } },
+        h('section.panel', h('div.panel-head', h('h2', 'Best so far'), h('span.hint', 'objective of each trial (dots) and the running best (line) over time')), bestEl),
+        h('section.panel', h('div.panel-head', h('h2', 'Learning curves'), h('div.spacer'),
+          h('label', 'metric', metricSel), h('label', logChk, 'log scale')), curvesEl, curvesNote)),
+      h('section.panel', h('div.panel-head', h('h2', 'Hyperparameters vs objective'),
+        h('span.hint', 'drag along an axis to brush; the table and charts follow'), h('div.spacer'), selNote, clearSel), parEl),
+      h('section.panel', h('div.panel-head', h('h2', 'Objective vs each hyperparameter')), scatterGrid),
+      rungsPanel,
+      h('section.panel', h('div.panel-head', h('h2', 'Trials'), tableNote, h('div.spacer'), filterIn, stateSel),
+        h('div.table-wrap', table)));
+
+    const bestChart = HF.charts.uplot(bestEl, {
+      legend: { show: true },
+      cursor: { points: { size: 6 } },
+      scales: { x: { time: true }, y: { auto: true } },
+      axes: [{ grid: { stroke: '#eef0f4' }, ticks: { stroke: '#e2e5eb' } },
+        { values: HF.charts.fmtTicks, size: 56, grid: { stroke: '#eef0f4' }, ticks: { stroke: '#e2e5eb' } }],
+      series: [{ label: 'time' },
+        { label: 'trial objective', stroke: '#9aa3b5', width: 0, paths: () => null, points: { show: true, size: 5, fill: '#9aa3b5' },
+          value: (u, v) => (v == null ? '–' : HF.fmtNum(v)) },
+        { label: 'best so far', stroke: '#1f9d55', width: 2, paths: uPlot.paths.stepped({ align: 1 }), points: { show: false },
+          value: (u, v) => (v == null ? '–' : HF.fmtNum(v)) }],
+    }, [[], [], []]);
+    charts.push(bestChart);
+    const curves = HF.charts.echart(curvesEl); charts.push(curves);
+    const par = HF.charts.echart(parEl); charts.push(par);
+    let scatters = [];
+
+    // ---------- helpers ----------
+    const goal = () => (S.exp && S.exp.objective && S.exp.objective.goal === 'minimize' ? -1 : 1);
+    const objMetric = () => (S.exp && S.exp.objective && S.exp.objective.metric) || 'objective';
+    const better = (a, b) => (b == null || (a != null && goal() * (a - b) > 0));
+    const isSel = (tid) => !S.selection || S.selection.has(tid);
+
+    function hparamKeys() {
+      const cfg = S.exp && S.exp.config && S.exp.config.hyperparameters;
+      const keys = new Set();
+      if (cfg && typeof cfg === 'object') for (const k of Object.keys(cfg)) keys.add(k);
+      for (const t of S.trials.values()) for (const k of Object.keys(t.hparams || {})) keys.add(k);
+      return [...keys];
+    }
+    /* Hyperparameters that are searched (spec objects) or vary across trials. */
+    function searchedKeys() {
+      const cfg = (S.exp && S.exp.config && S.exp.config.hyperparameters) || {};
+      return hparamKeys().filter((k) => {
+        if (cfg[k] && typeof cfg[k] === 'object' && !Array.isArray(cfg[k])) return true;
+        const vals = new Set();
+        for (const t of S.trials.values()) { vals.add(JSON.stringify((t.hparams || {})[k])); if (vals.size > 1) return true; }
+        return false;
+      });
+    }
+    const specOf = (k) => ((S.exp && S.exp.config && S.exp.config.hyperparameters) || {})[k] || {};
+
+    function metricNames() {
+      const names = new Set();
+      for (const t of S.trials.values()) { HF.metricNames(t.latest).forEach((n) => names.add(n)); HF.metricNames(t.best).forEach((n) => names.add(n)); }
+      names.add(objMetric());
+      return [...names].sort();
+    }
+
+    // ---------- header ----------
+    function renderHead() {
+      const e = S.exp;
+      if (!e) return;
+      headTitle.textContent = e.name || ('Experiment ' + id);
+      headBadge.replaceChildren(HF.badge(e.state));
+      headActions.replaceChildren(HF.experimentActions(e, (r) => { S.exp = Object.assign(S.exp, r); renderHead(); }));
+      document.title = (e.name || 'experiment') + ' · hyperfarm';
+      const c = e.counts || {};
+      const stat = (v, l, extra) => h('div.stat', extra || {}, h('div.v', v), h('div.l', l));
+      const obj = e.objective || {};
+      statsBox.replaceChildren(
+        stat(e.best && e.best.value != null ? HF.fmtNum(e.best.value) : '–', `best ${obj.metric || ''} (${obj.goal || ''})`, { id: 'best-stat' }),
+        stat(e.best && e.best.trial_id != null ? h('a', { href: '#/trials/' + e.best.trial_id }, '#' + e.best.trial_id) : '–', 'best trial'),
+        stat(e.searcher || '', 'searcher'),
+        stat(`${(c.completed || 0) + (c.stopped || 0)}`, 'done'),
+        stat(`${(c.running || 0) + (c.assigned || 0)}`, 'running', { id: 'running-stat' }),
+        stat(`${c.queued || 0}`, 'queued'),
+        stat(`${c.failed || 0}`, 'failed'),
+        stat(e.max_trials != null ? String(e.max_trials) : '–', 'max trials'),
+        stat(HF.fmtTime(e.created_at), 'started'),
+        stat(HF.fmtDur((e.ended_at || Date.now()) - e.created_at), e.ended_at ? 'took' : 'running for'));
+    }
+
+    // ---------- best so far ----------
+    const renderBest = HF.throttle(() => {
+      if (S.closed) return;
+      const pts = [];
+      const now = Date.now();
+      for (const t of S.trials.values()) {
+        if (t.objective == null || typeof t.objective !== 'number') continue;
+        const when = HF.TERMINAL.has(t.state) ? (t.ended_at || now) : now;
+        pts.push([when / 1000, t.objective]);
+      }
+      pts.sort((a, b) => a[0] - b[0]);
+      const xs = [], ys = [], bs = [];
+      let best = null;
+      for (const [x, y] of pts) { if (better(y, best)) best = y; xs.push(x); ys.push(y); bs.push(best); }
+      bestChart.setData([xs, ys, bs]);
+      HF.charts.emptyNote(bestEl, xs.length ? null : 'no trial has reported the objective yet');
+    }, 1500);
+
+    // ---------- learning curves ----------
+    function curveOf(tid) {
+      let c = S.curves.get(tid);
+      if (!c) { c = { pts: [], next: 0, loaded: false }; S.curves.set(tid, c); }
+      return c;
+    }
+    function perTrialPoints() {
+      return Math.max(30, Math.min(2000, Math.floor(POINT_BUDGET / Math.max(1, S.trials.size))));
+    }
+    const xOf = (m) => (m.step != null ? m.step : (m.epoch != null ? m.epoch : m.seq));
+
+    async function fetchCurve(tid, metric, gen) {
+      const c = curveOf(tid);
+      const url = `/api/v1/trials/${tid}/metrics?name=${encodeURIComponent(metric)}&max_points=${perTrialPoints()}` +
+        (c.loaded ? `&after=${c.next}` : '');
+      const r = await HF.api.get(url);
+      if (gen !== S.gen || S.closed) return;
+      const rows = (r.metrics || []).filter((m) => m.name === undefined || m.name === metric);
+      const add = rows.map((m) => [xOf(m), m.value]).filter((p) => p[0] != null && typeof p[1] === 'number');
+      if (!c.loaded) {
+        // Keep live points that arrived while fetching if they lie past the fetched ones.
+        const lastX = add.length ? add[add.length - 1][0] : -Infinity;
+        c.pts = add.concat(c.pts.filter((p) => p[0] > lastX));
+      } else c.pts.push(...add);
+      if (r.next != null) c.next = Math.max(c.next, r.next);
+      c.loaded = true;
+      capCurve(c);
+      renderCurves();
+    }
+    /* Live points are appended without downsampling; halve a curve that grows
+     * past twice its share so memory and draw time stay bounded. */
+    function capCurve(c) {
+      const cap = 2 * perTrialPoints();
+      if (c.pts.length <= cap) return;
+      const last = c.pts[c.pts.length - 1];
+      c.pts = c.pts.filter((_, k) => k % 2 === 0);
+      if (c.pts[c.pts.length - 1] !== last) c.pts.push(last);
+    }
+
+    async function loadCurves(incremental) {
+      if (!S.metric) return;
+      if (!incremental) { S.gen = (S.gen || 0) + 1; S.curves.clear(); }
+      const gen = S.gen;
+      const ids = [...S.trials.keys()].sort((a, b) => b - a);
+      const t0 = performance.now();
+      curvesNote.textContent = `loading ${ids.length} curves…`;
+      try {
+        await HF.pool(ids, 6, (tid) => fetchCurve(tid, S.metric, gen), () => gen !== S.gen || S.closed);
+      } catch (e) { if (e.status !== 401) HF.toast('loading curves failed: ' + e.message, true); }
+      if (gen !== S.gen || S.closed) return;
+      let n = 0; for (const c of S.curves.values()) n += c.pts.length;
+      curvesNote.textContent = `${S.curves.size} curves, ${n.toLocaleString()} points shown ` +
+        `(server-downsampled to ≤${perTrialPoints()} per trial, loaded in ${Math.round(performance.now() - t0)} ms)`;
+      root.dataset.curvesLoaded = '1';
+      renderCurves.flush();
+    }
+
+    const trialLabel = (t) => {
+      const hp = t && t.hparams ? Object.entries(t.hparams).slice(0, 6).map(([k, v]) => `${k}=${HF.fmtVal(v)}`).join(', ') : '';
+      return hp;
+    };
+
+    const renderCurves = HF.throttle(() => {
+      if (S.closed) return;
+      const series = [];
+      let npts = 0;
+      const ids = [...S.curves.keys()].sort((a, b) => a - b);
+      for (const tid of ids) {
+        const c = S.curves.get(tid);
+        if (!c.pts.length) continue;
+        let data = c.pts;
+        if (S.log) data = data.filter((p) => p[1] > 0);
+        npts += data.length;
+        const on = isSel(tid);
+        series.push({
+          type: 'line', id: 't' + tid, name: 'trial ' + tid, data, showSymbol: false, symbol: 'none',
+          animation: false, silent: !on, triggerLineEvent: true, z: on ? 2 : 1,
+          lineStyle: { width: 1.3, color: HF.color(tid), opacity: on ? 0.85 : 0.07 },
+          emphasis: { focus: 'series', lineStyle: { width: 3, opacity: 1 } },
+          blur: { lineStyle: { opacity: 0.06 } },
+          large: data.length > 2000, sampling: data.length > 1000 ? 'lttb' : undefined,
+        });
+      }
+      curves.c.setOption({
+        animation: false,
+        grid: { left: 60, right: 20, top: 20, bottom: 40 },
+        tooltip: {
+          trigger: 'item', confine: true,
+          formatter: (p) => {
+            const tid = +String(p.seriesId).slice(1);
+            const t = S.trials.get(tid);
+            const v = Array.isArray(p.value) ? p.value : null;
+            return `<b>trial ${tid}</b> ${t ? t.state : ''}<br>${HF.esc(trialLabel(t))}` +
+              (v ? `<br>step ${HF.fmtNum(v[0])}: ${HF.esc(S.metric)} = ${HF.fmtNum(v[1])}` : '');
+          },
+        },
+        xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 26, scale: true, splitLine: { lineStyle: { color: '#eef0f4' } } },
+        yAxis: { type: S.log ? 'log' : 'value', scale: true, name: S.metric, nameTextStyle: { align: 'left' },
+          splitLine: { lineStyle: { color: '#eef0f4' } }, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) } },
+        series,
+      }, { replaceMerge: ['series'], lazyUpdate: false });
+      HF.charts.emptyNote(curvesEl, series.length ? null : (S.trials.size ? `no ${S.metric} reported yet` : 'no trials yet'));
+      curvesEl.dataset.series = String(series.length);
+      curvesEl.dataset.points = String(npts);
+    }, () => (S.curves.size > 200 ? 2500 : 700));
+
+    curves.c.on('mouseover', (p) => { if (p.seriesId) highlightRow(+String(p.seriesId).slice(1)); });
+    curves.c.on('mouseout', () => highlightRow(null));
+    curves.c.on('click', (p) => { if (p.seriesId) location.hash = '#/trials/' + String(p.seriesId).slice(1); });
+
+    function highlightRow(tid) {
+      if (S.hover === tid) return;
+      const prev = S.hover != null && tableBody.querySelector(`tr[data-id="${S.hover}"]`);
+      if (prev) prev.classList.remove('hl');
+      S.hover = tid;
+      const row = tid != null && tableBody.querySelector(`tr[data-id="${tid}"]`);
+      if (row) row.classList.add('hl');
+    }
+
+    metricSel.addEventListener('change', () => { S.metric = metricSel.value; loadCurves(false); renderTable(); });
+    logChk.addEventListener('change', () => { S.log = logChk.checked; renderCurves(); renderCurves.flush(); });
+
+    function renderMetricSelect() {
+      const names = metricNames();
+      const cur = [...metricSel.options].map((o) => o.value).join('\n');
+      if (cur === names.join('\n')) return;
+      metricSel.replaceChildren(...names.map((n) => h('option', { value: n }, n)));
+      metricSel.value = S.metric;
+    }
+
+    // ---------- parallel coordinates ----------
+    function buildDims() {
+      const keys = searchedKeys();
+      const trials = [...S.trials.values()].filter((t) => typeof t.objective === 'number');
+      const dims = keys.map((k) => {
+        const vals = trials.map((t) => (t.hparams || {})[k]);
+        const numeric = vals.every((v) => typeof v === 'number');
+        const spec = specOf(k);
+        if (numeric) {
+          const log = spec.type === 'log' && vals.every((v) => v > 0);
+          return { key: k, type: log ? 'log' : 'value' };
+        }
+        const cats = [...new Set(vals.map((v) => (v == null ? 'null' : (typeof v === 'object' ? JSON.stringify(v) : String(v)))))].sort();
+        return { key: k, type: 'category', cats };
+      });
+      dims.push({ key: objMetric(), type: 'value', objective: true });
+      return { dims, trials };
+    }
+    const dimVal = (d, t) => {
+      if (d.objective) return t.objective;
+      const v = (t.hparams || {})[d.key];
+      if (d.type === 'category') return v == null ? 'null' : (typeof v === 'object' ? JSON.stringify(v) : String(v));
+      return v;
+    };
+
+    const renderParallel = HF.throttle(() => {
+      if (S.closed) return;
+      const { dims, trials } = buildDims();
+      S.parIds = trials.map((t) => t.id);
+      const data = trials.map((t) => dims.map((d) => dimVal(d, t)));
+      const sig = JSON.stringify(dims);
+      const objs = trials.map((t) => t.objective);
+      const lo = objs.length ? Math.min(...objs) : 0, hi = objs.length ? Math.max(...objs) : 1;
+      const colors = goal() > 0 ? ['#d9e3f7', '#7aa2f0', '#2f6fed', '#0d3aa8'] : ['#0d3aa8', '#2f6fed', '#7aa2f0', '#d9e3f7'];
+      const visualMap = { type: 'continuous', dimension: dims.length - 1, min: lo, max: hi === lo ? lo + 1e-9 : hi,
+        inRange: { color: colors }, right: 0, top: 'middle', itemHeight: 160, text: [HF.fmtNum(hi), HF.fmtNum(lo)], calculable: false,
+        textStyle: { fontSize: 11 } };
+      const series = [{ type: 'parallel', data, smooth: false, lineStyle: { width: 1.3, opacity: 0.75 },
+        inactiveOpacity: 0.04, activeOpacity: 1, progressive: 0, animation: false,
+        emphasis: { lineStyle: { width: 3, opacity: 1 } } }];
+      if (sig !== S.parSig) {
+        S.parSig = sig;
+        par.c.setOption({
+          animation: false,
+          parallel: { left: 70, right: 90, top: 36, bottom: 28, parallelAxisDefault: {
+            nameLocation: 'end', nameGap: 14, nameTextStyle: { fontSize: 12, color: '#3b4352', fontWeight: 600 },
+            axisLabel: { fontSize: 11, formatter: (v) => (typeof v === 'number' ? HF.fmtNum(v, 3) : v) },
+            areaSelectStyle: { width: 18, borderColor: '#2f6fed', color: 'rgba(47,111,237,.18)' } } },
+          parallelAxis: dims.map((d, i) => ({ dim: i, name: d.key + (d.objective ? ' ★' : ''), type: d.type,
+            data: d.cats, scale: d.type === 'value' })),
+          visualMap, series,
+          tooltip: { show: false },
+        }, { notMerge: true });
+      } else {
+        par.c.setOption({ visualMap, series });
+      }
+      HF.charts.emptyNote(parEl, data.length ? null : 'appears once trials report the objective');
+      parEl.dataset.lines = String(data.length);
+      readSelection();
+    }, 2000);
+
+    function readSelection() {
+      let sel = null;
+      try {
+        const model = par.c.getModel();
+        const ser = model && model.getSeries()[0];
+        const axes = model ? model.getComponent('parallel') : null;
+        // Brushing is active when any axis holds an interval.
+        let brushed = false;
+        if (axes) model.eachComponent('parallelAxis', (ax) => { if ((ax.activeIntervals || []).length) brushed = true; });
+        if (ser && brushed) sel = new Set(ser.getRawIndicesByActiveState('active').map((i) => S.parIds[i]));
+      } catch (e) { sel = null; }
+      const key = (s) => (s ? [...s].sort((a, b) => a - b).join(',') : '');
+      if (key(sel) === key(S.selection)) return;
+      S.selection = sel;
+      selNote.textContent = sel ? `${sel.size} trial${sel.size === 1 ? '' : 's'} brushed` : '';
+      clearSel.hidden = !sel;
+      renderTable(); renderCurves(); renderScatter();
+    }
+    par.c.on('axisareaselected', readSelection);
+    clearSel.addEventListener('click', () => {
+      // Re-creating the chart drops every axis interval.
+      S.parSig = ''; renderParallel(); renderParallel.flush();
+    });
+
+    // ---------- scatter per hyperparameter ----------
+    const renderScatter = HF.throttle(() => {
+      if (S.closed) return;
+      const { dims, trials } = buildDims();
+      const hp = dims.filter((d) => !d.objective);
+      if (scatters.length !== hp.length || scatters.some((s, i) => s.key !== hp[i].key)) {
+        scatters.forEach((s) => s.chart.destroy());
+        scatterGrid.replaceChildren();
+        scatters = hp.map((d) => {
+          const el = h('div.chart.small');
+          scatterGrid.append(h('div.chart-box', { 'data-hparam': d.key }, h('h3', `${objMetric()} vs ${d.key}`), el));
+          const chart = HF.charts.echart(el);
+          chart.c.on('click', (p) => { if (p.value && p.value[2] != null) location.hash = '#/trials/' + p.value[2]; });
+          return { key: d.key, chart, el };
+        });
+        if (!hp.length) scatterGrid.append(h('div.empty', 'no searched hyperparameters yet'));
+      }
+      hp.forEach((d, i) => {
+        const on = [], off = [];
+        for (const t of trials) (isSel(t.id) ? on : off).push([dimVal(d, t), t.objective, t.id]);
+        scatters[i].chart.c.setOption({
+          animation: false,
+          grid: { left: 52, right: 14, top: 10, bottom: 34 },
+          tooltip: { trigger: 'item', formatter: (p) => `trial ${p.value[2]}<br>${HF.esc(d.key)} = ${HF.fmtVal(p.value[0])}<br>${HF.esc(objMetric())} = ${HF.fmtNum(p.value[1])}` },
+          xAxis: d.type === 'category' ? { type: 'category', data: d.cats, name: d.key, nameLocation: 'middle', nameGap: 22 }
+            : { type: d.type, scale: true, name: d.key, nameLocation: 'middle', nameGap: 22, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) }, splitLine: { lineStyle: { color: '#eef0f4' } } },
+          yAxis: { type: 'value', scale: true, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) }, splitLine: { lineStyle: { color: '#eef0f4' } } },
+          series: [
+            { type: 'scatter', name: 'other', data: off, symbolSize: 5, itemStyle: { color: '#c9ced8' }, large: off.length > 2000 },
+            { type: 'scatter', name: 'trials', data: on, symbolSize: 7, itemStyle: { color: '#2f6fed', opacity: 0.8 }, large: on.length > 2000 },
+          ],
+        }, { replaceMerge: ['series'] });
+        HF.charts.emptyNote(scatters[i].el, trials.length ? null : 'no objective yet');
+      });
+    }, 2500);
+
+    // ---------- ASHA rungs ----------
+    function renderRungs() {
+      const e = S.exp;
+      if (!e) return;
+      const st = e.searcher_state;
+      const isAsha = /asha|hyperband/i.test(e.searcher || '') || (st && st.rungs);
+      rungsPanel.hidden = !isAsha;
+      if (!isAsha) return;
+      const chipList = (ids, promoted, cap) => {
+        const out = [];
+        ids.slice(0, cap).forEach((tid) => out.push(h('a.chip' + (promoted.has(tid) ? '.promoted' : ''), { href: '#/trials/' + tid, title: promoted.has(tid) ? 'promoted' : '' }, '#' + tid)));
+        if (ids.length > cap) out.push(h('span.muted', ` +${ids.length - cap} more`));
+        return out;
+      };
+      let rows = [];
+      let source;
+      if (st && Array.isArray(st.rungs)) {
+        source = 'searcher state reported by the scheduler';
+        rows = st.rungs.map((r, i) => {
+          const members = (r.trials || r.members || r.results || []).map((x) => (typeof x === 'object' && x ? (x.trial_id != null ? x.trial_id : x.id) : x)).filter((x) => x != null);
+          const promoted = new Set((r.promoted || r.promotions || []).map((x) => (typeof x === 'object' && x ? (x.trial_id != null ? x.trial_id : x.id) : x)));
+          return { rung: r.rung != null ? r.rung : i, budget: r.budget != null ? r.budget : (r.epochs != null ? r.epochs : r.resource), members, promoted };
+        });
+      } else {
+        // Derived: a trial granted budget b has passed every rung below b.
+        source = 'derived from each trial\'s budget (the API reports no searcher_state)';
+        const budgets = [...new Set([...S.trials.values()].map((t) => t.budget).filter((b) => typeof b === 'number'))].sort((a, b) => a - b);
+        rows = budgets.map((b, i) => {
+          const members = [...S.trials.values()].filter((t) => typeof t.budget === 'number' && t.budget >= b)
+            .sort((x, y) => (better(x.objective, y.objective) ? -1 : 1)).map((t) => t.id);
+          const nextB = budgets[i + 1];
+          const promoted = new Set(nextB == null ? [] : [...S.trials.values()].filter((t) => t.budget >= nextB).map((t) => t.id));
+          return { rung: i, budget: b, members, promoted };
+        });
+      }
+      rungsPanel.replaceChildren(
+        h('div.panel-head', h('h2', 'ASHA rungs'), h('span.hint', source)),
+        rows.length ? h('table.data.rungs#rungs-table',
+          h('thead', h('tr', h('th', 'rung'), h('th.num', 'budget'), h('th.num', 'trials'), h('th.num', 'promoted'), h('th', 'trials (best first; green = promoted)'))),
+          h('tbody', rows.map((r) => h('tr', h('td', r.rung), h('td.num', HF.fmtVal(r.budget)), h('td.num', r.members.length),
+            h('td.num', r.promoted.size), h('td', { style: { whiteSpace: 'normal' } }, chipList(r.members, r.promoted, 40))))))
+          : h('div.empty', 'no rung reached yet'));
+    }
+
+    // ---------- trial table ----------
+    function columns() {
+      const m = S.metric || objMetric();
+      const hp = hparamKeys();
+      return [
+        { key: 'id', label: 'ID', num: true, get: (t) => t.id },
+        { key: 'state', label: 'State', get: (t) => t.state },
+        ...hp.map((k) => ({ key: 'hp:' + k, label: k, num: true, get: (t) => (t.hparams || {})[k] })),
+        { key: 'best', label: 'best ' + m, num: true, get: (t) => (t.best || {})[m] },
+        { key: 'latest', label: 'latest ' + m, num: true, get: (t) => (t.latest || {})[m] },
+        { key: 'step', label: 'step', num: true, get: (t) => (t.latest || {}).step },
+        { key: 'budget', label: 'budget', num: true, get: (t) => t.budget },
+        { key: 'restarts', label: 'restarts', num: true, get: (t) => t.restarts },
+        { key: 'agent', label: 'agent', get: (t) => t.agent || (t.agent_id != null ? '#' + t.agent_id : null) },
+        { key: 'started', label: 'started', get: (t) => t.started_at, fmt: (v) => HF.fmtClock(v).slice(0, 8) },
+        { key: 'dur', label: 'duration', num: true, get: (t) => (t.started_at ? (t.ended_at || Date.now()) - t.started_at : null), fmt: HF.fmtDur },
+      ];
+    }
+
+    /* Filter terms: "key<v", "key>=v", "key=v", "key!=v" on column keys or
+     * labels (hparam names, state, agent...), anything else is a substring. */
+    function makeFilter(cols) {
+      const terms = S.filter.trim().split(/\s+/).filter(Boolean);
+      const byName = new Map();
+      for (const c of cols) { byName.set(c.label.toLowerCase(), c); byName.set(c.key.replace(/^hp:/, '').toLowerCase(), c); }
+      const preds = terms.map((term) => {
+        const m = /^([\w.-]+)\s*(<=|>=|!=|=|<|>)\s*(.+)$/.exec(term);
+        const col = m && byName.get(m[1].toLowerCase());
+        if (col) {
+          const raw = m[3], num = Number(raw), isNum = raw !== '' && !isNaN(num);
+          return (t) => {
+            const v = col.get(t);
+            if (v == null) return false;
+            const a = typeof v === 'number' && isNum ? v : String(v).toLowerCase();
+            const b = typeof v === 'number' && isNum ? num : raw.toLowerCase();
+            switch (m[2]) {
+              case '<': return a < b; case '>': return a > b; case '<=': return a <= b; case '>=': return a >= b;
+              case '!=': return a !== b; default: return a === b;
+            }
+          };
+        }
+        const needle = term.toLowerCase();
+        return (t) => cols.some((c) => { const v = c.get(t); return v != null && String(v).toLowerCase().includes(needle); });
+      });
+      return (t) => preds.every((p) => p(t));
+    }
+
+    const MAX_ROWS = 2000;
+    const renderTable = HF.throttle(() => {
+      if (S.closed) return;
+      const cols = columns();
+      const col = cols.find((c) => c.key === S.sort.key) || cols[0];
+      const pass = makeFilter(cols);
+      let rows = [...S.trials.values()].filter((t) => isSel(t.id) && (!S.stateFilter || t.state === S.stateFilter) && pass(t));
+      rows.sort((a, b) => {
+        const d = HF.cmp(col.get(a), col.get(b));
+        return d === 0 ? a.id - b.id : (col.get(a) == null || col.get(b) == null ? d : d * S.sort.dir);
+      });
+      const shown = rows.slice(0, MAX_ROWS);
+      tableHead.innerHTML = '<tr>' + cols.map((c) => `<th class="sortable${c.num ? ' num' : ''}" data-key="${HF.esc(c.key)}">${HF.esc(c.label)}` +
+        (c.key === S.sort.key ? `<span class="arrow">${S.sort.dir > 0 ? '▲' : '▼'}</span>` : '') + '</th>').join('') + '</tr>';
+      const bestId = S.exp && S.exp.best ? S.exp.best.trial_id : null;
+      let html = '';
+      for (const t of shown) {
+        const cls = (t.id === bestId ? 'best ' : '') + (t.id === S.hover ? 'hl' : '');
+        html += `<tr data-id="${t.id}"${cls ? ` class="${cls.trim()}"` : ''}>`;
+        for (const c of cols) {
+          const v = c.get(t);
+          let cell;
+          if (c.key === 'id') cell = `<a href="#/trials/${t.id}">${t.id}</a>`;
+          else if (c.key === 'state') cell = `<span class="badge ${HF.esc(t.state)}">${HF.esc(t.state)}</span>`;
+          else if (c.key === 'agent' && t.agent_id != null) cell = `<a href="#/agents">${HF.esc(v)}</a>`;
+          else cell = HF.esc(c.fmt ? c.fmt(v) : HF.fmtVal(v));
+          html += `<td${c.num && typeof v === 'number' ? ' class="num"' : ''}>${cell}</td>`;
+        }
+        html += '</tr>';
+      }
+      tableBody.innerHTML = html || `<tr><td colspan="${cols.length}" class="empty">${S.trials.size ? 'no trial matches' : 'no trials yet'}</td></tr>`;
+      tableNote.textContent = `${rows.length} of ${S.trials.size} trials` + (rows.length > MAX_ROWS ? ` (first ${MAX_ROWS} shown)` : '');
+    }, () => (S.trials.size > 300 ? 1000 : 300));
+
+    tableHead.addEventListener('click', (ev) => {
+      const th = ev.target.closest('th[data-key]');
+      if (!th) return;
+      const k = th.dataset.key;
+      S.sort = S.sort.key === k ? { key: k, dir: -S.sort.dir } : { key: k, dir: 1 };
+      renderTable(); renderTable.flush();
+    });
+    filterIn.addEventListener('input', () => { S.filter = filterIn.value; renderTable(); });
+    stateSel.addEventListener('change', () => { S.stateFilter = stateSel.value; renderTable(); renderTable.flush(); });
+    tableBody.addEventListener('mouseover', (ev) => {
+      const tr = ev.target.closest('tr[data-id]');
+      const tid = tr ? +tr.dataset.id : null;
+      if (tid === S.rowHover) return;
+      if (S.rowHover != null) curves.c.dispatchAction({ type: 'downplay', seriesId: 't' + S.rowHover });
+      S.rowHover = tid;
+      if (tid != null && S.curves.has(tid)) curves.c.dispatchAction({ type: 'highlight', seriesId: 't' + tid });
+    });
+    tableBody.addEventListener('mouseleave', () => {
+      if (S.rowHover != null) curves.c.dispatchAction({ type: 'downplay', seriesId: 't' + S.rowHover });
+      S.rowHover = null;
+    });
+
+    // ---------- data flow ----------
+    function renderAll() {
+      renderHead(); renderMetricSelect(); renderBest(); renderTable(); renderParallel(); renderScatter(); renderRungs();
+    }
+    const renderSlow = HF.throttle(() => { renderMetricSelect(); renderRungs(); }, 3000);
+
+    async function load() {
+      try {
+        const [e, tr] = await Promise.all([HF.api.get('/api/v1/experiments/' + id), HF.api.get(`/api/v1/experiments/${id}/trials`)]);
+        if (S.closed) return;
+        S.exp = e;
+        S.trials.clear();
+        for (const t of tr.trials || []) S.trials.set(t.id, t);
+        if (!S.metric) S.metric = objMetric();
+        renderAll();
+        root.dataset.loaded = '1';
+        await loadCurves(false);
+      } catch (e) {
+        if (e.status === 404) root.replaceChildren(h('div.empty', `Experiment ${id} does not exist. `, h('a', { href: '#/experiments' }, 'All experiments')));
+        else HF.toast('loading experiment failed: ' + e.message, true);
+      }
+    }
+
+    offs.push(HF.live.on('experiment', (e) => {
+      if (!e || e.id !== id) return;
+      S.exp = Object.assign(S.exp || {}, e);
+      renderHead(); renderTable();
+    }));
+    offs.push(HF.live.on('trial', (t) => {
+      if (!t || t.experiment_id !== id) return;
+      const old = S.trials.get(t.id);
+      S.trials.set(t.id, Object.assign(old || {}, t));
+      renderTable(); renderBest(); renderParallel(); renderScatter(); renderSlow();
+    }));
+    offs.push(HF.live.on('metric', (m) => {
+      if (!m || m.experiment_id !== id || !m.values) return;
+      const t = S.trials.get(m.trial_id);
+      if (t) {
+        t.latest = Object.assign({}, t.latest, m.values, m.step != null ? { step: m.step } : {});
+        renderTable();
+      }
+      const v = m.values[S.metric];
+      if (typeof v === 'number' && S.metric) {
+        const c = curveOf(m.trial_id);
+        const x = m.step != null ? m.step : (m.values.epoch != null ? m.values.epoch : c.pts.length);
+        const last = c.pts[c.pts.length - 1];
+        if (!last || x > last[0]) { c.pts.push([x, v]); capCurve(c); renderCurves(); }
+      }
+    }));
+    // After a reconnect, catch up on whatever the stream missed.
+    offs.push(HF.live.on('open', () => { if (root.dataset.loaded) { reloadSoon(); } }));
+    const reloadSoon = HF.throttle(async () => {
+      try {
+        const [e, tr] = await Promise.all([HF.api.get('/api/v1/experiments/' + id), HF.api.get(`/api/v1/experiments/${id}/trials`)]);
+        if (S.closed) return;
+        S.exp = e;
+        for (const t of tr.trials || []) S.trials.set(t.id, t);
+        renderAll();
+        loadCurves(true);
+      } catch (err) { /* next reconnect retries */ }
+    }, 3000);
+    const tick = setInterval(() => { renderHead(); }, 5000);
+
+    load();
+
+    return () => {
+      S.closed = true;
+      offs.forEach((f) => f());
+      clearInterval(tick);
+      [renderBest, renderCurves, renderParallel, renderScatter, renderTable, renderSlow, reloadSoon].forEach((f) => f.cancel());
+      charts.forEach((c) => c.destroy());
+      scatters.forEach((s) => s.chart.destroy());
+    };
+  };
+})(window.HF);

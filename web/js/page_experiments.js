@@ -1,0 +1,351 @@
+/* page_experiments.js — #/experiments: every experiment with its state,
+ * searcher, progress, best objective and start time; pause/resume/cancel;
+ * and the submit panel (paste or upload an experiment file). Submission
+ * errors are shown next to the offending field: the API answers
+ * {"error", "field"} and the field path is located in the pasted text by a
+ * small position-tracking JSON scanner (jsonLocate). */
+'use strict';
+(function (HF) {
+  const h = HF.h;
+
+  const EXAMPLE = {
+    name: 'fmnist-mlp-random',
+    objective: { metric: 'val_acc', goal: 'maximize' },
+    searcher: { name: 'random', max_trials: 8, max_concurrent_trials: 2 },
+    hyperparameters: {
+      lr: { type: 'log', min: 1e-4, max: 0.3 },
+      hidden: { type: 'int', min: 64, max: 512 },
+      optimizer: { type: 'categorical', values: ['sgd', 'adam'] },
+      batch_size: 128,
+    },
+    trial: {
+      command: ['hyperfarm-train', '--model', 'mlp', '--epochs', '3'],
+      resources: { workers: 1, slots_per_worker: 1 },
+      max_restarts: 1,
+    },
+  };
+
+  /* Maps each JSON path ("searcher.max_trials", "trial.command.0") of `text`
+   * to the character range of its key (members) or value (array elements).
+   * Stops quietly at the first syntax error, keeping what it found. */
+  function jsonLocate(text) {
+    const locs = new Map();
+    let i = 0;
+    const n = text.length;
+    const ws = () => { while (i < n && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++; };
+    const str = () => {
+      const s = i++;
+      while (i < n && text[i] !== '"') { if (text[i] === '\\') i++; i++; }
+      i++;
+      return [s, i];
+    };
+    const value = (path, depth) => {
+      if (depth > 64) throw new Error('deep');
+      ws();
+      const c = text[i];
+      if (c === '{') {
+        i++; ws();
+        if (text[i] === '}') { i++; return; }
+        for (;;) {
+          ws();
+          if (text[i] !== '"') throw new Error('key');
+          const [ks, ke] = str();
+          let key;
+          try { key = JSON.parse(text.slice(ks, ke)); } catch (e) { throw new Error('key'); }
+          const p = path.concat(key);
+          ws();
+          if (text[i] !== ':') throw new Error(':');
+          i++;
+          locs.set(p.join('.'), { start: ks, end: ke });
+          value(p, depth + 1);
+          ws();
+          if (text[i] === ',') { i++; continue; }
+          if (text[i] === '}') { i++; return; }
+          throw new Error('}');
+        }
+      } else if (c === '[') {
+        i++; ws();
+        if (text[i] === ']') { i++; return; }
+        for (let k = 0; ; k++) {
+          ws();
+          const p = path.concat(String(k));
+          const vs = i;
+          value(p, depth + 1);
+          if (!locs.has(p.join('.'))) locs.set(p.join('.'), { start: vs, end: i });
+          ws();
+          if (text[i] === ',') { i++; continue; }
+          if (text[i] === ']') { i++; return; }
+          throw new Error(']');
+        }
+      } else if (c === '"') {
+        str();
+      } else {
+        const s = i;
+        while (i < n && !/[\s,\]}]/.test(text[i])) i++;
+        if (i === s) throw new Error('value');
+      }
+    };
+    try { value([], 0); } catch (e) { /* partial map */ }
+    return locs;
+  }
+  HF.jsonLocate = jsonLocate;
+
+  /* "hyperparameters.lr.min", "/searcher/max_trials", "trial.command[0]",
+   * "$.searcher" -> ["hyperparameters","lr","min"] ... */
+  function splitField(field) {
+    return String(field || '').replace(/\[["']?([^\]"']*)["']?\]/g, '.$1').replace(/^\$/, '')
+      .split(/[./]/).filter(Boolean);
+  }
+
+  /* Where the JSON parser stopped, as a character offset (Chrome's messages
+   * say "at position N" or "(line L column C)"). */
+  function parseErrorOffset(text, msg) {
+    let m = /position (\d+)/.exec(msg);
+    if (m) return +m[1];
+    m = /line (\d+) column (\d+)/.exec(msg);
+    if (m) {
+      const lines = text.split('\n');
+      let off = 0;
+      for (let k = 0; k < +m[1] - 1 && k < lines.length; k++) off += lines[k].length + 1;
+      return off + (+m[2] - 1);
+    }
+    return -1;
+  }
+
+  /* The submit editor: gutter with line numbers, textarea, and an inline
+   * message box placed under the line of the failing field. */
+  function makeEditor() {
+    const gutter = h('div.gutter');
+    const ta = h('textarea', { spellcheck: 'false', id: 'exp-json', 'aria-label': 'experiment JSON',
+      placeholder: 'Paste an experiment file (JSON) here, or upload one.' });
+    const inline = h('div.inline-error', { hidden: true });
+    const box = h('div.editor', gutter, ta, inline);
+    const ed = { box, ta, errLine: -1, errMsg: '' };
+
+    ed.render = function () {
+      const lines = ta.value.split('\n').length;
+      let html = '';
+      for (let k = 1; k <= Math.max(lines, 1); k++) {
+        html += (k - 1 === ed.errLine ? '<span class="err">' + k + '</span>' : k) + '\n';
+      }
+      gutter.innerHTML = html;
+      gutter.scrollTop = ta.scrollTop;
+      if (ed.errLine >= 0 && ed.errMsg) {
+        const top = 8 + (ed.errLine + 1) * 18 - ta.scrollTop;
+        inline.style.top = top + 'px';
+        inline.textContent = ed.errMsg;
+        inline.hidden = top < 0 || top > box.clientHeight - 12;
+      } else inline.hidden = true;
+    };
+    ed.setError = function (line, msg) {
+      ed.errLine = line; ed.errMsg = msg || '';
+      box.classList.toggle('has-error', line >= 0 || !!msg);
+      ed.render();
+    };
+    ed.lineOf = (off) => ta.value.slice(0, Math.max(0, off)).split('\n').length - 1;
+    ed.select = function (start, end) {
+      ta.focus();
+      ta.setSelectionRange(start, end);
+      const line = ed.lineOf(start);
+      const want = line * 18 - ta.clientHeight / 3;
+      ta.scrollTop = Math.max(0, want);
+      ed.render();
+    };
+    ta.addEventListener('scroll', ed.render);
+    ta.addEventListener('input', () => { if (ed.errLine >= 0 || ed.errMsg) ed.setError(-1, ''); else ed.render(); });
+    ta.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Tab') {
+        ev.preventDefault();
+        const s = ta.selectionStart;
+        ta.setRangeText('  ', s, ta.selectionEnd, 'end');
+        ed.render();
+      }
+    });
+    return ed;
+  }
+
+  function progressCell(exp) {
+    const c = exp.counts || {};
+    const done = (c.completed || 0) + (c.stopped || 0);
+    const running = (c.running || 0) + (c.assigned || 0);
+    const queued = c.queued || 0;
+    const failed = (c.failed || 0) + (c.canceled || 0);
+    const total = Math.max(exp.max_trials || 0, done + running + queued + failed, 1);
+    const pct = (v) => (100 * v / total).toFixed(2) + '%';
+    return h('td.progress-cell',
+      h('div.progress', { title: `${done} done, ${running} running, ${queued} queued, ${failed} failed/canceled` },
+        h('span.done', { style: { width: pct(done) } }), h('span.running', { style: { width: pct(running) } }),
+        h('span.queued', { style: { width: pct(queued) } }), h('span.failed', { style: { width: pct(failed) } })),
+      h('div.progress-text', `${done} done · ${running} running · ${queued} queued · ${failed} failed` +
+        (exp.max_trials ? ` / ${exp.max_trials}` : '')));
+  }
+
+  /* Pause/resume/cancel buttons for one experiment; `after` gets the new summary. */
+  HF.experimentActions = function (exp, after) {
+    const act = (verb) => async (ev) => {
+      ev.stopPropagation();
+      if (verb === 'cancel' && !confirm(`Cancel experiment ${exp.id} (${exp.name})? Running trials are killed.`)) return;
+      ev.target.disabled = true;
+      const r = await HF.api.act(`${verb} experiment ${exp.id}`, () => HF.api.post(`/api/v1/experiments/${exp.id}/${verb}`));
+      ev.target.disabled = false;
+      if (r && after) after(r);
+    };
+    const s = exp.state;
+    return h('span.row',
+      s === 'PAUSED'
+        ? h('button.btn.small', { onclick: act('resume'), 'data-action': 'resume' }, 'Resume')
+        : h('button.btn.small', { onclick: act('pause'), 'data-action': 'pause', disabled: s !== 'ACTIVE' }, 'Pause'),
+      h('button.btn.small.danger', { onclick: act('cancel'), 'data-action': 'cancel', disabled: s !== 'ACTIVE' && s !== 'PAUSED' }, 'Cancel'));
+  };
+
+  HF.bestText = function (exp) {
+    if (!exp.best || exp.best.value == null) return '–';
+    return HF.fmtNum(exp.best.value);
+  };
+
+  HF.pages = HF.pages || {};
+  HF.pages.experiments = function (root) {
+    const exps = new Map();
+    let closed = false;
+    const offs = [];
+
+    const tbody = h('tbody');
+    const table = h('table.data#experiments-table',
+      h('thead', h('tr', ['ID', 'Name', 'State', 'Searcher', 'Progress', 'Best', 'Objective', 'Started', 'Duration', ''].map((t) => h(t === 'Best' || t === 'Duration' || t === 'ID' ? 'th.num' : 'th', t)))),
+      tbody);
+    const emptyNote = h('div.empty', 'No experiments yet. Submit one with “New experiment”.');
+
+    // ---- submit panel ----
+    const ed = makeEditor();
+    const fileIn = h('input', { type: 'file', accept: '.json,application/json', hidden: true, id: 'exp-file' });
+    const msg = h('div.field-error#submit-error', { hidden: true });
+    const okMsg = h('div.ok-msg', { hidden: true });
+    const submitBtn = h('button.btn.primary#submit-exp', 'Submit');
+    const panel = h('section.panel#submit-panel', { hidden: true },
+      h('div.panel-head', h('h2', 'New experiment'), h('span.hint', 'Paste or upload an experiment file (DESIGN §5). Errors point at the field.'),
+        h('div.spacer'),
+        h('button.btn.small', { onclick: () => fileIn.click() }, 'Upload file…'),
+        h('button.btn.small', { onclick: () => { ed.ta.value = JSON.stringify(EXAMPLE, null, 2); ed.setError(-1, ''); msg.hidden = true; } }, 'Load example'),
+        h('button.btn.small', { onclick: () => { panel.hidden = true; } }, 'Close')),
+      fileIn, ed.box, msg, okMsg,
+      h('div.row.end', { style: { marginTop: '10px' } }, submitBtn));
+
+    fileIn.addEventListener('change', async () => {
+      const f = fileIn.files[0];
+      if (!f) return;
+      if (f.size > 1 << 20) { showError('file is larger than 1 MiB', null); return; }
+      ed.ta.value = await f.text();
+      fileIn.value = '';
+      ed.setError(-1, ''); msg.hidden = true; okMsg.hidden = true;
+      validateLocal();
+    });
+
+    function showError(text, field) {
+      msg.hidden = false;
+      msg.innerHTML = '';
+      if (field) msg.append(h('code', field), ': ');
+      msg.append(text);
+      okMsg.hidden = true;
+    }
+
+    /* Client-side syntax check; returns the parsed object or null. */
+    function validateLocal() {
+      const text = ed.ta.value;
+      if (!text.trim()) { showError('paste or upload an experiment file first', null); return null; }
+      try { return JSON.parse(text); } catch (e) {
+        const off = parseErrorOffset(text, e.message);
+        const line = off >= 0 ? ed.lineOf(off) : -1;
+        showError('not valid JSON: ' + e.message, line >= 0 ? 'line ' + (line + 1) : null);
+        ed.setError(line, 'JSON syntax error here');
+        if (off >= 0) ed.select(off, off + 1);
+        return null;
+      }
+    }
+
+    function showFieldError(field, text) {
+      const parts = splitField(field);
+      const locs = jsonLocate(ed.ta.value);
+      let loc = null;
+      for (let k = parts.length; k > 0 && !loc; k--) loc = locs.get(parts.slice(0, k).join('.'));
+      showError(text, field);
+      if (loc) {
+        const line = ed.lineOf(loc.start);
+        ed.select(loc.start, loc.end);
+        ed.setError(line, text);
+      } else ed.setError(-1, text);
+    }
+
+    submitBtn.addEventListener('click', async () => {
+      msg.hidden = true; okMsg.hidden = true; ed.setError(-1, '');
+      const obj = validateLocal();
+      if (!obj) return;
+      if (typeof obj !== 'object' || Array.isArray(obj)) { showFieldError('', 'the experiment file must be a JSON object'); return; }
+      submitBtn.disabled = true;
+      try {
+        const r = await HF.api.req('POST', '/api/v1/experiments', ed.ta.value);
+        okMsg.hidden = false;
+        okMsg.innerHTML = '';
+        okMsg.append('Submitted as experiment ', h('a', { href: '#/experiments/' + r.id }, '#' + r.id), '.');
+        load();
+      } catch (e) {
+        if (e.status === 400 || e.status === 413 || e.status === 409) showFieldError(e.field, e.error || e.message);
+        else showError(e.message, null);
+      } finally { submitBtn.disabled = false; }
+    });
+
+    root.append(
+      h('div.page-head', h('h1', 'Experiments'), h('span.sub#exp-count'), h('div.spacer'),
+        h('button.btn.primary#new-exp', { onclick: () => { panel.hidden = !panel.hidden; if (!panel.hidden) { ed.render(); ed.ta.focus(); } } }, 'New experiment')),
+      panel,
+      h('section.panel', h('div.table-wrap', { style: { maxHeight: 'none', border: 0 } }, table, emptyNote)));
+
+    function row(exp) {
+      const dur = exp.created_at ? (exp.ended_at || Date.now()) - exp.created_at : null;
+      const obj = exp.objective || {};
+      return h('tr', { 'data-id': exp.id },
+        h('td.num', h('a', { href: '#/experiments/' + exp.id }, exp.id)),
+        h('td', h('a', { href: '#/experiments/' + exp.id }, exp.name || '(unnamed)')),
+        h('td', HF.badge(exp.state)),
+        h('td', exp.searcher || ''),
+        progressCell(exp),
+        h('td.num', exp.best && exp.best.trial_id != null
+          ? h('a', { href: '#/trials/' + exp.best.trial_id, title: 'trial ' + exp.best.trial_id }, HF.bestText(exp))
+          : HF.bestText(exp)),
+        h('td.muted', obj.metric ? `${obj.metric} ${obj.goal === 'minimize' ? '↓' : '↑'}` : ''),
+        h('td', { title: HF.fmtTime(exp.created_at) }, HF.fmtTime(exp.created_at)),
+        h('td.num', HF.fmtDur(dur)),
+        h('td', HF.experimentActions(exp, (r) => { exps.set(r.id, Object.assign(exps.get(r.id) || {}, r)); render(); })));
+    }
+
+    const render = HF.throttle(() => {
+      if (closed) return;
+      const list = [...exps.values()].sort((a, b) => b.id - a.id);
+      tbody.replaceChildren(...list.map(row));
+      emptyNote.hidden = list.length > 0;
+      const c = document.getElementById('exp-count');
+      if (c) c.textContent = list.length ? `${list.length} experiment${list.length > 1 ? 's' : ''}` : '';
+    }, 250);
+
+    async function load() {
+      try {
+        const r = await HF.api.get('/api/v1/experiments');
+        exps.clear();
+        for (const e of r.experiments || []) exps.set(e.id, e);
+        render();
+      } catch (e) { HF.toast('loading experiments failed: ' + e.message, true); }
+    }
+    const reload = HF.throttle(load, 2000);
+
+    offs.push(HF.live.on('experiment', (e) => {
+      if (e && e.id != null) { exps.set(e.id, Object.assign(exps.get(e.id) || {}, e)); render(); }
+    }));
+    // Trial changes move the counts; the experiment event usually follows,
+    // but a throttled reload keeps the page right if it does not.
+    offs.push(HF.live.on('trial', () => reload()));
+    offs.push(HF.live.on('open', () => reload()));
+    const tick = setInterval(render, 5000);   // durations of running experiments
+    load();
+
+    return () => { closed = true; offs.forEach((f) => f()); clearInterval(tick); render.cancel(); reload.cancel(); };
+  };
+})(window.HF);
