@@ -17,8 +17,9 @@
  *
  * Layer-by-layer use (model parallel): tr_model_forward(m, a, b, ...) runs
  * layers [a, b); tr_model_backward(m, a, b, ...) runs them backwards from
- * dact[b] and fills dact[a] when a > 0 (the input of layer 0 is data and
- * needs no gradient, which saves a third of the first layer's work).
+ * dact[b] and fills dact[a] when a > 0. With a == 0, input gradients below
+ * the first layer that has parameters are not computed (they would flow
+ * into data only), which saves a third of the first dense layer's work.
  *
  * Gradient hand-off (DDP-style bucketing): backward calls
  * on_layer_grad(ctx, offset, count) right after layer i's gradients are

@@ -1,0 +1,86 @@
+/*
+ * blas.c — make OpenBLAS run its fast kernel on this CPU (blas.h).
+ *
+ * OpenBLAS (DYNAMIC_ARCH) reads OPENBLAS_CORETYPE in its load-time
+ * constructor, before main. When cpuid says the CPU can do better than
+ * the kernel OpenBLAS picked, we set the variable and exec
+ * /proc/self/exe with the same argv; HF_BLAS_REEXEC stops a second try.
+ */
+#include "blas.h"
+
+#include "hf_log.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* Rank of a core type: higher is a wider/faster sgemm kernel. */
+static int core_rank(const char *name)
+{
+    static const struct { const char *n; int r; } t[] = {
+        {"SkylakeX", 4}, {"Cooperlake", 4}, {"SapphireRapids", 4},
+        {"Haswell", 3}, {"Zen", 3},
+        {"Sandybridge", 2},
+    };
+    if (!name) return 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcasecmp(name, t[i].n)) return t[i].r;
+    return 1;   /* Prescott, Core2, Nehalem, Barcelona, ...: SSE-only kernels */
+}
+
+const char *tr_blas_wanted_core(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+    if (__builtin_cpu_supports("avx")) return "Sandybridge";
+    return NULL;
+}
+
+const char *tr_blas_core(void)
+{
+    const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+}
+
+int tr_blas_setup(char **argv)
+{
+    const char *cur = tr_blas_core(), *want = tr_blas_wanted_core();
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    if (want && core_rank(cur) < core_rank(want)) {
+        if (env && *env) {
+            hf_warn("OPENBLAS_CORETYPE=%s gives kernel %s; this CPU could run %s", env, cur, want);
+        } else if (!getenv("HF_BLAS_REEXEC")) {
+            hf_info("OpenBLAS chose kernel %s but the CPU supports %s: re-executing with OPENBLAS_CORETYPE=%s",
+                    cur, want, want);
+            setenv("OPENBLAS_CORETYPE", want, 1);
+            setenv("HF_BLAS_REEXEC", "1", 1);
+            execv("/proc/self/exe", argv);
+            hf_warn("re-exec failed; continuing on the slow kernel %s", cur);
+        } else {
+            hf_warn("OpenBLAS still runs kernel %s after re-exec (wanted %s)", cur, want);
+        }
+    }
+    unsetenv("HF_BLAS_REEXEC");   /* do not leak into child workers' decision... */
+    if (getenv("OPENBLAS_CORETYPE") == NULL && want) setenv("OPENBLAS_CORETYPE", cur, 0);
+    hf_info("OpenBLAS kernel %s (cpu wants %s)", tr_blas_core(), want ? want : "default");
+    return 0;
+}
+
+void tr_blas_threads(int n)
+{
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    openblas_set_num_threads(n);
+}
+
+int tr_blas_get_threads(void)
+{
+    return openblas_get_num_threads();
+}

@@ -1,0 +1,347 @@
+/*
+ * train.c — the single-process training loop (train.h).
+ *
+ * One step: draw a batch (deterministic from seed, epoch, batch index),
+ * forward, softmax cross-entropy, backward, optional clipping, optimizer
+ * step. Per epoch: validation and test evaluation, a metric line, and a
+ * checkpoint. Everything that influences the weights is a function of the
+ * options and the position (epoch, batch, step), which is what makes a
+ * resumed run bit-identical to an uninterrupted one.
+ */
+#include "train.h"
+
+#include "blas.h"
+#include "ckpt.h"
+#include "device.h"
+#include "hf_err.h"
+#include "hf_json.h"
+#include "hf_log.h"
+#include "hf_time.h"
+#include "optim.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- reports ------------------------------------------------------------ */
+
+void tr_report_init(tr_report *r)
+{
+    r->step = -1;
+    r->epoch = -1;
+    r->train_loss = r->train_acc = r->val_loss = r->val_acc = r->test_acc = r->samples_per_s = r->lr = NAN;
+    r->checkpoint = NULL;
+}
+
+void tr_report_print(FILE *f, const tr_report *r)
+{
+    json_t *j = json_object();
+    if (r->step >= 0) json_object_set_new(j, "step", json_integer(r->step));
+    if (r->epoch >= 0) json_object_set_new(j, "epoch", json_real(r->epoch));
+    struct { const char *k; double v; } m[] = {
+        {"train_loss", r->train_loss}, {"train_acc", r->train_acc}, {"val_loss", r->val_loss},
+        {"val_acc", r->val_acc}, {"test_acc", r->test_acc}, {"samples_per_s", r->samples_per_s}, {"lr", r->lr},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (isfinite(m[i].v)) json_object_set_new(j, m[i].k, json_real(m[i].v));
+    if (r->checkpoint) json_object_set_new(j, "checkpoint", json_string(r->checkpoint));
+    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    if (s) {
+        fprintf(f, "HYPERFARM %s\n", s);
+        fflush(f);
+    }
+    free(s);
+    json_decref(j);
+}
+
+/* ---- evaluation --------------------------------------------------------- */
+
+void tr_evaluate(tr_model *m, const tr_dataset *ds, double *loss, double *acc)
+{
+    int B = m->max_batch;
+    int32_t *idx = malloc((size_t)B * sizeof *idx), *y = malloc((size_t)B * sizeof *y);
+    double lsum = 0;
+    long hits = 0;
+    if (!idx || !y || ds->n <= 0) {
+        *loss = *acc = NAN;
+        goto end;
+    }
+    for (int start = 0; start < ds->n; start += B) {
+        int n = ds->n - start < B ? ds->n - start : B, c = 0;
+        for (int i = 0; i < n; i++) idx[i] = start + i;
+        tr_dataset_gather(ds, idx, n, m->act[0], y);
+        tr_model_infer(m, n);
+        lsum += tr_softmax_xent(m->act[m->n_layers], y, n, m->n_classes, NULL, n, &c) * n;
+        hits += c;
+    }
+    *loss = lsum / ds->n;
+    *acc = (double)hits / ds->n;
+end:
+    free(idx);
+    free(y);
+}
+
+/* ---- stop requests ------------------------------------------------------ */
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+void tr_signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+int tr_stop_requested(void) { return stop_flag != 0; }
+void tr_stop_request(void) { stop_flag = 1; }
+
+int tr_stop_was_requested_by_searcher(const char *dir)
+{
+    if (!dir || !*dir) return 0;
+    char path[TR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/../control.json", dir);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) return 0;
+    int yes = json_is_true(json_object_get(j, "should_stop")) || json_is_true(json_object_get(j, "stop"));
+    json_decref(j);
+    return yes;
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+typedef struct run {
+    const tr_options *o;
+    tr_model *m;
+    tr_optim opt;
+    tr_loader ld;
+    tr_dataset all, test, train, val, test_view;
+    int64_t step, spe;
+    int epoch;
+    double loss_sum;
+    int64_t loss_count, correct, seen;
+    int32_t *y;
+} run;
+
+static int save_ckpt(run *r, int epoch, int64_t batch, char *path, size_t pathlen)
+{
+    const tr_options *o = r->o;
+    if (!o->checkpoint_dir[0]) return HF_ENOTFOUND;
+    tr_ckpt c = {
+        .arch_hash = r->m->arch_hash, .epoch = epoch, .batch = batch, .step = r->step,
+        .loss_sum = r->loss_sum, .loss_count = r->loss_count, .correct = r->correct, .seen = r->seen,
+        .rng = {o->seed, 0, 0, 0}, .optim_t = r->opt.t,
+        .n_params = r->m->n_params, .n_bufs = r->m->n_bufs, .n_state = r->opt.n_state,
+        .params = r->m->params, .bufs = r->m->bufs, .state = r->opt.state,
+    };
+    char err[512];
+    int rc = tr_ckpt_write(o->checkpoint_dir, &c, o->keep_checkpoints, path, pathlen, err, sizeof err);
+    if (rc) hf_error("checkpoint failed: %s", err);
+    else hf_info("checkpoint %s (epoch %d, batch %lld, step %lld)", path, epoch, (long long)batch, (long long)r->step);
+    return rc;
+}
+
+static void report_ckpt(const char *path, int64_t step, double epoch)
+{
+    tr_report rep;
+    tr_report_init(&rep);
+    rep.step = step;
+    rep.epoch = epoch;
+    rep.checkpoint = path;
+    tr_report_print(stdout, &rep);
+}
+
+static int run_setup(run *r, const tr_options *o)
+{
+    char err[512];
+    int rc;
+    r->o = o;
+    if ((rc = tr_data_load(o->data, &r->all, &r->test, err, sizeof err))) {
+        fprintf(stderr, "hyperfarm-train: data: %s\n", err);
+        return rc;
+    }
+    tr_dataset limited;
+    tr_dataset_head(&r->all, o->limit_train, &limited);
+    int val = o->val_size;
+    if (val >= limited.n) {
+        fprintf(stderr, "hyperfarm-train: --val-size %d leaves no training samples of %d\n", val, limited.n);
+        return HF_EINVAL;
+    }
+    tr_dataset_split(&limited, val, &r->train, &r->val);
+    tr_dataset_head(&r->test, o->limit_test, &r->test_view);
+    r->m = tr_model_from_options(o, o->batch_size, err, sizeof err);
+    if (!r->m) {
+        fprintf(stderr, "hyperfarm-train: %s\n", err);
+        return HF_EINVAL;
+    }
+    if (r->all.n_classes > r->m->n_classes || r->all.h != 28 || r->all.w != 28) {
+        fprintf(stderr, "hyperfarm-train: data has %d classes of %dx%d images; models take 28x28, %d classes\n",
+                r->all.n_classes, r->all.h, r->all.w, r->m->n_classes);
+        return HF_EINVAL;
+    }
+    if ((rc = tr_optim_init(&r->opt, o, r->m->n_params))) {
+        fprintf(stderr, "hyperfarm-train: optimizer: %s\n", hf_strerror(rc));
+        return rc;
+    }
+    if ((rc = tr_loader_init(&r->ld, &r->train, o->batch_size, 0, 1, o->seed, 1))) return rc;
+    r->ld.flip = o->flip;
+    r->ld.shift = o->shift;
+    r->spe = tr_loader_batches(&r->ld);
+    r->y = malloc((size_t)o->batch_size * sizeof(int32_t));
+    return r->y ? 0 : HF_ENOMEM;
+}
+
+static void run_free(run *r)
+{
+    tr_model_free(r->m);
+    tr_optim_free(&r->opt);
+    tr_loader_free(&r->ld);
+    tr_dataset_free(&r->all);
+    tr_dataset_free(&r->test);
+    free(r->y);
+}
+
+static int run_resume(run *r, int64_t *batch)
+{
+    tr_ckpt c;
+    char path[TR_PATH_MAX + 64];
+    *batch = 0;
+    if (!r->o->checkpoint_dir[0]) return 0;
+    if (tr_ckpt_load_latest(r->o->checkpoint_dir, r->m->arch_hash, r->m->n_params, r->m->n_bufs, r->opt.n_state, &c,
+                            path, sizeof path)) {
+        hf_info("no usable checkpoint in %s: starting from scratch", r->o->checkpoint_dir);
+        return 0;
+    }
+    memcpy(r->m->params, c.params, c.n_params * sizeof(float));
+    memcpy(r->m->bufs, c.bufs, c.n_bufs * sizeof(float));
+    if (c.n_state) memcpy(r->opt.state, c.state, c.n_state * sizeof(float));
+    r->opt.t = c.optim_t;
+    r->epoch = (int)c.epoch;
+    *batch = c.batch;
+    r->step = c.step;
+    r->loss_sum = c.loss_sum;
+    r->loss_count = c.loss_count;
+    r->correct = c.correct;
+    r->seen = c.seen;
+    hf_info("resumed from %s: epoch %d, batch %lld, step %lld", path, r->epoch, (long long)*batch,
+            (long long)r->step);
+    tr_ckpt_clear(&c);
+    return 0;
+}
+
+int tr_train_main(const tr_options *o)
+{
+    char err[512];
+    run r;
+    memset(&r, 0, sizeof r);
+    int status = TR_EXIT_ERROR;
+    int dev = tr_device_select(o->device, err, sizeof err);
+    if (dev < 0) {
+        fprintf(stderr, "hyperfarm-train: %s\n", err);
+        return TR_EXIT_ERROR;
+    }
+    if (dev == TR_DEV_CUDA) hf_warn("the CUDA backend trains MLPs only in this build's tests; training on the CPU");
+    tr_blas_threads(o->threads);
+    tr_signals_install();
+    if (run_setup(&r, o)) goto end;
+    hf_info("model %s: %zu parameters; %d train / %d val / %d test samples; %lld steps per epoch; %d BLAS threads",
+            r.m->desc, r.m->n_params, r.train.n, r.val.n, r.test_view.n, (long long)r.spe, tr_blas_get_threads());
+    int64_t batch = 0;
+    if (o->resume) run_resume(&r, &batch);
+    int target = tr_options_target_epochs(o);
+    char path[TR_PATH_MAX + 64];
+    int stopped = 0;
+    for (; r.epoch < target && !stopped; r.epoch++, batch = 0) {
+        tr_loader_seek(&r.ld, r.epoch, batch);
+        double t0 = hf_mono_s(), busy = 0;
+        int64_t samples = 0;
+        int rows, gb;
+        int64_t row_base;
+        for (;;) {
+            if (tr_stop_requested() || (o->max_steps > 0 && r.step >= o->max_steps)) {
+                stopped = 1;
+                break;
+            }
+            double ts = hf_mono_s();
+            if (!tr_loader_next(&r.ld, r.m->act[0], r.y, &rows, &gb, &row_base)) break;
+            tr_layer_ctx c = {.train = 1, .seed = o->seed, .step = r.step, .row_base = row_base};
+            int hits = 0;
+            double loss = tr_model_step(r.m, r.y, rows, gb, &c, NULL, NULL, &hits);
+            if (o->clip_norm > 0) tr_grad_clip(r.m->grads, r.m->n_params, o->clip_norm);
+            double lr = tr_lr_at(o, r.step, r.spe);
+            tr_optim_step(&r.opt, r.m->params, r.m->grads, (float)lr);
+            busy += hf_mono_s() - ts;
+            if (!isfinite(loss)) {
+                fprintf(stderr, "hyperfarm-train: loss is %g at step %lld (lr too high?)\n", loss, (long long)r.step);
+                goto end;
+            }
+            r.loss_sum += loss * rows;
+            r.loss_count += rows;
+            r.correct += hits;
+            r.seen += rows;
+            samples += rows;
+            r.step++;
+            if (o->log_every > 0 && r.step % o->log_every == 0) {
+                tr_report rep;
+                tr_report_init(&rep);
+                rep.step = r.step;
+                rep.epoch = r.epoch + (double)r.ld.batch / r.spe;
+                rep.train_loss = r.loss_sum / r.loss_count;
+                rep.lr = lr;
+                rep.samples_per_s = busy > 0 ? samples / busy : NAN;
+                tr_report_print(stdout, &rep);
+            }
+            if (o->checkpoint_every > 0 && r.step % o->checkpoint_every == 0 && r.ld.batch < r.spe &&
+                save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
+                report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
+        }
+        double train_time = hf_mono_s() - t0;
+        if (stopped) break;
+        tr_report rep;
+        tr_report_init(&rep);
+        rep.step = r.step;
+        rep.epoch = r.epoch + 1;
+        rep.train_loss = r.loss_count ? r.loss_sum / r.loss_count : NAN;
+        rep.train_acc = r.seen ? (double)r.correct / r.seen : NAN;
+        rep.samples_per_s = busy > 0 ? samples / busy : NAN;
+        rep.lr = tr_lr_at(o, r.step > 0 ? r.step - 1 : 0, r.spe);
+        if (r.val.n > 0) tr_evaluate(r.m, &r.val, &rep.val_loss, &rep.val_acc);
+        if (o->eval_test || r.epoch + 1 == target) {
+            double tl;
+            tr_evaluate(r.m, &r.test_view, &tl, &rep.test_acc);
+        }
+        hf_info("epoch %d/%d: train_loss %.4f val_acc %.4f test_acc %.4f, %.0f samples/s (%.1f s)", r.epoch + 1,
+                target, rep.train_loss, rep.val_acc, rep.test_acc, rep.samples_per_s, train_time);
+        r.loss_sum = 0;
+        r.loss_count = r.correct = r.seen = 0;
+        if (save_ckpt(&r, r.epoch + 1, 0, path, sizeof path) == 0) rep.checkpoint = path;
+        tr_report_print(stdout, &rep);
+    }
+    if (stopped) {
+        int by_signal = tr_stop_requested();
+        if (save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
+            report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
+        if (by_signal) {
+            int asked = tr_stop_was_requested_by_searcher(o->checkpoint_dir);
+            hf_info("stopped by signal at step %lld%s", (long long)r.step,
+                    asked ? " (requested by the searcher): exit 0" : ": exit 143");
+            status = asked ? TR_EXIT_OK : TR_EXIT_SIGTERM;
+            goto end;
+        }
+        hf_info("stopped at --max-steps %d", o->max_steps);
+    }
+    status = TR_EXIT_OK;
+end:
+    run_free(&r);
+    return status;
+}
