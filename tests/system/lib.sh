@@ -1,0 +1,297 @@
+# tests/system/lib.sh — shared bash helpers for the system tests.
+#
+# Source it at the top of a test (it sets -euo pipefail and a trap):
+#
+#     source "$(dirname "$0")/lib.sh"
+#     hf_setup                       # temp dir, cleanup trap, checks $HF_BIN
+#     hf_start_scheduler             # free loopback port, temp database
+#     hf_start_agent a1 --slots 2
+#     id=$(hf_submit "$json")        # POST an experiment, print its id
+#     hf_wait_experiment "$id" 60    # until COMPLETED or CANCELED
+#     hf_get "/api/v1/experiments/$id" | hf_jq_assert '.state == "COMPLETED"' "sweep completed"
+#
+# Everything a test starts is tracked and killed on exit (normal end,
+# failure, Ctrl-C); stray trial processes orphaned by a SIGKILLed agent are
+# found by their working directory inside $HF_TMP and killed too. Logs of
+# the daemons are in $HF_TMP/*.log and are printed when a test fails.
+#
+# Stable interface (other engineers' tests source this; add, don't change):
+#   variables  HF_BIN HF_TMP HF_URL HF_PORT HF_DB HF_SCHED_PID HF_STATUS
+#              HF_AGENT_PIDS[name]
+#   setup      hf_setup, hf_need PROG..., hf_track PID, hf_cleanup, hf_alive PID,
+#              hf_kill_pid PID [SIGNAL]
+#   ports      hf_free_port
+#   daemons    hf_start_scheduler [ARGS...], hf_stop_scheduler [SIGNAL],
+#              hf_restart_scheduler [ARGS...] (same port and db),
+#              hf_start_agent NAME [ARGS...], hf_stop_agent NAME [SIGNAL]
+#   waiting    hf_wait_http URL [TIMEOUT_S], hf_wait_for TIMEOUT_S CMD...,
+#              hf_wait_experiment ID [TIMEOUT_S]
+#   HTTP       hf_api METHOD PATH [BODY] (prints body, sets HF_STATUS),
+#              hf_get PATH, hf_post PATH [BODY] (fail unless 2xx), hf_submit JSON
+#   asserts    hf_jq_assert FILTER MESSAGE (stdin JSON, jq -e), hf_assert_eq A B MSG,
+#              hf_fail MESSAGE, hf_log MESSAGE
+#   CLI        hf_cli ARGS... (bin/hyperfarm with --url $HF_URL)
+#
+# Environment knobs: HF_BIN (programs; default ./bin), HF_KEEP_TMP=1 keeps
+# the temp dir, HF_SCHED_ARGS / HF_AGENT_ARGS add flags to every start.
+
+set -euo pipefail
+
+: "${HF_BIN:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/bin}"
+HF_TMP=""
+HF_URL=""
+HF_PORT=""
+HF_DB=""
+HF_SCHED_PID=""
+HF_STATUS=""
+declare -gA HF_AGENT_PIDS=()
+HF_TRACKED=()
+HF_T0=$(date +%s)
+
+hf_log() { printf '[%s +%ss] %s\n' "${HF_TEST_NAME:-$(basename "$0" .sh)}" "$(( $(date +%s) - HF_T0 ))" "$*" >&2; }
+
+hf_fail() {
+  hf_log "FAIL: $*"
+  exit 1
+}
+
+# Make sure the programs exist (a missing program is a failure, not a skip:
+# these are acceptance tests of programs `make` builds).
+hf_need() {
+  local p
+  for p in "$@"; do
+    [[ -x $HF_BIN/$p ]] || hf_fail "missing program $HF_BIN/$p (run make first)"
+  done
+  command -v jq >/dev/null || hf_fail "jq is required"
+  command -v curl >/dev/null || hf_fail "curl is required"
+}
+
+hf_track() { HF_TRACKED+=("$1"); }
+
+hf_setup() {
+  HF_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hf-$(basename "$0" .sh)-XXXXXX")
+  HF_DB=$HF_TMP/hf.db
+  trap 'hf_cleanup $?' EXIT
+  trap 'exit 130' INT TERM
+  hf_log "temp dir $HF_TMP, programs from $HF_BIN"
+}
+
+# Is pid alive (and not a zombie waiting to be reaped)?
+hf_alive() {
+  local st
+  [[ -r /proc/$1/stat ]] || return 1
+  st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ $st != Z && $st != X ]]
+}
+
+# Stop one pid: SIGNAL (default TERM), up to 5 s, then KILL; reap it.
+hf_kill_pid() {
+  local pid=$1 sig=${2:-TERM} i
+  [[ -n $pid ]] || return 0
+  if hf_alive "$pid"; then
+    kill -"$sig" "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+      hf_alive "$pid" || break
+      sleep 0.1
+    done
+    hf_alive "$pid" && kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null || true
+  return 0
+}
+
+# Trial processes whose agent was SIGKILLed keep running; they are ours if
+# their working directory lies inside $HF_TMP.
+hf_kill_strays() {
+  [[ -n $HF_TMP ]] || return 0
+  local d pid cwd
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    [[ $pid == "$$" ]] && continue
+    cwd=$(readlink "$d/cwd" 2>/dev/null) || continue
+    [[ $cwd == "$HF_TMP"/* ]] && kill -KILL "$pid" 2>/dev/null
+  done
+  return 0
+}
+
+hf_cleanup() {
+  local rc=${1:-0} name f
+  trap - EXIT
+  set +e
+  for name in "${!HF_AGENT_PIDS[@]}"; do hf_kill_pid "${HF_AGENT_PIDS[$name]}"; done
+  hf_kill_pid "$HF_SCHED_PID"
+  for f in "${HF_TRACKED[@]}"; do hf_kill_pid "$f"; done
+  hf_kill_strays
+  if (( rc != 0 )) && [[ -n $HF_TMP ]]; then
+    for f in "$HF_TMP"/*.log; do
+      [[ -f $f ]] || continue
+      echo "---- last 30 lines of $(basename "$f") ----" >&2
+      tail -30 "$f" >&2
+    done
+  fi
+  if [[ -n $HF_TMP && -z ${HF_KEEP_TMP:-} ]]; then rm -rf "$HF_TMP"; fi
+  [[ -n ${HF_KEEP_TMP:-} ]] && echo "kept $HF_TMP" >&2
+  exit "$rc"
+}
+
+# A TCP port on 127.0.0.1 nothing listens on right now (bind 0, read, close).
+hf_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null && return 0
+  local p
+  while :; do
+    p=$(( 20000 + RANDOM % 40000 ))
+    (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo "$p"; return 0; }
+  done
+}
+
+hf_wait_for() {   # TIMEOUT_S CMD...: poll every 0.1 s until CMD succeeds
+  local tmo=$1; shift
+  local end=$(( $(date +%s%N) / 1000000 + tmo * 1000 ))
+  until "$@" >/dev/null 2>&1; do
+    (( $(date +%s%N) / 1000000 < end )) || return 1
+    sleep 0.1
+  done
+}
+
+hf_wait_http() {  # URL [TIMEOUT_S]
+  hf_wait_for "${2:-15}" curl -fsS -m 1 -o /dev/null "$1"
+}
+
+# Start the scheduler on a free port with $HF_DB (retrying with another port
+# if it loses a race for the port). Extra args are passed through.
+hf_start_scheduler() {
+  local try
+  for try in 1 2 3; do
+    HF_PORT=${HF_FIXED_PORT:-$(hf_free_port)}
+    HF_URL=http://127.0.0.1:$HF_PORT
+    # shellcheck disable=SC2086
+    "$HF_BIN/hyperfarm-scheduler" --listen "127.0.0.1:$HF_PORT" --db "$HF_DB" ${HF_SCHED_ARGS:-} "$@" \
+      >>"$HF_TMP/scheduler.log" 2>&1 &
+    HF_SCHED_PID=$!
+    if hf_wait_http "$HF_URL/healthz" 15; then
+      hf_log "scheduler pid $HF_SCHED_PID on $HF_URL"
+      return 0
+    fi
+    kill -0 "$HF_SCHED_PID" 2>/dev/null && hf_fail "scheduler did not answer $HF_URL/healthz in 15 s"
+    wait "$HF_SCHED_PID" 2>/dev/null || true
+    [[ -n ${HF_FIXED_PORT:-} ]] && break
+  done
+  hf_fail "scheduler did not start (see scheduler.log)"
+}
+
+hf_stop_scheduler() {  # [SIGNAL] (default TERM; KILL for a crash)
+  local sig=${1:-TERM}
+  [[ -n $HF_SCHED_PID ]] || return 0
+  if [[ $sig == KILL ]]; then
+    kill -KILL "$HF_SCHED_PID" 2>/dev/null || true
+    wait "$HF_SCHED_PID" 2>/dev/null || true
+  else
+    hf_kill_pid "$HF_SCHED_PID" "$sig"
+  fi
+  HF_SCHED_PID=""
+}
+
+# Restart on the same port and database (agents keep their URL).
+hf_restart_scheduler() {
+  local port=$HF_PORT
+  HF_FIXED_PORT=$port hf_start_scheduler "$@"
+}
+
+hf_start_agent() {  # NAME [ARGS...]
+  local name=$1; shift
+  mkdir -p "$HF_TMP/agent-$name"
+  # shellcheck disable=SC2086
+  "$HF_BIN/hyperfarm-agent" --scheduler "$HF_URL" --name "$name" --workdir "$HF_TMP/agent-$name" \
+    ${HF_AGENT_ARGS:-} "$@" >>"$HF_TMP/agent-$name.log" 2>&1 &
+  HF_AGENT_PIDS[$name]=$!
+  hf_log "agent $name pid $! (--slots etc: $*)"
+  # registered when GET /agents lists it
+  hf_wait_for 15 hf_agent_registered "$name" || hf_fail "agent $name did not register in 15 s"
+}
+
+hf_agent_registered() {
+  curl -fsS -m 2 "$HF_URL/api/v1/agents" | jq -e --arg n "$1" '[.agents[] | select(.name == $n)] | length > 0' >/dev/null
+}
+
+hf_stop_agent() {  # NAME [SIGNAL]
+  local name=$1 sig=${2:-TERM}
+  local pid=${HF_AGENT_PIDS[$name]:-}
+  [[ -n $pid ]] || return 0
+  if [[ $sig == KILL ]]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  else
+    hf_kill_pid "$pid" "$sig"
+  fi
+  unset "HF_AGENT_PIDS[$name]"
+}
+
+# METHOD PATH [BODY]: print the response body, set HF_STATUS. Never fails
+# on HTTP errors (check HF_STATUS); fails when nothing answered.
+hf_api() {
+  local method=$1 path=$2 body=${3-} out
+  out=$(mktemp "$HF_TMP/resp.XXXXXX")
+  if [[ -n $body ]]; then
+    HF_STATUS=$(curl -sS -m 10 -o "$out" -w '%{http_code}' -X "$method" -H 'Content-Type: application/json' \
+      --data-binary "$body" "$HF_URL$path") || { rm -f "$out"; hf_fail "$method $path: no answer"; }
+  else
+    HF_STATUS=$(curl -sS -m 10 -o "$out" -w '%{http_code}' -X "$method" "$HF_URL$path") \
+      || { rm -f "$out"; hf_fail "$method $path: no answer"; }
+  fi
+  cat "$out"
+  rm -f "$out"
+}
+
+hf_get() {
+  local body
+  body=$(hf_api GET "$1")
+  [[ $HF_STATUS == 2* ]] || hf_fail "GET $1 -> $HF_STATUS: $body"
+  printf '%s\n' "$body"
+}
+
+hf_post() {
+  local body
+  body=$(hf_api POST "$1" "${2-}")
+  [[ $HF_STATUS == 2* ]] || hf_fail "POST $1 -> $HF_STATUS: $body"
+  printf '%s\n' "$body"
+}
+
+hf_submit() {  # JSON -> prints the experiment id
+  local body
+  body=$(hf_api POST /api/v1/experiments "$1")
+  [[ $HF_STATUS == 201 ]] || hf_fail "submit -> $HF_STATUS: $body"
+  jq -er .id <<<"$body"
+}
+
+hf_exp_state() { curl -fsS -m 5 "$HF_URL/api/v1/experiments/$1" | jq -r .state; }
+
+hf_exp_ended() {
+  local s
+  s=$(hf_exp_state "$1") || return 1
+  [[ $s == COMPLETED || $s == CANCELED ]]
+}
+
+hf_wait_experiment() {  # ID [TIMEOUT_S]
+  hf_wait_for "${2:-60}" hf_exp_ended "$1" \
+    || hf_fail "experiment $1 did not end in ${2:-60} s (state $(hf_exp_state "$1" 2>/dev/null || echo '?'))"
+  hf_log "experiment $1 ended: $(hf_exp_state "$1")"
+}
+
+hf_jq_assert() {  # FILTER MESSAGE, JSON on stdin
+  local filter=$1 msg=$2 in
+  in=$(cat)
+  if jq -e "$filter" >/dev/null 2>&1 <<<"$in"; then
+    hf_log "ok: $msg"
+  else
+    hf_log "FAIL: $msg"
+    hf_log "  filter: $filter"
+    hf_log "  input:  $(head -c 2000 <<<"$in")"
+    exit 1
+  fi
+}
+
+hf_assert_eq() {  # ACTUAL EXPECTED MESSAGE
+  if [[ $1 == "$2" ]]; then hf_log "ok: $3"; else hf_fail "$3: got '$1', expected '$2'"; fi
+}
+
+hf_cli() { "$HF_BIN/hyperfarm" --url "$HF_URL" "$@"; }
