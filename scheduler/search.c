@@ -15,11 +15,13 @@
 extern const searcher_ops search_grid_ops;
 extern const searcher_ops search_random_ops;
 extern const searcher_ops search_tpe_ops;
+extern const searcher_ops search_asha_ops;
 
 static const searcher_ops *const registry[] = {
     &search_grid_ops,
     &search_random_ops,
     &search_tpe_ops,
+    &search_asha_ops,
 };
 #define N_REG (sizeof registry / sizeof registry[0])
 

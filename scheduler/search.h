@@ -107,6 +107,19 @@ void search_median_on_done(search_median *m, int64_t trial_id, int outcome);
 
 /* ---- Added for the implementations and the API (additions only) ---- */
 
+/* Calling next() once max_trials exist: a promotion (resume_trial != 0)
+ * creates no trial, so ASHA can answer SEARCH_CREATE with resume_trial
+ * set when n_created >= max_trials. A dispatcher should keep calling
+ * next() (below max_concurrent_trials) until it answers SEARCH_DONE;
+ * every searcher answers SEARCH_DONE (or SEARCH_WAIT while promotions are
+ * still possible) once n_created >= max_trials, so this never creates more
+ * than max_trials trials. On a resume the dispatcher requeues that trial
+ * (COMPLETED or STOPPED) with HYPERFARM_MAX_EPOCHS = budget and its own
+ * checkpoint dir, keeps its hyperparameters (hparams is a copy of them),
+ * stores the new budget (replay passes the current budget to on_created),
+ * and calls on_done again when it ends. A SEARCH_CREATE answer must be
+ * acted on: searchers record the decision when they make it. */
+
 /* Keys of the "searcher" object common to every algorithm; an algorithm's
  * validate rejects keys that are neither these nor its own. */
 #define SEARCH_COMMON_KEYS "name", "max_trials", "max_concurrent_trials", "seed", \

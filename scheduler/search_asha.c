@@ -1,0 +1,372 @@
+/*
+ * search_asha.c — asynchronous successive halving (Li et al., "A System for
+ * Massively Parallel Hyperparameter Tuning", MLSys 2020), with brackets
+ * for asynchronous Hyperband.
+ *
+ * Budgets are epochs (HYPERFARM_MAX_EPOCHS). With r = min_epochs,
+ * R = max_epochs and eta = reduction_factor, bracket s (0 <= s < brackets)
+ * has rungs r*eta^s, r*eta^(s+1), ... below R, and a top rung R. Trial n
+ * (creation index) goes to bracket n mod brackets, so the assignment
+ * depends on n only.
+ *
+ * mode "promote" (the default; the algorithm of the paper):
+ *   a new trial is granted its bracket's lowest rung budget; it trains to
+ *   that many epochs and exits. Its objective at that epoch is its result
+ *   for the rung. Whenever the dispatcher may place work, next() looks,
+ *   from the highest rung down, for a finished trial that is in the top
+ *   floor(n_k / eta) of the n_k results of its rung k and was not yet
+ *   promoted; if there is one it is PROMOTED: next() returns it as
+ *   resume_trial with the next rung's budget, and the dispatcher continues
+ *   the same trial from its own checkpoint with the larger
+ *   HYPERFARM_MAX_EPOCHS. Otherwise a new trial is created (hyperparameters
+ *   from the priors, RNG from (seed, n)). on_report stops a trial that
+ *   runs past the budget it was granted (a program that ignores
+ *   HYPERFARM_MAX_EPOCHS). After max_trials trials exist, promotions still
+ *   go on; next() answers WAIT while trials run and DONE when nothing runs
+ *   and nothing can be promoted.
+ * mode "stop" (Ray Tune's ASHAScheduler): every trial gets R epochs; when
+ *   a report crosses a rung, the trial is stopped unless its value is in
+ *   the top 1/eta of the values recorded at that rung so far (decided once
+ *   at least eta values exist there).
+ *
+ * Replay: the scheduler replays on_created with each trial's *current*
+ * budget, then its reports, then its end. A trial's rung results come from
+ * its reports (the value at the first report with epoch >= rung budget;
+ * failing that, the final value when it ended at that budget), and "was
+ * promoted from rung k" is "its budget exceeds rung k's budget", so a
+ * rebuilt searcher holds exactly the live one's state.
+ *
+ * Reports must carry "epoch" for the rungs to mean epochs (a trial that
+ * reports only steps is judged against budgets in steps).
+ */
+#include "search.h"
+#include "search_space.h"
+#include "hf_err.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ASHA_MAX_RUNGS   32
+#define ASHA_MAX_BRACKETS 16
+
+typedef struct asha_trial {
+    int64_t  id;
+    int64_t  index;
+    int      bracket;
+    int64_t  budget;               /* current budget (epochs) */
+    int      active;               /* created/resumed and not ended */
+    int      outcome;              /* last on_done outcome (valid when !active) */
+    int      stopped_by_us;
+    json_t  *hparams;              /* own reference, handed back on promotion */
+    int      nres;                 /* rungs with a recorded result */
+    double   res[ASHA_MAX_RUNGS];  /* result at rung k, k < nres */
+    double   last;                 /* last reported value */
+} asha_trial;
+
+typedef struct asha_bracket {
+    int      nrungs;
+    int64_t  budget[ASHA_MAX_RUNGS];
+} asha_bracket;
+
+typedef struct asha_searcher {
+    searcher             base;
+    const search_space  *sp;
+    uint64_t             seed;
+    int64_t              max_trials;
+    int64_t              min_epochs, max_epochs, eta;
+    int                  stop_mode;
+    int                  nbrackets;
+    asha_bracket         br[ASHA_MAX_BRACKETS];
+    asha_trial          *t;
+    size_t               n, cap;
+} asha_searcher;
+
+/* Rungs of bracket s: r*eta^(s+k) while < R, then R. RET count. */
+static int asha_rungs(int64_t r, int64_t R, int64_t eta, int s, int64_t *out)
+{
+    int n = 0;
+    double b = (double)r;
+    for (int i = 0; i < s; i++) b *= (double)eta;
+    while (b < (double)R && n < ASHA_MAX_RUNGS - 1) {
+        out[n++] = (int64_t)b;
+        b *= (double)eta;
+    }
+    out[n++] = R;
+    return n;
+}
+
+static int asha_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
+{
+    static const char *const own[] = {"reduction_factor", "min_epochs", "brackets", "mode", NULL};
+    int64_t eta = 3, r = 1, R = 0, br = 1;
+    const char *mode = NULL;
+    int rc;
+    (void)sp;
+    if ((rc = search_cfg_only_keys(cfg, own, e))) return rc;
+    if ((rc = hf_json_get_int(cfg, "searcher", "reduction_factor", 0, INT64_MIN, INT64_MAX, &eta, e))) return rc;
+    if (eta < 2 || eta > 100)
+        return hf_jerr_set(e, "searcher", "reduction_factor", "must be >= 2 and <= 100, got %lld", (long long)eta);
+    if ((rc = hf_json_get_int(cfg, "searcher", "max_epochs", 1, 1, 1000000, &R, e))) {
+        if (!json_object_get(cfg, "max_epochs"))
+            hf_jerr_set(e, "searcher", "max_epochs", "required by asha: the largest budget in epochs");
+        return rc;
+    }
+    if ((rc = hf_json_get_int(cfg, "searcher", "min_epochs", 0, 1, 1000000, &r, e))) return rc;
+    if (r >= R)
+        return hf_jerr_set(e, "searcher", "min_epochs", "must be < max_epochs (%lld), got %lld",
+                           (long long)R, (long long)r);
+    if ((rc = hf_json_get_int(cfg, "searcher", "brackets", 0, 1, ASHA_MAX_BRACKETS, &br, e))) return rc;
+    /* Bracket s starts at r*eta^s: there are as many brackets as rungs in
+     * bracket 0 (the last one runs every trial to max_epochs, as in
+     * Hyperband). */
+    int64_t tmp[ASHA_MAX_RUNGS];
+    int max_br = asha_rungs(r, R, eta, 0, tmp);
+    if (max_br > ASHA_MAX_BRACKETS) max_br = ASHA_MAX_BRACKETS;
+    if (br > max_br)
+        return hf_jerr_set(e, "searcher", "brackets",
+                           "at most %d with min_epochs %lld, max_epochs %lld and reduction_factor %lld",
+                           max_br, (long long)r, (long long)R, (long long)eta);
+    if ((rc = hf_json_get_string(cfg, "searcher", "mode", 0, 16, &mode, e))) return rc;
+    if (mode && strcmp(mode, "promote") && strcmp(mode, "stop"))
+        return hf_jerr_set(e, "searcher", "mode", "must be \"promote\" or \"stop\", got \"%s\"", mode);
+    return 0;
+}
+
+static searcher *asha_create(const json_t *cfg, const search_space *sp, int goal_maximize, uint64_t seed)
+{
+    (void)goal_maximize;
+    asha_searcher *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    const char *mode = json_string_value(json_object_get(cfg, "mode"));
+    s->sp = sp;
+    s->seed = seed;
+    s->max_trials = search_cfg_int(cfg, "max_trials", 0);
+    s->eta = search_cfg_int(cfg, "reduction_factor", 3);
+    s->max_epochs = search_cfg_int(cfg, "max_epochs", 27);
+    s->min_epochs = search_cfg_int(cfg, "min_epochs", 1);
+    s->stop_mode = mode && !strcmp(mode, "stop");
+    if (s->eta < 2) s->eta = 2;
+    if (s->max_epochs < 1) s->max_epochs = 1;
+    if (s->min_epochs < 1 || s->min_epochs > s->max_epochs) s->min_epochs = 1;
+    int64_t nb = search_cfg_int(cfg, "brackets", 1);
+    s->nbrackets = nb < 1 ? 1 : nb > ASHA_MAX_BRACKETS ? ASHA_MAX_BRACKETS : (int)nb;
+    for (int b = 0; b < s->nbrackets; b++)
+        s->br[b].nrungs = asha_rungs(s->min_epochs, s->max_epochs, s->eta, b, s->br[b].budget);
+    return &s->base;
+}
+
+static void asha_destroy(searcher *base)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) json_decref(s->t[i].hparams);
+    free(s->t);
+    free(s);
+}
+
+static asha_trial *asha_find(asha_searcher *s, int64_t id)
+{
+    for (size_t i = s->n; i-- > 0;)
+        if (s->t[i].id == id) return &s->t[i];
+    return NULL;
+}
+
+/* Rung index whose budget equals b in bracket br, or -1. */
+static int rung_of_budget(const asha_bracket *br, int64_t b)
+{
+    for (int k = 0; k < br->nrungs; k++)
+        if (br->budget[k] == b) return k;
+    return -1;
+}
+
+/* Is trial t among the top floor(n_k / eta) results of rung k of its bracket? */
+static int asha_in_top(const asha_searcher *s, const asha_trial *t, int k)
+{
+    int64_t nk = 0, better = 0;
+    double v = t->res[k];
+    for (size_t i = 0; i < s->n; i++) {
+        const asha_trial *o = &s->t[i];
+        if (o->bracket != t->bracket || o->nres <= k) continue;
+        nk++;
+        /* Ties go to the older trial, so the order is total. */
+        if (o != t && (o->res[k] > v || (o->res[k] == v && o->index < t->index))) better++;
+    }
+    return better < nk / s->eta;
+}
+
+/* A finished, not yet promoted trial of some non-top rung that deserves
+ * promotion: highest rung first, then best value, then oldest. */
+static asha_trial *asha_promotable(asha_searcher *s, int64_t *new_budget)
+{
+    asha_trial *best = NULL;
+    int best_k = -1;
+    for (size_t i = 0; i < s->n; i++) {
+        asha_trial *t = &s->t[i];
+        if (t->active || (t->outcome != SEARCH_COMPLETED && t->outcome != SEARCH_STOPPED)) continue;
+        const asha_bracket *br = &s->br[t->bracket];
+        int k = rung_of_budget(br, t->budget);
+        if (k < 0 || k >= br->nrungs - 1 || t->nres <= k) continue;
+        if (t->stopped_by_us) continue;
+        if (!asha_in_top(s, t, k)) continue;
+        if (!best || k > best_k || (k == best_k && (t->res[k] > best->res[k] ||
+                                   (t->res[k] == best->res[k] && t->index < best->index)))) {
+            best = t;
+            best_k = k;
+        }
+    }
+    if (best) *new_budget = s->br[best->bracket].budget[best_k + 1];
+    return best;
+}
+
+static int asha_next(searcher *base, int64_t n_created, int64_t n_active, search_new *out)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    out->hparams = NULL;
+    out->parent_trial = 0;
+    out->resume_trial = 0;
+    if (!s->stop_mode) {
+        int64_t nb = 0;
+        asha_trial *t = asha_promotable(s, &nb);
+        if (t) {
+            /* Promote now: the dispatcher requeues it with the new budget.
+             * The same state results from replay (budget > rung budget). */
+            t->budget = nb;
+            t->active = 1;
+            out->resume_trial = t->id;
+            out->budget = nb;
+            out->hparams = t->hparams ? json_deep_copy(t->hparams) : json_object();  /* unchanged */
+            return SEARCH_CREATE;
+        }
+    }
+    if (s->max_trials > 0 && n_created >= s->max_trials)
+        return (!s->stop_mode && n_active > 0) ? SEARCH_WAIT : SEARCH_DONE;
+    uint64_t rng = search_rng_derive(s->seed, (uint64_t)n_created);
+    out->hparams = search_space_sample(s->sp, &rng);
+    if (!out->hparams) return SEARCH_WAIT;
+    int b = (int)(n_created % s->nbrackets);
+    out->budget = s->stop_mode ? s->max_epochs : s->br[b].budget[0];
+    return SEARCH_CREATE;
+}
+
+static void asha_on_created(searcher *base, int64_t trial_id, int64_t index, const json_t *hp,
+                            int64_t budget, int64_t parent)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    (void)parent;
+    asha_trial *t = asha_find(s, trial_id);
+    if (!t) {
+        if (s->n == s->cap) {
+            size_t nc = s->cap ? s->cap * 2 : 32;
+            asha_trial *nt = realloc(s->t, nc * sizeof *nt);
+            if (!nt) return;
+            s->t = nt; s->cap = nc;
+        }
+        t = &s->t[s->n++];
+        memset(t, 0, sizeof *t);
+        t->id = trial_id;
+    }
+    t->index = index;
+    t->bracket = (int)(index % s->nbrackets);
+    t->budget = budget > 0 ? budget : (s->stop_mode ? s->max_epochs : s->br[t->bracket].budget[0]);
+    t->active = 1;
+    t->last = NAN;
+    if (!t->hparams) t->hparams = json_deep_copy(hp);
+}
+
+/* Record results for every rung whose budget the report reached. RET the
+ * highest rung recorded by this call, or -1. */
+static int asha_record(asha_searcher *s, asha_trial *t, double epoch, double value)
+{
+    const asha_bracket *br = &s->br[t->bracket];
+    int hit = -1;
+    while (t->nres < br->nrungs && epoch >= (double)br->budget[t->nres] - 1e-9) {
+        t->res[t->nres] = value;
+        hit = t->nres++;
+    }
+    return hit;
+}
+
+static int asha_on_report(searcher *base, int64_t trial_id, double epoch, double value)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    asha_trial *t = asha_find(s, trial_id);
+    if (!t || !isfinite(value) || !isfinite(epoch)) return SEARCH_CONTINUE;
+    t->last = value;
+    if (t->stopped_by_us) return SEARCH_STOP;
+    int k = asha_record(s, t, epoch, value);
+    if (s->stop_mode) {
+        const asha_bracket *br = &s->br[t->bracket];
+        if (k < 0 || k >= br->nrungs - 1) return SEARCH_CONTINUE;
+        int64_t nk = 0;
+        for (size_t i = 0; i < s->n; i++)
+            if (s->t[i].bracket == t->bracket && s->t[i].nres > k) nk++;
+        if (nk < s->eta) return SEARCH_CONTINUE;
+        if (!asha_in_top(s, t, k) && nk / s->eta > 0) {
+            t->stopped_by_us = 1;
+            return SEARCH_STOP;
+        }
+        return SEARCH_CONTINUE;
+    }
+    /* Promote mode: a trial past its granted budget is stopped; it keeps
+     * its rung result and may still be promoted (as a STOPPED trial). */
+    if (epoch > (double)t->budget + 1e-9) return SEARCH_STOP;
+    return SEARCH_CONTINUE;
+}
+
+static void asha_on_done(searcher *base, int64_t trial_id, int outcome, double value)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    asha_trial *t = asha_find(s, trial_id);
+    if (!t) return;
+    t->active = 0;
+    t->outcome = outcome;
+    /* A trial that ended at its budget without a report at exactly that
+     * epoch: its final value is the rung result. */
+    if (!s->stop_mode && outcome == SEARCH_COMPLETED) {
+        const asha_bracket *br = &s->br[t->bracket];
+        int k = rung_of_budget(br, t->budget);
+        double v = isfinite(value) ? value : t->last;
+        if (k >= 0 && isfinite(v))
+            while (t->nres <= k) t->res[t->nres++] = v;
+    }
+}
+
+static json_t *asha_describe(searcher *base)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    json_t *brs = json_array();
+    for (int b = 0; b < s->nbrackets; b++) {
+        json_t *rungs = json_array();
+        for (int k = 0; k < s->br[b].nrungs; k++) {
+            int64_t nres = 0, promoted = 0, running = 0;
+            for (size_t i = 0; i < s->n; i++) {
+                const asha_trial *t = &s->t[i];
+                if (t->bracket != b) continue;
+                if (t->nres > k) nres++;
+                if (t->budget > s->br[b].budget[k]) promoted++;
+                if (t->active && t->budget == s->br[b].budget[k]) running++;
+            }
+            json_array_append_new(rungs, json_pack("{s:I, s:I, s:I, s:I}",
+                                                   "budget", (json_int_t)s->br[b].budget[k],
+                                                   "results", (json_int_t)nres,
+                                                   "promoted", (json_int_t)promoted,
+                                                   "running", (json_int_t)running));
+        }
+        json_array_append_new(brs, json_pack("{s:i, s:o}", "bracket", b, "rungs", rungs));
+    }
+    return json_pack("{s:s, s:s, s:I, s:o}", "algorithm", "asha", "mode", s->stop_mode ? "stop" : "promote",
+                     "reduction_factor", (json_int_t)s->eta, "brackets", brs);
+}
+
+const searcher_ops search_asha_ops = {
+    .name = "asha",
+    .validate = asha_validate,
+    .create = asha_create,
+    .destroy = asha_destroy,
+    .next = asha_next,
+    .on_created = asha_on_created,
+    .on_report = asha_on_report,
+    .on_done = asha_on_done,
+    .describe = asha_describe,
+};
