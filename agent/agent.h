@@ -1,0 +1,44 @@
+/*
+ * agent.h — the hyperfarm-agent daemon: configuration and the main loop.
+ *
+ * Two threads:
+ *   - the main thread runs agent_sup_poll(): one poll(2) over every trial's
+ *     stdout/stderr, the SIGCHLD self-pipe and a wake pipe; it starts and
+ *     stops trials and is the only thread that touches the supervisor;
+ *   - the heartbeat thread owns the HTTP link: it registers, sends a batch
+ *     from the outbox every interval (at once when a trial started or
+ *     exited, back to back while a backlog drains), and hands the replies'
+ *     assignments and kills to the main thread through a mutex-protected
+ *     inbox and the wake pipe.
+ * A slow or stopped scheduler therefore never stalls the reading of trial
+ * output (a trial blocked on a full pipe would stall its training), and the
+ * outbox bounds what accumulates meanwhile.
+ */
+#ifndef AGENT_H
+#define AGENT_H
+
+#include <stdint.h>
+
+typedef struct agent_cfg {
+    const char *scheduler;      /* base URL */
+    const char *name;           /* NULL = hostname */
+    int64_t     slots;          /* 0 = GPUs if any, else online CPUs */
+    const char *gpus;           /* auto | none | 0,1,... */
+    const char *workdir;
+    const char *token_file;
+    const char *ca_file;
+    const char *host;           /* address advertised to the scheduler; NULL = auto */
+    int64_t     heartbeat_ms;   /* 0 = as the scheduler says (default 1000) */
+    int64_t     grace_ms;       /* default grace period for kills */
+    int64_t     http_timeout_ms;
+    int64_t     max_log_lines, max_log_mb, max_metrics;
+    const char *log_level, *log_format, *config;
+    int         print_config;
+} agent_cfg;
+
+/* Run the agent until SIGTERM/SIGINT; then stop every trial (grace period,
+ * SIGKILL), send a last heartbeat, and return. RET 0, or an HF_E* code for
+ * a fatal start-up problem (bad work directory, unreadable token file). */
+int agent_run(const agent_cfg *cfg);
+
+#endif

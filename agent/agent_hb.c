@@ -1,0 +1,195 @@
+/*
+ * agent_hb.c — registration, heartbeats and reply validation
+ * (see agent_hb.h and docs/protocol.md).
+ */
+#include "agent_hb.h"
+#include "hf_err.h"
+#include "hf_http.h"
+#include "hf_log.h"
+#include "hf_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct agent_link {
+    hf_http *http;
+    int64_t  id;
+    int64_t  interval_ms;
+    json_t  *info;
+};
+
+agent_link *agent_link_new(const char *url, const char *token, const char *cafile, long timeout_ms, json_t *info)
+{
+    agent_link *l = calloc(1, sizeof *l);
+    if (!l || !info) goto fail;
+    l->info = info;
+    info = NULL;
+    if (json_object_set_new(l->info, "version", json_string(AGENT_VERSION))) goto fail;
+    /* no client-side retries: the heartbeat loop has its own backoff and
+     * must not sleep inside a request */
+    if (!(l->http = hf_http_new(url, token, timeout_ms, 0))) goto fail;
+    if (cafile) hf_http_set_cafile(l->http, cafile);
+    return l;
+fail:
+    json_decref(info);
+    agent_link_free(l);
+    return NULL;
+}
+
+void agent_link_free(agent_link *l)
+{
+    if (!l) return;
+    hf_http_free(l->http);
+    json_decref(l->info);
+    free(l);
+}
+
+int64_t agent_link_id(const agent_link *l) { return l->id; }
+int64_t agent_link_interval(const agent_link *l) { return l->interval_ms; }
+
+static int status_error(long status, const json_t *resp, const char *what, char *err, size_t errlen)
+{
+    const char *msg = json_string_value(json_object_get(resp, "error"));
+    snprintf(err, errlen, "%s: HTTP %ld%s%s", what, status, msg ? ": " : "", msg ? msg : "");
+    if (status == 401 || status == 403) return HF_EAUTH;
+    if (status == 404) return HF_ENOTFOUND;
+    return HF_EHTTP;
+}
+
+int agent_link_register(agent_link *l, const json_t *running, char *err, size_t errlen)
+{
+    json_t *body = json_deep_copy(l->info), *resp = NULL;
+    long status = 0;
+    int rc;
+    hf_jerr e;
+    int64_t id = 0, iv = 0;
+
+    if (!body || json_object_set(body, "running", (json_t *)running)) {
+        snprintf(err, errlen, "out of memory");
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    if ((rc = hf_http_request(l->http, "POST", "/api/v1/agents", body, &status, &resp, err, errlen)))
+        goto end;
+    if (status != 200 && status != 201) {
+        rc = status_error(status, resp, "register", err, errlen);
+        if (rc == HF_ENOTFOUND) rc = HF_EHTTP;
+        goto end;
+    }
+    if (!json_is_object(resp) || hf_json_get_int(resp, "", "id", 1, 1, INT64_MAX, &id, &e)
+        || hf_json_get_int(resp, "", "heartbeat_interval_ms", 0, 10, 3600000, &iv, &e)) {
+        snprintf(err, errlen, "register: bad reply: %s", json_is_object(resp) ? e.msg : "not a JSON object");
+        rc = HF_EPARSE;
+        goto end;
+    }
+    l->id = id;
+    l->interval_ms = iv;
+end:
+    json_decref(body);
+    json_decref(resp);
+    return rc;
+}
+
+int agent_link_heartbeat(agent_link *l, const json_t *body, json_t **reply, char *err, size_t errlen)
+{
+    char path[96];
+    long status = 0;
+    json_t *resp = NULL;
+    int rc;
+
+    *reply = NULL;
+    if (!l->id) {
+        snprintf(err, errlen, "not registered");
+        return HF_ENOTFOUND;
+    }
+    snprintf(path, sizeof path, "/api/v1/agents/%lld/heartbeat", (long long)l->id);
+    if ((rc = hf_http_request(l->http, "POST", path, body, &status, &resp, err, errlen))) return rc;
+    if (status != 200) {
+        rc = status_error(status, resp, "heartbeat", err, errlen);
+        if (rc == HF_ENOTFOUND) l->id = 0;
+        json_decref(resp);
+        return rc;
+    }
+    if (!json_is_object(resp)) {
+        snprintf(err, errlen, "heartbeat: reply is not a JSON object");
+        json_decref(resp);
+        return HF_EPARSE;
+    }
+    *reply = resp;
+    return HF_OK;
+}
+
+void agent_reply_free(agent_reply *r)
+{
+    if (!r) return;
+    for (size_t i = 0; i < r->nassign; i++) agent_spec_free(r->assign[i]);
+    free(r->assign);
+    free(r->kill);
+    json_decref(r->rejected);
+    memset(r, 0, sizeof *r);
+}
+
+int agent_reply_parse(const json_t *reply, agent_reply *out, hf_jerr *e)
+{
+    json_t *assign = NULL, *kill = NULL;
+    int64_t iv = 0;
+    char p[64];
+
+    memset(out, 0, sizeof *out);
+    hf_jerr_clear(e);
+    if (!json_is_object(reply)) return hf_jerr_set(e, "", NULL, "reply must be an object");
+    if (hf_json_get_array(reply, "", "assign", 0, AGENT_MAX_ASSIGN, &assign, e)
+        || hf_json_get_array(reply, "", "kill", 0, AGENT_MAX_ASSIGN, &kill, e)
+        || hf_json_get_int(reply, "", "heartbeat_interval_ms", 0, 10, 3600000, &iv, e))
+        return HF_EINVAL;
+    out->interval_ms = iv;
+    if (!(out->rejected = json_array())) return hf_jerr_set(e, "", NULL, "out of memory");
+    size_t na = json_array_size(assign), nk = json_array_size(kill);
+    if ((na && !(out->assign = calloc(na, sizeof *out->assign)))
+        || (nk && !(out->kill = calloc(nk, sizeof *out->kill)))) {
+        agent_reply_free(out);
+        return hf_jerr_set(e, "", NULL, "out of memory");
+    }
+    for (size_t i = 0; i < na; i++) {
+        json_t *a = json_array_get(assign, i);
+        hf_jerr ae;
+        hf_jpath_index(p, sizeof p, "assign", i);
+        agent_spec *s = agent_spec_parse(a, p, &ae);
+        if (s) {
+            out->assign[out->nassign++] = s;
+            continue;
+        }
+        /* Tell the scheduler, if we know which trial it was. */
+        json_t *tid = json_object_get(a, "trial_id"), *att = json_object_get(a, "attempt");
+        hf_warn("rejected assignment %s: %s: %s", p, ae.field, ae.msg);
+        if (json_is_integer(tid) && json_is_integer(att)) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "invalid assignment: %s: %s", ae.field, ae.msg);
+            json_array_append_new(out->rejected,
+                                  json_pack("{s:O, s:O, s:s, s:I, s:s}", "trial_id", tid, "attempt", att,
+                                            "type", "start_failed", "time", (json_int_t)hf_wall_ms(),
+                                            "error", msg));
+        }
+    }
+    for (size_t i = 0; i < nk; i++) {
+        json_t *k = json_array_get(kill, i);
+        agent_killreq *kr = &out->kill[out->nkill];
+        const char *reason = NULL;
+        hf_jerr ke;
+        hf_jpath_index(p, sizeof p, "kill", i);
+        kr->attempt = 0;
+        kr->grace_ms = -1;
+        if (!json_is_object(k)
+            || hf_json_get_int(k, p, "trial_id", 1, 1, INT64_MAX, &kr->trial_id, &ke)
+            || hf_json_get_int(k, p, "attempt", 0, 0, INT32_MAX, &kr->attempt, &ke)
+            || hf_json_get_int(k, p, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &kr->grace_ms, &ke)) {
+            hf_warn("ignored kill %s: %s", p, json_is_object(k) ? ke.msg : "not an object");
+            continue;
+        }
+        reason = json_string_value(json_object_get(k, "reason"));   /* optional, may be null */
+        snprintf(kr->reason, sizeof kr->reason, "%s", reason && *reason ? reason : "scheduler");
+        out->nkill++;
+    }
+    return HF_OK;
+}

@@ -1,0 +1,466 @@
+/*
+ * agent_loop.c — the agent daemon: start-up, the main (supervisor) loop,
+ * the heartbeat thread, and shutdown (see agent.h for the threading model).
+ *
+ * Failure policy: the agent never exits because the scheduler or a trial
+ * misbehaves. A failed registration or heartbeat is retried with
+ * exponential backoff (from the heartbeat interval up to 5 s, logged on
+ * the first failure and then every 30 s); meanwhile trials keep running
+ * and their output waits in the bounded outbox. A 404 on heartbeat means
+ * the scheduler forgot us (new database): register again, listing the
+ * trials still running so they are re-adopted, not duplicated.
+ */
+#include "agent.h"
+#include "agent_gpu.h"
+#include "agent_hb.h"
+#include "agent_outbox.h"
+#include "agent_proc.h"
+#include "hf_err.h"
+#include "hf_log.h"
+#include "hf_time.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AGENT_BACKOFF_MAX_MS   5000
+#define AGENT_URGENT_GAP_MS    20      /* min gap between event-triggered heartbeats */
+#define AGENT_FINAL_FLUSH_MS   3000    /* last heartbeat at shutdown */
+
+typedef struct agent {
+    const agent_cfg *cfg;
+    agent_outbox    *ob;
+    agent_sup       *sup;
+    agent_link      *link;
+    int              wake[2];          /* heartbeat thread -> main loop */
+
+    pthread_mutex_t  mu;               /* guards everything below */
+    pthread_cond_t   cv;
+    int              stop;             /* heartbeat thread: exit now */
+    int              urgent;           /* heartbeat thread: send soon */
+    agent_reply     *inbox;            /* replies waiting for the main loop */
+    size_t           ninbox, capinbox;
+    int64_t          interval_ms;
+} agent;
+
+static volatile sig_atomic_t got_term;
+static int term_fd = -1;
+
+static void on_term(int sig)
+{
+    int saved = errno;
+    got_term = sig;
+    if (term_fd >= 0) {
+        ssize_t r = write(term_fd, "t", 1);
+        (void)r;
+    }
+    errno = saved;
+}
+
+/* ------------------------------------------------------------ start-up */
+
+static int read_token(const char *path, char *out, size_t outlen)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int rc = HF_ENOTFOUND;
+    if (!f) {
+        hf_error("--token-file %s: %s", path, strerror(errno));
+        return HF_EIO;
+    }
+    while (fgets(line, sizeof line, f)) {
+        char *p = line;
+        p[strcspn(p, "\r\n")] = '\0';
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '#' || *p == '\0') continue;
+        if (!strncmp(p, "user:", 5)) continue;        /* a shared token file: take the agent's */
+        if (!strncmp(p, "agent:", 6)) p += 6;
+        size_t n = strlen(p);
+        while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) p[--n] = '\0';
+        if (n == 0 || n >= outlen) continue;
+        memcpy(out, p, n + 1);
+        rc = HF_OK;
+        break;
+    }
+    fclose(f);
+    if (rc) hf_error("--token-file %s: no token (a line 'TOKEN' or 'agent:TOKEN')", path);
+    return rc;
+}
+
+/* The local address used to reach the scheduler (a UDP connect sends nothing). */
+static void local_address(const char *url, char *out, size_t outlen)
+{
+    char host[256] = "", port[16] = "80";
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    if (!strncmp(url, "https", 5)) snprintf(port, sizeof port, "443");
+    if (*p == '[') {
+        const char *e = strchr(p, ']');
+        if (e) {
+            snprintf(host, sizeof host, "%.*s", (int)(e - p - 1), p + 1);
+            p = e + 1;
+        }
+    } else {
+        size_t n = strcspn(p, ":/");
+        snprintf(host, sizeof host, "%.*s", (int)n, p);
+        p += n;
+    }
+    if (*p == ':') snprintf(port, sizeof port, "%.*s", (int)strcspn(p + 1, "/"), p + 1);
+
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
+    snprintf(out, outlen, "127.0.0.1");
+    if (getaddrinfo(host, port, &hints, &res) || !res) return;
+    int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0
+        && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        getnameinfo((struct sockaddr *)&ss, sl, out, (socklen_t)outlen, NULL, 0, NI_NUMERICHOST);
+    if (fd >= 0) close(fd);
+    freeaddrinfo(res);
+}
+
+/* ------------------------------------------------------ heartbeat thread */
+
+/* Wait up to ms or until woken (urgent/stop). Caller holds mu. */
+static void wait_locked(agent *ag, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    while (!ag->stop && !ag->urgent)
+        if (pthread_cond_timedwait(&ag->cv, &ag->mu, &ts) == ETIMEDOUT) break;
+}
+
+static void inbox_push(agent *ag, agent_reply *r)
+{
+    pthread_mutex_lock(&ag->mu);
+    if (ag->ninbox == ag->capinbox) {
+        size_t cap = ag->capinbox ? ag->capinbox * 2 : 8;
+        agent_reply *p = realloc(ag->inbox, cap * sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&ag->mu);
+            hf_error("out of memory: dropping a heartbeat reply's %zu assignments", r->nassign);
+            agent_reply_free(r);
+            return;
+        }
+        ag->inbox = p;
+        ag->capinbox = cap;
+    }
+    ag->inbox[ag->ninbox++] = *r;
+    memset(r, 0, sizeof *r);
+    pthread_mutex_unlock(&ag->mu);
+    ssize_t w = write(ag->wake[1], "w", 1);
+    (void)w;
+}
+
+static void *hb_main(void *arg)
+{
+    agent *ag = arg;
+    char err[1024];
+    int64_t backoff = 0, last_warn = 0, last_send = 0;
+    uint64_t failures = 0;
+
+    for (;;) {
+        pthread_mutex_lock(&ag->mu);
+        int stop = ag->stop;
+        int64_t iv = ag->interval_ms;
+        pthread_mutex_unlock(&ag->mu);
+        if (stop) break;
+
+        int rc;
+        if (!agent_link_id(ag->link)) {
+            json_t *running = agent_outbox_running(ag->ob);
+            rc = agent_link_register(ag->link, running, err, sizeof err);
+            if (rc == HF_OK) {
+                hf_info("registered with %s as agent %lld (%zu running trials listed)", ag->cfg->scheduler,
+                        (long long)agent_link_id(ag->link), json_array_size(running));
+                if (!ag->cfg->heartbeat_ms && agent_link_interval(ag->link) > 0) {
+                    pthread_mutex_lock(&ag->mu);
+                    ag->interval_ms = agent_link_interval(ag->link);
+                    iv = ag->interval_ms;
+                    pthread_mutex_unlock(&ag->mu);
+                }
+            }
+            json_decref(running);
+        } else rc = HF_OK;
+
+        json_t *reply = NULL;
+        agent_outbox_mark mark;
+        if (rc == HF_OK) {
+            json_t *body = agent_outbox_take(ag->ob, &mark);
+            if (!body) rc = HF_ENOMEM;
+            else {
+                last_send = hf_mono_ms();
+                rc = agent_link_heartbeat(ag->link, body, &reply, err, sizeof err);
+                json_decref(body);
+            }
+            if (rc == HF_ENOTFOUND) {
+                hf_warn("scheduler does not know agent id any more (%s): registering again", err);
+                continue;   /* re-register at once, listing running trials */
+            }
+        }
+        if (rc == HF_OK) {
+            agent_outbox_ack(ag->ob, &mark);
+            if (failures) hf_info("scheduler reachable again after %llu failed attempts", (unsigned long long)failures);
+            failures = 0;
+            backoff = 0;
+            agent_reply r;
+            hf_jerr e;
+            if (agent_reply_parse(reply, &r, &e)) {
+                hf_warn("malformed heartbeat reply: %s: %s", e.field, e.msg);
+            } else {
+                for (size_t i = 0; i < json_array_size(r.rejected); i++)
+                    agent_outbox_event(ag->ob, json_incref(json_array_get(r.rejected, i)));
+                if (r.interval_ms > 0 && !ag->cfg->heartbeat_ms) {
+                    pthread_mutex_lock(&ag->mu);
+                    ag->interval_ms = r.interval_ms;
+                    pthread_mutex_unlock(&ag->mu);
+                    iv = r.interval_ms;
+                }
+                if (r.nassign || r.nkill) inbox_push(ag, &r);
+                agent_reply_free(&r);
+            }
+            json_decref(reply);
+        } else {
+            failures++;
+            int64_t now = hf_mono_ms();
+            if (failures == 1 || now - last_warn >= 30000) {
+                agent_outbox_stats st;
+                agent_outbox_get_stats(ag->ob, &st);
+                hf_warn("scheduler %s unreachable (%s); trials keep running, %zu logs/%zu metrics/%zu events "
+                        "queued, %llu logs dropped so far; retrying", ag->cfg->scheduler, err, st.logs,
+                        st.metrics, st.events, (unsigned long long)st.dropped_logs);
+                last_warn = now;
+            }
+            backoff = backoff ? backoff * 2 : iv;
+            if (backoff > AGENT_BACKOFF_MAX_MS) backoff = AGENT_BACKOFF_MAX_MS;
+        }
+
+        /* How long until the next heartbeat. */
+        pthread_mutex_lock(&ag->mu);
+        int64_t wait = iv;
+        if (backoff) wait = backoff;
+        else if (agent_outbox_pending(ag->ob)) wait = AGENT_URGENT_GAP_MS;   /* backlog: keep draining */
+        if (!backoff && ag->urgent) {
+            int64_t since = hf_mono_ms() - last_send;
+            wait = since >= AGENT_URGENT_GAP_MS ? 0 : AGENT_URGENT_GAP_MS - since;
+        }
+        ag->urgent = 0;
+        if (wait > 0) wait_locked(ag, wait);
+        if (!backoff && ag->urgent) {
+            /* woken for an event: a short gap so a burst goes in one batch */
+            int64_t since = hf_mono_ms() - last_send;
+            if (since < AGENT_URGENT_GAP_MS) {
+                ag->urgent = 0;
+                wait_locked(ag, AGENT_URGENT_GAP_MS - since);
+            }
+        }
+        ag->urgent = 0;
+        pthread_mutex_unlock(&ag->mu);
+    }
+    return NULL;
+}
+
+/* -------------------------------------------------------------- main loop */
+
+static void handle_inbox(agent *ag, int stopping)
+{
+    agent_reply *items;
+    size_t n;
+    char err[1024];
+
+    pthread_mutex_lock(&ag->mu);
+    items = ag->inbox;
+    n = ag->ninbox;
+    ag->inbox = NULL;
+    ag->ninbox = ag->capinbox = 0;
+    pthread_mutex_unlock(&ag->mu);
+
+    for (size_t i = 0; i < n; i++) {
+        agent_reply *r = &items[i];
+        for (size_t k = 0; k < r->nkill; k++) {
+            agent_killreq *kr = &r->kill[k];
+            if (agent_sup_kill(ag->sup, kr->trial_id, kr->attempt, kr->grace_ms, kr->reason) == HF_ENOTFOUND)
+                hf_info("kill for trial %lld attempt %lld: not running here", (long long)kr->trial_id,
+                        (long long)kr->attempt);
+        }
+        for (size_t k = 0; k < r->nassign; k++) {
+            agent_spec *sp = r->assign[k];
+            if (stopping) {
+                /* shutting down: say so instead of starting it */
+                agent_outbox_event(ag->ob, json_pack("{s:I, s:I, s:s, s:I, s:s}", "trial_id", (json_int_t)sp->trial_id,
+                                                     "attempt", (json_int_t)sp->attempt, "type", "start_failed",
+                                                     "time", (json_int_t)hf_wall_ms(), "error", "agent shutting down"));
+                continue;
+            }
+            int rc = agent_sup_start(ag->sup, sp, err, sizeof err);
+            if (rc == HF_EEXIST)
+                hf_debug("trial %lld attempt %lld already runs here", (long long)sp->trial_id, (long long)sp->attempt);
+        }
+        agent_reply_free(r);
+    }
+    free(items);
+}
+
+static void urge(agent *ag)
+{
+    pthread_mutex_lock(&ag->mu);
+    ag->urgent = 1;
+    pthread_cond_signal(&ag->cv);
+    pthread_mutex_unlock(&ag->mu);
+}
+
+int agent_run(const agent_cfg *cfg)
+{
+    agent ag;
+    char workdir[AGENT_PATH_MAX], self_dir[AGENT_PATH_MAX] = "", token[512] = "", host[256], name[256], err[512];
+    json_t *gpus = NULL, *info = NULL;
+    pthread_t hb;
+    int hb_started = 0, rc = HF_OK;
+
+    memset(&ag, 0, sizeof ag);
+    ag.cfg = cfg;
+    ag.wake[0] = ag.wake[1] = -1;
+    pthread_mutex_init(&ag.mu, NULL);
+    pthread_cond_init(&ag.cv, NULL);
+    ag.interval_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 1000;
+
+    /* work directory: created, then made absolute */
+    if ((rc = agent_fs_mkdirs(cfg->workdir)) || !realpath(cfg->workdir, workdir)) {
+        hf_error("--workdir %s: cannot create or resolve: %s", cfg->workdir, rc ? hf_strerror(rc) : strerror(errno));
+        rc = rc ? rc : HF_EIO;
+        goto end;
+    }
+    ssize_t sl = readlink("/proc/self/exe", self_dir, sizeof self_dir - 1);
+    if (sl > 0) {
+        self_dir[sl] = '\0';
+        char *slash = strrchr(self_dir, '/');
+        if (slash) *slash = '\0';
+    } else self_dir[0] = '\0';
+    if (cfg->token_file && (rc = read_token(cfg->token_file, token, sizeof token))) goto end;
+    if ((rc = agent_gpu_discover(cfg->gpus, &gpus, err, sizeof err))) {
+        hf_error("%s", err);
+        goto end;
+    }
+    int64_t slots = cfg->slots;
+    if (slots <= 0) {
+        slots = (int64_t)json_array_size(gpus);
+        if (slots == 0) slots = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    }
+    if (cfg->name && *cfg->name) snprintf(name, sizeof name, "%s", cfg->name);
+    else if (gethostname(name, sizeof name)) snprintf(name, sizeof name, "agent");
+    name[sizeof name - 1] = '\0';
+    if (cfg->host && *cfg->host) snprintf(host, sizeof host, "%s", cfg->host);
+    else local_address(cfg->scheduler, host, sizeof host);
+
+    agent_outbox_limits lim = {.max_log_lines = (size_t)cfg->max_log_lines,
+                               .max_log_bytes = (size_t)cfg->max_log_mb << 20,
+                               .max_metrics = (size_t)cfg->max_metrics};
+    info = json_pack("{s:s, s:I, s:O, s:s}", "name", name, "slots", (json_int_t)slots, "gpus", gpus, "host", host);
+    if (!(ag.ob = agent_outbox_new(&lim))
+        || !(ag.sup = agent_sup_new(workdir, self_dir[0] ? self_dir : NULL, cfg->grace_ms, ag.ob))
+        || pipe2(ag.wake, O_CLOEXEC | O_NONBLOCK)) {
+        hf_error("cannot initialise the agent: out of memory or descriptors");
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    ag.link = agent_link_new(cfg->scheduler, token[0] ? token : NULL, cfg->ca_file, (long)cfg->http_timeout_ms, info);
+    info = NULL;   /* owned (or freed) by agent_link_new */
+    if (!ag.link) {
+        hf_error("cannot initialise the HTTP client");
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    memset(token, 0, sizeof token);
+
+    /* signals: SIGTERM/SIGINT stop gracefully; SIGPIPE must not kill us */
+    term_fd = ag.wake[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    hf_info("hyperfarm-agent %s: name %s, %lld slots, %zu GPUs, workdir %s, scheduler %s, host %s",
+            AGENT_VERSION, name, (long long)slots, json_array_size(gpus), workdir, cfg->scheduler, host);
+    if (pthread_create(&hb, NULL, hb_main, &ag)) {
+        hf_error("cannot start the heartbeat thread");
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    hb_started = 1;
+
+    int stopping = 0;
+    int64_t stop_started = 0;
+    agent_outbox_stats prev;
+    agent_outbox_get_stats(ag.ob, &prev);
+    for (;;) {
+        if (agent_sup_poll(ag.sup, 200, ag.wake[0])) {
+            char junk[64];
+            while (read(ag.wake[0], junk, sizeof junk) > 0) {}
+        }
+        if (got_term && !stopping) {
+            stopping = 1;
+            stop_started = hf_mono_ms();
+            hf_info("signal %d: stopping %d trials (grace %lld ms) and exiting", (int)got_term,
+                    agent_sup_count(ag.sup), (long long)cfg->grace_ms);
+            agent_sup_kill_all(ag.sup, -1, "agent shutdown");
+        }
+        handle_inbox(&ag, stopping);
+        /* a trial started or ended: tell the scheduler soon */
+        agent_outbox_stats st;
+        agent_outbox_get_stats(ag.ob, &st);
+        if (st.events > 0 && (st.events != prev.events || st.sent_events != prev.sent_events)) urge(&ag);
+        prev = st;
+        if (stopping && agent_sup_count(ag.sup) == 0) break;
+    }
+
+    /* last heartbeat(s): deliver the exit events */
+    int64_t t0 = hf_mono_ms();
+    urge(&ag);
+    while (hf_mono_ms() - t0 < AGENT_FINAL_FLUSH_MS) {
+        agent_outbox_stats st;
+        agent_outbox_get_stats(ag.ob, &st);
+        if (st.events == 0 && st.metrics == 0) break;
+        hf_sleep_ms(20);
+    }
+    hf_info("stopped after %lld ms", (long long)(hf_mono_ms() - stop_started));
+end:
+    if (hb_started) {
+        pthread_mutex_lock(&ag.mu);
+        ag.stop = 1;
+        pthread_cond_signal(&ag.cv);
+        pthread_mutex_unlock(&ag.mu);
+        pthread_join(hb, NULL);
+    }
+    term_fd = -1;
+    handle_inbox(&ag, 1);
+    agent_sup_free(ag.sup);
+    agent_link_free(ag.link);
+    agent_outbox_free(ag.ob);
+    json_decref(info);
+    json_decref(gpus);
+    for (int i = 0; i < 2; i++)
+        if (ag.wake[i] >= 0) close(ag.wake[i]);
+    pthread_mutex_destroy(&ag.mu);
+    pthread_cond_destroy(&ag.cv);
+    return rc;
+}

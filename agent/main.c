@@ -1,0 +1,87 @@
+/*
+ * main.c — hyperfarm-agent: options (one table, hf_config), then agent_run().
+ *
+ *   hyperfarm-agent --scheduler URL [--name NAME] [--slots N] [--gpus auto|none|0,1,..]
+ *                   [--workdir DIR] [--token-file F] [--ca-file F] [--heartbeat-ms N]
+ *                   [--grace-ms N] [--log-level L] [--log-format text|json] [--config F]
+ *                   [--print-config]
+ */
+#include "agent.h"
+#include "hf_config.h"
+#include "hf_err.h"
+#include "hf_log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    agent_cfg c;
+    char err[512];
+    int npos = 0, lvl = HF_LOG_INFO;
+    memset(&c, 0, sizeof c);
+    hf_cfg_opt opts[] = {
+        {"scheduler", "HYPERFARM_URL", HF_CFG_STR, &c.scheduler, "http://127.0.0.1:8080", 0, -1, "scheduler base URL"},
+        {"name", "HYPERFARM_AGENT_NAME", HF_CFG_STR, &c.name, NULL, 0, -1, "agent name (default: host name)"},
+        {"slots", "HYPERFARM_AGENT_SLOTS", HF_CFG_INT, &c.slots, "0", 0, 4096, "trial slots (0: one per GPU, else one per CPU)"},
+        {"gpus", "HYPERFARM_AGENT_GPUS", HF_CFG_STR, &c.gpus, "auto", 0, -1, "auto | none | list of indices 0,1,.."},
+        {"workdir", "HYPERFARM_AGENT_WORKDIR", HF_CFG_STR, &c.workdir, "hyperfarm-agent-work", 0, -1, "directory for trial files and checkpoints"},
+        {"token-file", "HYPERFARM_AGENT_TOKEN_FILE", HF_CFG_STR, &c.token_file, NULL, 0, -1, "file with the agent token ('TOKEN' or 'agent:TOKEN')"},
+        {"ca-file", "HYPERFARM_CA_FILE", HF_CFG_STR, &c.ca_file, NULL, 0, -1, "CA certificate to verify an https scheduler"},
+        {"advertise-host", "HYPERFARM_AGENT_HOST", HF_CFG_STR, &c.host, NULL, 0, -1, "address reported to the scheduler (default: the one used to reach it)"},
+        {"heartbeat-ms", "HYPERFARM_HEARTBEAT_MS", HF_CFG_INT, &c.heartbeat_ms, "0", 0, 3600000, "heartbeat interval (0: as the scheduler says)"},
+        {"grace-ms", "HYPERFARM_GRACE_MS", HF_CFG_INT, &c.grace_ms, "10000", 0, 3600000, "default SIGTERM->SIGKILL grace period"},
+        {"http-timeout-ms", NULL, HF_CFG_INT, &c.http_timeout_ms, "5000", 100, 600000, "timeout of one request to the scheduler"},
+        {"max-log-lines", NULL, HF_CFG_INT, &c.max_log_lines, "20000", 100, 10000000, "log lines buffered while the scheduler is unreachable"},
+        {"max-log-mb", NULL, HF_CFG_INT, &c.max_log_mb, "8", 1, 4096, "log bytes buffered (MiB) while the scheduler is unreachable"},
+        {"max-metrics", NULL, HF_CFG_INT, &c.max_metrics, "200000", 1000, 100000000, "metric reports buffered while the scheduler is unreachable"},
+        {"log-level", "HYPERFARM_LOG_LEVEL", HF_CFG_STR, &c.log_level, "info", 0, -1, "debug | info | warn | error"},
+        {"log-format", "HYPERFARM_LOG_FORMAT", HF_CFG_STR, &c.log_format, "text", 0, -1, "text | json"},
+        {"config", "HYPERFARM_AGENT_CONFIG", HF_CFG_STR, &c.config, NULL, 0, -1, "config file of 'name = value' lines"},
+        {"print-config", NULL, HF_CFG_BOOL, &c.print_config, "false", 0, -1, "print the effective configuration as JSON and exit"},
+        HF_CFG_END
+    };
+    const char *synopsis = "hyperfarm-agent --scheduler URL [--name NAME] [--slots N] [--gpus auto|none|0,1,..] "
+                           "[--workdir DIR] [--token-file F] [options]";
+
+    hf_log_init("hyperfarm-agent");
+    int rc = hf_config_parse(opts, argc, argv, &npos, err, sizeof err);
+    if (rc == 1) {
+        hf_config_usage(stdout, synopsis, opts);
+        return 0;
+    }
+    if (rc) {
+        fprintf(stderr, "hyperfarm-agent: %s\n", err);
+        return 2;
+    }
+    if (npos > 0) {
+        fprintf(stderr, "hyperfarm-agent: unexpected argument '%s' (see --help)\n", argv[1]);
+        return 2;
+    }
+    if (hf_log_parse_level(c.log_level, &lvl)) {
+        fprintf(stderr, "hyperfarm-agent: --log-level: expected debug, info, warn or error, got '%s'\n", c.log_level);
+        return 2;
+    }
+    if (strcmp(c.log_format, "text") && strcmp(c.log_format, "json")) {
+        fprintf(stderr, "hyperfarm-agent: --log-format: expected text or json, got '%s'\n", c.log_format);
+        return 2;
+    }
+    if (strncmp(c.scheduler, "http://", 7) && strncmp(c.scheduler, "https://", 8)) {
+        fprintf(stderr, "hyperfarm-agent: --scheduler: expected an http:// or https:// URL, got '%s'\n", c.scheduler);
+        return 2;
+    }
+    hf_log_set_level(lvl);
+    hf_log_set_format(strcmp(c.log_format, "json") ? HF_LOG_TEXT : HF_LOG_JSON);
+    if (c.print_config) {
+        hf_config_print(stdout, opts);
+        hf_config_free(opts);
+        return 0;
+    }
+    rc = agent_run(&c);
+    hf_config_free(opts);
+    if (rc) {
+        fprintf(stderr, "hyperfarm-agent: %s\n", hf_strerror(rc));
+        return 1;
+    }
+    return 0;
+}
