@@ -52,11 +52,13 @@ int tr_blas_setup(char **argv)
     const char *cur = tr_blas_core(), *want = tr_blas_wanted_core();
     const char *env = getenv("OPENBLAS_CORETYPE");
     if (want && core_rank(cur) < core_rank(want)) {
-        if (env && *env) {
-            hf_warn("OPENBLAS_CORETYPE=%s gives kernel %s; this CPU could run %s", env, cur, want);
+        const char *keep = getenv("HYPERFARM_KEEP_OPENBLAS_CORETYPE");
+        if (env && *env && keep && *keep == '1') {
+            hf_warn("OPENBLAS_CORETYPE=%s gives kernel %s; this CPU could run %s (kept: "
+                    "HYPERFARM_KEEP_OPENBLAS_CORETYPE=1)", env, cur, want);
         } else if (!getenv("HF_BLAS_REEXEC")) {
-            hf_info("OpenBLAS chose kernel %s but the CPU supports %s: re-executing with OPENBLAS_CORETYPE=%s",
-                    cur, want, want);
+            hf_info("OpenBLAS runs kernel %s%s%s%s but the CPU supports %s: re-executing with OPENBLAS_CORETYPE=%s",
+                    cur, env ? " (OPENBLAS_CORETYPE=" : "", env ? env : "", env ? ")" : "", want, want);
             setenv("OPENBLAS_CORETYPE", want, 1);
             setenv("HF_BLAS_REEXEC", "1", 1);
             execv("/proc/self/exe", argv);
@@ -65,8 +67,8 @@ int tr_blas_setup(char **argv)
             hf_warn("OpenBLAS still runs kernel %s after re-exec (wanted %s)", cur, want);
         }
     }
-    unsetenv("HF_BLAS_REEXEC");   /* do not leak into child workers' decision... */
-    if (getenv("OPENBLAS_CORETYPE") == NULL && want) setenv("OPENBLAS_CORETYPE", cur, 0);
+    /* children (--nproc workers) make their own check */
+    unsetenv("HF_BLAS_REEXEC");
     hf_info("OpenBLAS kernel %s (cpu wants %s)", tr_blas_core(), want ? want : "default");
     return 0;
 }
