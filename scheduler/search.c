@@ -16,12 +16,14 @@ extern const searcher_ops search_grid_ops;
 extern const searcher_ops search_random_ops;
 extern const searcher_ops search_tpe_ops;
 extern const searcher_ops search_asha_ops;
+extern const searcher_ops search_pbt_ops;
 
 static const searcher_ops *const registry[] = {
     &search_grid_ops,
     &search_random_ops,
     &search_tpe_ops,
     &search_asha_ops,
+    &search_pbt_ops,
 };
 #define N_REG (sizeof registry / sizeof registry[0])
 
