@@ -32,7 +32,7 @@ extern char **environ;
 enum { TRIAL_RUNNING = 0, TRIAL_STOPPING };
 
 typedef struct agent_trial {
-    int64_t  trial_id, attempt, experiment_id;
+    int64_t  trial_id, attempt, experiment_id, rank, grace_ms;
     pid_t    pid;                 /* also the process group id */
     int      fd[2];               /* stdout, stderr read ends; -1 once closed */
     hf_buf   line[2];             /* partial line per stream */
@@ -123,7 +123,11 @@ agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
         || hf_json_get_array(a, path, "gpus", 0, AGENT_MAX_GPUS, &gpus, e))
         goto fail;
     s->slots = 1;
-    if (hf_json_get_int(a, path, "slots", 0, 0, 1 << 20, &s->slots, e)) goto fail;
+    s->grace_ms = -1;
+    if (hf_json_get_int(a, path, "slots", 0, 0, 1 << 20, &s->slots, e)
+        || hf_json_get_int(a, path, "rank", 0, 0, 100000, &s->rank, e)
+        || hf_json_get_int(a, path, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &s->grace_ms, e))
+        goto fail;
     /* copy_checkpoint_from: optional string or null (PBT exploit). */
     json_t *cfj = json_object_get(a, "copy_checkpoint_from");
     if (cfj && !json_is_null(cfj)
@@ -263,16 +267,19 @@ void agent_sup_free(agent_sup *s)
 
 int agent_sup_count(const agent_sup *s) { return s->n; }
 
-static agent_trial *find(const agent_sup *s, int64_t trial_id, int64_t attempt)
+/* First trial matching; attempt <= 0 and rank < 0 match any. */
+static agent_trial *find(const agent_sup *s, int64_t trial_id, int64_t attempt, int64_t rank)
 {
     for (int i = 0; i < s->n; i++)
-        if (s->t[i]->trial_id == trial_id && (attempt <= 0 || s->t[i]->attempt == attempt)) return s->t[i];
+        if (s->t[i]->trial_id == trial_id && (attempt <= 0 || s->t[i]->attempt == attempt)
+            && (rank < 0 || s->t[i]->rank == rank))
+            return s->t[i];
     return NULL;
 }
 
 pid_t agent_sup_pid(const agent_sup *s, int64_t trial_id, int64_t attempt)
 {
-    agent_trial *t = find(s, trial_id, attempt);
+    agent_trial *t = find(s, trial_id, attempt, -1);
     return t ? t->pid : -1;
 }
 
@@ -283,8 +290,9 @@ static void publish_running(agent_sup *s)
     for (int i = 0; i < s->n; i++) {
         agent_trial *t = s->t[i];
         if (t->reaped) continue;
-        json_array_append_new(arr, json_pack("{s:I, s:I, s:i}", "trial_id", (json_int_t)t->trial_id,
-                                             "attempt", (json_int_t)t->attempt, "pid", (int)t->pid));
+        json_array_append_new(arr, json_pack("{s:I, s:I, s:i, s:I}", "trial_id", (json_int_t)t->trial_id,
+                                             "attempt", (json_int_t)t->attempt, "pid", (int)t->pid,
+                                             "rank", (json_int_t)t->rank));
     }
     agent_outbox_set_running(s->ob, arr);
 }
@@ -404,9 +412,9 @@ fail:
 static void start_failed(agent_sup *s, const agent_spec *sp, const char *msg)
 {
     hf_warn("trial %lld attempt %lld: start failed: %s", (long long)sp->trial_id, (long long)sp->attempt, msg);
-    push_event(s, json_pack("{s:I, s:I, s:s, s:I, s:s}", "trial_id", (json_int_t)sp->trial_id,
-                            "attempt", (json_int_t)sp->attempt, "type", "start_failed",
-                            "time", (json_int_t)hf_wall_ms(), "error", msg));
+    push_event(s, json_pack("{s:I, s:I, s:I, s:s, s:I, s:s}", "trial_id", (json_int_t)sp->trial_id,
+                            "attempt", (json_int_t)sp->attempt, "rank", (json_int_t)sp->rank,
+                            "type", "start_failed", "time", (json_int_t)hf_wall_ms(), "error", msg));
 }
 
 int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen)
@@ -420,9 +428,10 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
     pid_t pid;
 
     err[0] = '\0';
-    if (find(s, sp->trial_id, sp->attempt)) return HF_EEXIST;
-    agent_trial *old = find(s, sp->trial_id, 0);
-    if (old && !old->reaped) {
+    if (find(s, sp->trial_id, sp->attempt, sp->rank)) return HF_EEXIST;
+    for (int i = 0; i < s->n; i++) {
+        agent_trial *old = s->t[i];
+        if (old->trial_id != sp->trial_id || old->attempt >= sp->attempt || old->reaped) continue;
         /* The scheduler re-placed this trial: its older attempt must not go on. */
         hf_warn("trial %lld: attempt %lld assigned while attempt %lld still runs; killing the old one",
                 (long long)sp->trial_id, (long long)sp->attempt, (long long)old->attempt);
@@ -540,6 +549,8 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
     t->trial_id = sp->trial_id;
     t->attempt = sp->attempt;
     t->experiment_id = sp->experiment_id;
+    t->rank = sp->rank;
+    t->grace_ms = sp->grace_ms;
     t->pid = pid;
     t->fd[0] = out[0];
     t->fd[1] = errp[0];
@@ -553,8 +564,8 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
     s->t[s->n++] = t;
     hf_info("trial %lld attempt %lld started: pid %d, %s, cwd %s", (long long)t->trial_id,
             (long long)t->attempt, (int)pid, prog, dir);
-    push_event(s, json_pack("{s:I, s:I, s:s, s:I, s:i}", "trial_id", (json_int_t)t->trial_id,
-                            "attempt", (json_int_t)t->attempt, "type", "started",
+    push_event(s, json_pack("{s:I, s:I, s:I, s:s, s:I, s:i}", "trial_id", (json_int_t)t->trial_id,
+                            "attempt", (json_int_t)t->attempt, "rank", (json_int_t)t->rank, "type", "started",
                             "time", (json_int_t)hf_wall_ms(), "pid", (int)pid));
     if (sp->copy_from[0] && copy_rc)
         trial_note(s, t, "copy_checkpoint_from %s failed (%s); the trial starts without it",
@@ -577,32 +588,40 @@ end:
     return rc;
 }
 
-int agent_sup_kill(agent_sup *s, int64_t trial_id, int64_t attempt, int64_t grace_ms, const char *reason)
+static void trial_stop(agent_sup *s, agent_trial *t, int64_t grace_ms, const char *reason)
 {
-    agent_trial *t = find(s, trial_id, attempt);
-    if (!t) return HF_ENOTFOUND;
-    if (t->reaped) return HF_OK;
-    if (grace_ms < 0) grace_ms = s->grace_ms;
+    if (t->reaped) return;
+    if (grace_ms < 0) grace_ms = t->grace_ms >= 0 ? t->grace_ms : s->grace_ms;
     if (grace_ms > AGENT_GRACE_MAX_MS) grace_ms = AGENT_GRACE_MAX_MS;
     int64_t deadline = hf_mono_ms() + grace_ms;
     if (t->state == TRIAL_STOPPING) {
         if (deadline < t->kill_deadline) t->kill_deadline = deadline;   /* a second kill may hurry */
-        return HF_OK;
+        return;
     }
     t->state = TRIAL_STOPPING;
     t->kill_deadline = deadline;
-    int rc = agent_fs_write_control(t->control, 1, reason ? reason : "stop");
-    if (rc) hf_warn("trial %lld: cannot write %s: %s", (long long)trial_id, t->control, hf_strerror(rc));
-    hf_info("trial %lld attempt %lld: stopping (%s), SIGTERM to group %d, grace %lld ms",
-            (long long)t->trial_id, (long long)t->attempt, reason ? reason : "stop", (int)t->pid,
+    int rc = agent_fs_write_control(t->control, 1, reason);
+    if (rc) hf_warn("trial %lld: cannot write %s: %s", (long long)t->trial_id, t->control, hf_strerror(rc));
+    hf_info("trial %lld attempt %lld rank %lld: stopping (%s), SIGTERM to group %d, grace %lld ms",
+            (long long)t->trial_id, (long long)t->attempt, (long long)t->rank, reason, (int)t->pid,
             (long long)grace_ms);
-    trial_note(s, t, "stop requested (%s): SIGTERM, SIGKILL after %lld ms", reason ? reason : "stop",
-               (long long)grace_ms);
+    trial_note(s, t, "stop requested (%s): SIGTERM, SIGKILL after %lld ms", reason, (long long)grace_ms);
     if (grace_ms == 0) {
         kill(-t->pid, SIGKILL);
         t->killed_hard = 1;
     } else kill(-t->pid, SIGTERM);
-    return HF_OK;
+}
+
+int agent_sup_kill(agent_sup *s, int64_t trial_id, int64_t attempt, int64_t grace_ms, const char *reason)
+{
+    int found = 0;
+    for (int i = 0; i < s->n; i++) {
+        agent_trial *t = s->t[i];
+        if (t->trial_id != trial_id || (attempt > 0 && t->attempt != attempt)) continue;
+        found = 1;
+        trial_stop(s, t, grace_ms, reason ? reason : "stop");
+    }
+    return found ? HF_OK : HF_ENOTFOUND;
 }
 
 void agent_sup_kill_all(agent_sup *s, int64_t grace_ms, const char *reason)
@@ -745,8 +764,8 @@ static void finish(agent_sup *s, int idx)
             (long long)t->trial_id, (long long)t->attempt, t->exit_code, t->signal,
             t->killed_hard ? ", SIGKILLed after the grace period" : "", (unsigned long long)t->lines,
             (unsigned long long)t->metrics, (unsigned long long)t->bad_metrics);
-    push_event(s, json_pack("{s:I, s:I, s:s, s:I, s:i, s:i}", "trial_id", (json_int_t)t->trial_id,
-                            "attempt", (json_int_t)t->attempt, "type", "exited",
+    push_event(s, json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:i}", "trial_id", (json_int_t)t->trial_id,
+                            "attempt", (json_int_t)t->attempt, "rank", (json_int_t)t->rank, "type", "exited",
                             "time", (json_int_t)hf_wall_ms(), "exit_code", t->exit_code,
                             "signal", t->signal));
     trial_free(t);

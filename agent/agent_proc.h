@@ -53,6 +53,8 @@
 /* One assignment, validated. */
 typedef struct agent_spec {
     int64_t trial_id, attempt, experiment_id;
+    int64_t rank;                         /* worker rank of a multi-worker trial (0) */
+    int64_t grace_ms;                     /* this trial's grace period, < 0 = agent default */
     char  **argv;                         /* NULL-terminated, owned */
     char  **env;                          /* "NAME=value", NULL-terminated, owned */
     char    checkpoint_dir[AGENT_PATH_MAX];   /* relative to workdir */
@@ -79,15 +81,17 @@ agent_sup *agent_sup_new(const char *workdir, const char *self_dir, int64_t grac
 /* Frees memory and closes pipes; trials still running are SIGKILLed. */
 void agent_sup_free(agent_sup *s);
 
-/* Start a trial. On failure a "start_failed" event with the reason is
- * queued as well. RET 0; HF_EEXIST if this trial attempt already runs
- * (nothing done); HF_ETOOBIG (too many trials), HF_EINVAL (bad path),
+/* Start a trial (one rank of it). On failure a "start_failed" event with
+ * the reason is queued as well. An older attempt of the same trial still
+ * running here is SIGKILLed first (the scheduler re-placed the trial).
+ * RET 0; HF_EEXIST if this trial attempt and rank already runs (nothing done); HF_ETOOBIG (too many trials), HF_EINVAL (bad path),
  * HF_ECHILD (fork/exec failed) with a message in err. */
 int agent_sup_start(agent_sup *s, const agent_spec *spec, char *err, size_t errlen);
 
-/* Ask a trial to stop: control file, SIGTERM to its group, SIGKILL after
- * grace_ms (< 0 = the default). attempt <= 0 matches any attempt.
- * RET 0 or HF_ENOTFOUND. */
+/* Ask a trial to stop, every rank of it on this agent: control file,
+ * SIGTERM to each process group, SIGKILL after grace_ms (< 0 = the trial's
+ * grace from its assignment, else the agent default). attempt <= 0 matches
+ * any attempt. RET 0 or HF_ENOTFOUND. */
 int agent_sup_kill(agent_sup *s, int64_t trial_id, int64_t attempt, int64_t grace_ms,
                    const char *reason);
 /* agent_sup_kill for every trial. */
