@@ -237,7 +237,7 @@ static void sim_run(sim *m, int conc, int64_t max_steps, double target)
         while (m->nrun < conc) {
             search_new nw = {0};
             int rc = m->ops->next(m->s, m->created, m->nrun, &nw);
-            if (rc != SEARCH_CREATE) { if (rc == SEARCH_DONE && m->nrun == 0) return; break; }
+            if (rc != SEARCH_CREATE) { if (rc == SEARCH_DONE && m->nrun == 0) goto end; break; }
             int r = m->nrun++;
             if (nw.resume_trial) {
                 m->id[r] = nw.resume_trial;
@@ -263,7 +263,7 @@ static void sim_run(sim *m, int conc, int64_t max_steps, double target)
             m->budget[r] = nw.budget ? nw.budget : 27;   /* 0 = the searcher's max */
             json_decref(nw.hparams);
         }
-        if (m->nrun == 0) return;
+        if (m->nrun == 0) goto end;
         for (int r = 0; r < m->nrun;) {
             m->at[r]++;
             m->epochs_total++;
@@ -287,6 +287,7 @@ static void sim_run(sim *m, int conc, int64_t max_steps, double target)
             r++;
         }
     }
+end:
     for (int i = 0; i < 512; i++) json_decref(hpq[i]);
 }
 
