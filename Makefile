@@ -171,6 +171,13 @@ demo: all
 bench: all
 	HF_BIN=$(abspath $(BIN)) bench/run
 
+# One rank count, one size: a line per implementation (tcp, mpi, gloo) with busbw.
+NP ?= 4
+SIZE_MIB ?= 64
+bench-allreduce: $(BIN)/bench/allreduce
+	HF_ROOT=$(CURDIR) $(BIN)/bench/allreduce --np $(NP) --sizes $(SIZE_MIB)M
+.PHONY: bench-allreduce
+
 FUZZ_SECONDS ?= 30
 fuzz: deps-check
 	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run
