@@ -562,6 +562,22 @@ static int find_scheduler(char *out, size_t size)
     return -1;
 }
 
+/* Print the tail of the spawned scheduler's log (its temp dir goes away). */
+static void sched_log_tail(const char *logp)
+{
+    char buf[2048];
+    FILE *f = fopen(logp, "r");
+    if (!f) return;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long sz = ftell(f);
+        fseek(f, sz > (long)sizeof buf - 1 ? sz - (long)sizeof buf + 1 : 0, SEEK_SET);
+    }
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    fprintf(stderr, "---- end of the scheduler's log ----\n%s\n----\n", buf);
+}
+
 static int sched_spawn(void)
 {
     char bin[PATH_MAX], listen_arg[64], logp[600];
@@ -592,7 +608,8 @@ static int sched_spawn(void)
         long st = 0;
         int status;
         if (waitpid(sched_pid, &status, WNOHANG) == sched_pid) {
-            fprintf(stderr, "loadgen: the scheduler exited at start; see %s\n", logp);
+            fprintf(stderr, "loadgen: the scheduler exited at start\n");
+            sched_log_tail(logp);
             sched_pid = -1;
             hf_http_free(h);
             return -1;
@@ -604,6 +621,7 @@ static int sched_spawn(void)
     }
     hf_http_free(h);
     fprintf(stderr, "loadgen: the scheduler did not answer /healthz in 10 s\n");
+    sched_log_tail(logp);
     return -1;
 }
 
