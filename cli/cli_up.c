@@ -191,7 +191,10 @@ int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
     while (!healthy(h)) {
         if (waitpid(spid, &st, WNOHANG) == spid) {
             describe_exit(ctx->err, "the scheduler", st);
-            fprintf(ctx->err, "error: the scheduler did not start (is %s in use? try --listen)\n", listen);
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+                fprintf(ctx->err, "error: %s could not be run: build it with 'make' or put it on PATH\n", sched);
+            else
+                fprintf(ctx->err, "error: the scheduler did not start (is %s in use? try --listen)\n", listen);
             spid = -1;
             goto stop;
         }
