@@ -139,28 +139,30 @@ static int choice_ok(const char *choices, const char *v)
     return 0;
 }
 
-static int set_str(tr_options *o, const opt_def *d, const char *v, const char *src, char *err, size_t el)
+static int set_str(tr_options *o, const opt_def *d, const char *name, const char *v, const char *src, char *err,
+                   size_t el)
 {
     if (d->choices && !choice_ok(d->choices, v))
-        return snprintf(err, el, "%s '%s': '%s' is not one of %s", src, d->name, v, d->choices), HF_EINVAL;
+        return snprintf(err, el, "%s '%s': '%s' is not one of %s", src, name, v, d->choices), HF_EINVAL;
     if (strlen(v) >= d->size)
-        return snprintf(err, el, "%s '%s': value longer than %zu bytes", src, d->name, d->size - 1), HF_EINVAL;
+        return snprintf(err, el, "%s '%s': value longer than %zu bytes", src, name, d->size - 1), HF_EINVAL;
     snprintf((char *)o + d->off, d->size, "%s", v);
     return 0;
 }
 
-static int check_range(const opt_def *d, double v, const char *src, char *err, size_t el)
+static int check_range(const opt_def *d, const char *name, double v, const char *src, char *err, size_t el)
 {
     if (!isfinite(v) || v < d->min || v > d->max)
-        return snprintf(err, el, "%s '%s': %g is outside [%g, %g]", src, d->name, v, d->min, d->max), HF_EINVAL;
+        return snprintf(err, el, "%s '%s': %g is outside [%g, %g]", src, name, v, d->min, d->max), HF_EINVAL;
     return 0;
 }
 
-static int set_int(tr_options *o, const opt_def *d, double v, const char *src, char *err, size_t el)
+static int set_int(tr_options *o, const opt_def *d, const char *name, double v, const char *src, char *err,
+                   size_t el)
 {
     if (v != floor(v))
-        return snprintf(err, el, "%s '%s': expected an integer, got %g", src, d->name, v), HF_EINVAL;
-    int rc = check_range(d, v, src, err, el);
+        return snprintf(err, el, "%s '%s': expected an integer, got %g", src, name, v), HF_EINVAL;
+    int rc = check_range(d, name, v, src, err, el);
     if (rc) return rc;
     *(int *)((char *)o + d->off) = (int)v;
     return 0;
@@ -173,7 +175,8 @@ static int *list_count(tr_options *o, const opt_def *d)
     return &o->n_channels;
 }
 
-static int set_list_text(tr_options *o, const opt_def *d, const char *v, const char *src, char *err, size_t el)
+static int set_list_text(tr_options *o, const opt_def *d, const char *name, const char *v, const char *src,
+                         char *err, size_t el)
 {
     int *arr = (int *)((char *)o + d->off), n = 0;
     const char *p = v;
@@ -184,9 +187,9 @@ static int set_list_text(tr_options *o, const opt_def *d, const char *v, const c
         long x = strtol(p, &end, 10);
         if (end == p || errno || (*end && *end != ',') || x < d->min || x > d->max)
             return snprintf(err, el, "%s '%s': '%s' is not a comma-separated list of integers in [%g, %g]",
-                            src, d->name, v, d->min, d->max), HF_EINVAL;
+                            src, name, v, d->min, d->max), HF_EINVAL;
         if (n >= TR_MAX_HIDDEN)
-            return snprintf(err, el, "%s '%s': more than %d entries", src, d->name, TR_MAX_HIDDEN), HF_EINVAL;
+            return snprintf(err, el, "%s '%s': more than %d entries", src, name, TR_MAX_HIDDEN), HF_EINVAL;
         arr[n++] = (int)x;
         p = *end ? end + 1 : end;
     }
@@ -204,11 +207,10 @@ static int parse_bool_text(const char *v, int *out)
 /* Set from text (a flag's value). */
 static int set_text(tr_options *o, const opt_def *d, const char *v, char *err, size_t el)
 {
-    const char *src = "flag --";
     char *end;
     switch (d->type) {
-    case OT_STR: return set_str(o, d, v, "flag", err, el);
-    case OT_LIST: return set_list_text(o, d, v, "flag", err, el);
+    case OT_STR: return set_str(o, d, d->name, v, "flag", err, el);
+    case OT_LIST: return set_list_text(o, d, d->name, v, "flag", err, el);
     case OT_BOOL: {
         int b;
         if (parse_bool_text(v, &b))
@@ -230,14 +232,13 @@ static int set_text(tr_options *o, const opt_def *d, const char *v, char *err, s
         double x = strtod(v, &end);
         if (end == v || *end || errno)
             return snprintf(err, el, "flag '%s': '%s' is not a number", d->name, v), HF_EINVAL;
-        if (d->type == OT_INT) return set_int(o, d, x, "flag", err, el);
-        int rc = check_range(d, x, "flag", err, el);
+        if (d->type == OT_INT) return set_int(o, d, d->name, x, "flag", err, el);
+        int rc = check_range(d, d->name, x, "flag", err, el);
         if (rc) return rc;
         *(double *)((char *)o + d->off) = x;
         return 0;
     }
     }
-    (void)src;
     return HF_EINVAL;
 }
 
@@ -262,7 +263,7 @@ static int set_json(tr_options *o, const opt_def *d, const char *key, const json
     switch (d->type) {
     case OT_STR:
         if (!json_is_string(v)) break;
-        return set_str(o, d, json_string_value(v), HP, err, el);
+        return set_str(o, d, key, json_string_value(v), HP, err, el);
     case OT_BOOL:
         if (!json_is_boolean(v)) break;
         *(int *)((char *)o + d->off) = json_is_true(v);
@@ -277,17 +278,17 @@ static int set_json(tr_options *o, const opt_def *d, const char *key, const json
         return 0;
     case OT_INT:
         if (!json_is_number(v)) break;
-        if (set_int(o, d, json_number_value(v), HP, err, el)) return HF_EINVAL;
+        if (set_int(o, d, key, json_number_value(v), HP, err, el)) return HF_EINVAL;
         return 0;
     case OT_DOUBLE: {
         if (!json_is_number(v)) break;
         double x = json_number_value(v);
-        if (check_range(d, x, HP, err, el)) return HF_EINVAL;
+        if (check_range(d, key, x, HP, err, el)) return HF_EINVAL;
         *(double *)((char *)o + d->off) = x;
         return 0;
     }
     case OT_LIST:
-        if (json_is_string(v)) return set_list_text(o, d, json_string_value(v), HP, err, el);
+        if (json_is_string(v)) return set_list_text(o, d, key, json_string_value(v), HP, err, el);
         if (json_is_number(v)) {
             double x = json_number_value(v);
             if (x != floor(x) || x < d->min || x > d->max)
