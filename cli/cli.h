@@ -129,6 +129,9 @@ int cli_export_csv(FILE *out, const json_t *trials);
 /* The watch status line without the elapsed time (with_bar adds the bar). */
 int cli_watch_line(char *buf, size_t size, const json_t *exp, int with_bar);
 
+/* The line redrawn on a terminal: bar sized to cols, counts, best, elapsed. */
+int cli_watch_tty_line(char *buf, size_t size, const json_t *exp, int64_t elapsed_ms, int cols);
+
 /* Watch an experiment until it ends (shared by watch and submit --watch). */
 int cli_watch_experiment(cli_ctx *ctx, int64_t exp_id);
 

@@ -502,6 +502,13 @@ static void collect_keys(json_t *keys, const json_t *obj)
     json_object_foreach((json_t *)obj, k, v) json_object_set_new(keys, k, json_true());
 }
 
+/* Shortest text that reads back as exactly v (%.15g, else %.17g). */
+static void fmt_exact(char *buf, size_t size, double v)
+{
+    snprintf(buf, size, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, size, "%.17g", v);
+}
+
 static int csv_cell(hf_buf *row, int first, const char *s)
 {
     if (!first && hf_buf_add(row, ",", 1)) return HF_ETOOBIG;
@@ -555,18 +562,18 @@ int cli_export_csv(FILE *out, const json_t *trials)
         snprintf(buf, sizeof buf, "%.3f", (double)(e - s) / 1000.0);
         rc |= csv_cell(&row, 0, s > 0 && e > 0 ? buf : "");
         json_t *obj = json_object_get(tr, "objective");
-        snprintf(buf, sizeof buf, "%.17g", json_number_value(obj));
+        fmt_exact(buf, sizeof buf, json_number_value(obj));
         rc |= csv_cell(&row, 0, json_is_number(obj) ? buf : "");
         json_object_foreach(hkeys, k, v) {
             json_t *h = json_object_get(json_object_get(tr, "hparams"), k);
-            if (json_is_real(h)) snprintf(buf, sizeof buf, "%.17g", json_real_value(h));
+            if (json_is_real(h)) fmt_exact(buf, sizeof buf, json_real_value(h));
             else if (h) cli_fmt_json_scalar(buf, sizeof buf, h);
             else buf[0] = '\0';
             rc |= csv_cell(&row, 0, buf);
         }
         json_object_foreach(mkeys, k, v) {
             json_t *m = json_object_get(json_object_get(tr, "best"), k);
-            if (json_is_number(m)) snprintf(buf, sizeof buf, "%.17g", json_number_value(m));
+            if (json_is_number(m)) fmt_exact(buf, sizeof buf, json_number_value(m));
             else buf[0] = '\0';
             rc |= csv_cell(&row, 0, buf);
         }

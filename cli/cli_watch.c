@@ -71,6 +71,32 @@ static int term_cols(void)
     return 100;
 }
 
+int cli_watch_tty_line(char *buf, size_t size, const json_t *exp, int64_t elapsed_ms, int cols)
+{
+    cli_counts c;
+    char best[96] = "-", el[32], rest[400], bar[80];
+    json_t *b = json_object_get(exp, "best");
+    int64_t max = jint(exp, "max_trials");
+    cli_counts_from_json(&c, json_object_get(exp, "counts"));
+    if (json_is_number(json_object_get(b, "value"))) {
+        char num[64];
+        cli_fmt_number(num, sizeof num, json_number_value(json_object_get(b, "value")));
+        snprintf(best, sizeof best, "%s (t%" PRId64 ")", num, jint(b, "trial_id"));
+    }
+    cli_fmt_duration(el, sizeof el, elapsed_ms);
+    int64_t total = max > 0 ? max : cli_counts_done(&c) + c.running + c.queued + c.paused;
+    int n = snprintf(rest, sizeof rest,
+                     " %" PRId64 "/%" PRId64 " done  %" PRId64 " running  %" PRId64 " queued  %" PRId64
+                     " failed  best %s  %s",
+                     cli_counts_done(&c), total, c.running, c.queued + c.paused, c.failed, best, el);
+    /* The bar takes what the terminal has left, between 10 and 40 cells. */
+    int w = cols - 1 - n - 2;
+    if (w > 40) w = 40;
+    if (w < 10) w = 10;
+    cli_fmt_bar(bar, sizeof bar, &c, max, w);
+    return snprintf(buf, size, "%s%s", bar, rest);
+}
+
 static int exp_ended(const char *state)
 {
     return !strcmp(state, "COMPLETED") || !strcmp(state, "CANCELED");
@@ -159,14 +185,11 @@ int cli_watch_experiment(cli_ctx *ctx, int64_t exp_id)
             if (s && strcmp(line, last)) fprintf(ctx->out, "%s\n", s);
             free(s);
         } else if (redraw) {
-            char el[32];
             int64_t created = jint(exp, "created_at"), endt = jint(exp, "ended_at");
-            cli_watch_line(line, sizeof line, exp, 1);
-            cli_fmt_duration(el, sizeof el, created > 0 ? (endt > 0 ? endt : hf_wall_ms()) - created : -1);
-            size_t n = strlen(line);
-            snprintf(line + n, sizeof line - n, "  %s", el);
-            int cols = term_cols() - 1;
-            fprintf(ctx->out, "\r\033[K%.*s", cols, line);
+            int cols = term_cols();
+            cli_watch_tty_line(line, sizeof line, exp,
+                               created > 0 ? (endt > 0 ? endt : hf_wall_ms()) - created : -1, cols);
+            fprintf(ctx->out, "\r\033[K%.*s", cols - 1, line);
             drawn = 1;
         } else {
             char el[32];

@@ -209,7 +209,7 @@ static void test_export_csv(void **state)
     assert_string_equal(s,
         "trial_id,state,agent,restarts,exit_code,started_at,ended_at,duration_s,objective,"
         "hp.lr,hp.opt,hp.hidden,best.val_acc\n"
-        "1,COMPLETED,a,0,0,1000,3500,2.500,0.5,0.10000000000000001,sgd,,0.5\n"
+        "1,COMPLETED,a,0,0,1000,3500,2.500,0.5,0.1,sgd,,0.5\n"
         "2,RUNNING,\"b,c\",1,,2000,,,,0.01,,64,\n");
     free(s);
     json_decref(trials);
@@ -228,6 +228,14 @@ static void test_watch_line(void **state)
     assert_string_equal(line, "exp 3 ACTIVE  5/12 done  2 running  5 queued  1 failed  best val_acc 0.8712 (trial 2)");
     cli_watch_line(line, sizeof line, e, 1);
     assert_non_null(strstr(line, "exp 3 ACTIVE [##########>>>>..........]  5/12 done"));
+    /* the terminal line fits the terminal: the bar shrinks, never below 10 */
+    cli_watch_tty_line(line, sizeof line, e, 95000, 80);
+    assert_true(strlen(line) <= 79);
+    assert_non_null(strstr(line, "] 5/12 done  2 running  5 queued  1 failed  best 0.8712 (t2)  1m35s"));
+    cli_watch_tty_line(line, sizeof line, e, 95000, 200);
+    assert_non_null(strstr(line, "[" "################" ">>>>>>>" "................." "] "));
+    cli_watch_tty_line(line, sizeof line, e, 95000, 20);
+    assert_non_null(strstr(line, "[#####>>...]"));
     json_object_set_new(e, "best", json_null());
     cli_watch_line(line, sizeof line, e, 0);
     assert_non_null(strstr(line, "best val_acc -"));
