@@ -235,7 +235,7 @@ static void test_watch_line(void **state)
     cli_watch_tty_line(line, sizeof line, e, 95000, 200);
     assert_non_null(strstr(line, "[" "################" ">>>>>>>" "................." "] "));
     cli_watch_tty_line(line, sizeof line, e, 95000, 20);
-    assert_non_null(strstr(line, "[#####>>...]"));
+    assert_non_null(strstr(line, "[####>.....]"));
     json_object_set_new(e, "best", json_null());
     cli_watch_line(line, sizeof line, e, 0);
     assert_non_null(strstr(line, "best val_acc -"));
