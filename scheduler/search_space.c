@@ -27,6 +27,7 @@
 #define SPACE_MAX_PARAMS      256
 #define SPACE_MAX_NAME        64
 #define SPACE_MAX_VALUES      1024
+#define SPACE_MAX_TOTAL_VALUES 4096  /* all categorical + condition values: bounds grid work */
 #define SPACE_MAX_GRID_COUNT  10000
 #define SPACE_DEFAULT_COUNT   5      /* grid points on a numeric axis without "count" */
 #define SPACE_PATH            "hyperparameters"
@@ -307,6 +308,16 @@ int search_space_parse(const json_t *obj, search_space **out, hf_jerr *e)
         k++;
     }
 
+    size_t total_values = 0;
+    for (size_t i = 0; i < n; i++)
+        total_values += json_array_size(tmp[i].kind == SPACE_CATEGORICAL ? tmp[i].values : NULL) +
+                        json_array_size(tmp[i].cond_values);
+    if (total_values > SPACE_MAX_TOTAL_VALUES) {
+        rc = hf_jerr_set(e, SPACE_PATH, NULL, "lists %zu categorical and condition values in all, at most %d allowed",
+                         total_values, SPACE_MAX_TOTAL_VALUES);
+        goto end;
+    }
+
     /* Pass 2: resolve each condition to a parent index and check it. */
     for (size_t i = 0; i < n; i++) {
         if (!cond_names[i]) continue;
@@ -574,97 +585,112 @@ static uint64_t sat_mul(uint64_t a, uint64_t b, uint64_t cap)
     return a * b;
 }
 
-/* Size of the sub-grid rooted at parameter i: the sum over i's axis values
- * of the product of the sizes of the children that value enables.
- * Saturates at cap + 1. */
-static uint64_t subtree_size(const search_space *sp, size_t i, uint64_t cap)
+/* Sizes of the sub-grids rooted at each parameter, into size[n]: the sum
+ * over i's axis values of the product of the sizes of the children that
+ * value enables. Children come after parents, so one backward pass
+ * computes them all (no recursion, no repeated work on long chains).
+ * Saturates at cap + 1. RET 0 or HF_ENOMEM. */
+static int subtree_sizes(const search_space *sp, uint64_t cap, uint64_t *size)
 {
-    uint64_t total = 0, n = axis_size(&sp->p[i]);
-    for (uint64_t j = 0; j < n; j++) {
-        uint64_t prod = 1;
-        for (size_t c = i + 1; c < sp->n; c++)
-            if (sp->p[c].cond_parent == (int)i && child_on(sp, c, j))
-                prod = sat_mul(prod, subtree_size(sp, c, cap), cap);
-        total += prod;
-        if (total > cap) return cap + 1;
+    for (size_t i = sp->n; i-- > 0;) {
+        uint64_t total = 0, n = axis_size(&sp->p[i]);
+        for (uint64_t j = 0; j < n && total <= cap; j++) {
+            uint64_t prod = 1;
+            for (size_t c = i + 1; c < sp->n; c++)
+                if (sp->p[c].cond_parent == (int)i && child_on(sp, c, j))
+                    prod = sat_mul(prod, size[c], cap);
+            total += prod;
+        }
+        size[i] = total > cap ? cap + 1 : total;
     }
-    return total;
+    return 0;
 }
 
 uint64_t search_space_grid_size(const search_space *sp, uint64_t limit)
 {
     uint64_t cap = limit ? limit : UINT64_MAX - 1, prod = 1;
+    uint64_t *size = malloc((sp->n ? sp->n : 1) * sizeof *size);
+    if (!size) return 0;
+    subtree_sizes(sp, cap, size);
     for (size_t i = 0; i < sp->n; i++)
         if (sp->p[i].cond_parent < 0)
-            prod = sat_mul(prod, subtree_size(sp, i, cap), cap);
+            prod = sat_mul(prod, size[i], cap);
+    free(size);
     return prod > cap ? 0 : prod;
 }
 
-static int grid_fill(const search_space *sp, size_t i, uint64_t k, json_t *hp);
+typedef struct grid_ctx {
+    const search_space *sp;
+    const uint64_t     *size;
+    size_t             *kids;     /* scratch, n per recursion level */
+} grid_ctx;
+
+static int grid_fill(const grid_ctx *g, size_t i, uint64_t k, json_t *hp, size_t depth);
 
 /* Decompose k over a list of sibling subtrees (mixed radix, the last
  * sibling varying fastest, like nested loops in file order). */
-static int grid_fill_siblings(const search_space *sp, const size_t *kids, size_t nk,
-                              uint64_t k, json_t *hp)
+static int grid_fill_siblings(const grid_ctx *g, const size_t *kids, size_t nk, uint64_t k,
+                              json_t *hp, size_t depth)
 {
     for (size_t a = nk; a-- > 0;) {
-        uint64_t s = subtree_size(sp, kids[a], UINT64_MAX - 1);
-        if (grid_fill(sp, kids[a], k % s, hp)) return -1;
+        uint64_t s = g->size[kids[a]];
+        if (grid_fill(g, kids[a], k % s, hp, depth)) return -1;
         k /= s;
     }
     return 0;
 }
 
-static int grid_fill(const search_space *sp, size_t i, uint64_t k, json_t *hp)
+static int grid_fill(const grid_ctx *g, size_t i, uint64_t k, json_t *hp, size_t depth)
 {
+    const search_space *sp = g->sp;
     uint64_t n = axis_size(&sp->p[i]);
-    size_t *kids = malloc(sizeof *kids * (sp->n ? sp->n : 1));
-    int rc = -1;
-    if (!kids) return -1;
+    size_t *kids = g->kids + depth * sp->n;     /* depth <= n: parents before children */
     for (uint64_t j = 0; j < n; j++) {
         size_t nk = 0;
         uint64_t prod = 1;
         for (size_t c = i + 1; c < sp->n; c++)
             if (sp->p[c].cond_parent == (int)i && child_on(sp, c, j)) {
                 kids[nk++] = c;
-                prod = sat_mul(prod, subtree_size(sp, c, UINT64_MAX - 1), UINT64_MAX - 1);
+                prod = sat_mul(prod, g->size[c], UINT64_MAX - 1);
             }
         if (k >= prod) { k -= prod; continue; }
         json_t *v = axis_value(&sp->p[i], j);
-        if (!v || json_object_set_new(hp, sp->p[i].name, v)) goto end;
-        rc = grid_fill_siblings(sp, kids, nk, k, hp);
-        goto end;
+        if (!v || json_object_set_new(hp, sp->p[i].name, v)) return -1;
+        return grid_fill_siblings(g, kids, nk, k, hp, depth + 1);
     }
-end:
-    free(kids);
-    return rc;
+    return -1;
 }
 
 json_t *search_space_grid_point(const search_space *sp, uint64_t k)
 {
     uint64_t total = search_space_grid_size(sp, 0);
     if (total == 0 || k >= total) return NULL;
-    json_t *hp = json_object();
-    size_t *roots = malloc(sizeof *roots * (sp->n ? sp->n : 1));
+    size_t n = sp->n ? sp->n : 1;
+    json_t *hp = json_object(), *ordered = NULL;
+    uint64_t *size = malloc(n * sizeof *size);
+    size_t *roots = malloc(n * sizeof *roots);
+    /* One scratch list of children per level of the condition forest. */
+    size_t *kids = n <= 4096 ? malloc((n + 1) * n * sizeof *kids) : NULL;
     size_t nr = 0;
-    if (!hp || !roots) goto fail;
+    if (!hp || !size || !roots || !kids) goto end;
+    subtree_sizes(sp, UINT64_MAX - 1, size);
     for (size_t i = 0; i < sp->n; i++)
         if (sp->p[i].cond_parent < 0) roots[nr++] = i;
-    if (grid_fill_siblings(sp, roots, nr, k, hp)) goto fail;
-    /* Put the keys back in parameter order for a stable, readable dump. */
-    json_t *ordered = json_object();
-    if (!ordered) goto fail;
+    grid_ctx g = {sp, size, kids};
+    if (grid_fill_siblings(&g, roots, nr, k, hp, 0)) goto end;
+    /* Keys in parameter order, for a stable, readable dump. */
+    ordered = json_object();
+    if (!ordered) goto end;
     for (size_t i = 0; i < sp->n; i++) {
         json_t *v = json_object_get(hp, sp->p[i].name);
         if (v) json_object_set(ordered, sp->p[i].name, v);
     }
+end:
     json_decref(hp);
+    free(size);
     free(roots);
+    free(kids);
     return ordered;
-fail:
-    json_decref(hp);
-    free(roots);
-    return NULL;
 }
 
 /* ---------------------------------------------------------------- PBT */
