@@ -346,8 +346,14 @@ static void test_kill_ignores_sigterm(void **state)
                         "\"--spawn-child\",\"--epochs\",\"1\",\"--sleep-ms\",\"1\"],\"checkpoint_dir\":\"t11/ck\"}"));
     pid_t pid = agent_sup_pid(fx->sup, 11, 1);
     assert_true(pid > 0);
-    for (int i = 0; i < 10; i++) agent_sup_poll(fx->sup, 20, -1);
+    /* its first metric line means SIGTERM is ignored by now */
     int64_t t0 = hf_mono_ms();
+    while (json_array_size(fx->metrics) < 1 && hf_mono_ms() - t0 < 10000) {
+        agent_sup_poll(fx->sup, 20, -1);
+        collect(fx);
+    }
+    assert_int_equal(json_array_size(fx->metrics), 1);
+    t0 = hf_mono_ms();
     assert_int_equal(agent_sup_kill(fx->sup, 11, 1, 400, "user"), 0);
     int64_t took = run_until_done(fx, 10000);
     assert_true(hf_mono_ms() - t0 >= 400);   /* SIGKILL only after the grace period */
