@@ -1,0 +1,46 @@
+/*
+ * api.h — the scheduler's HTTP server: the REST routes of docs/protocol.md
+ * (and docs/openapi.yaml) on libmicrohttpd, bearer-token roles, bounded
+ * bodies, SSE, Prometheus /metrics, /healthz and the static dashboard.
+ *
+ * Threads: libmicrohttpd's internal thread pool with epoll; handlers call
+ * into the core (sched.h, which serialises writers) or run read-only
+ * queries (query.h) on pooled reader connections.
+ */
+#ifndef HF_API_H
+#define HF_API_H
+
+#include "scheduler/auth.h"
+#include "scheduler/events.h"
+#include "scheduler/sched.h"
+#include "scheduler/store.h"
+
+#include <stdint.h>
+
+#define API_MAX_BODY_USER   (1u << 20)    /* 1 MiB */
+#define API_MAX_BODY_AGENT  (8u << 20)    /* 8 MiB: heartbeats */
+
+typedef struct api_config {
+    const char *listen;        /* "ADDR:PORT"; port 0 = any free port */
+    const char *web_dir;       /* NULL = no static files */
+    const char *tls_cert, *tls_key;   /* both or neither */
+    int         threads;       /* pool size */
+} api_config;
+
+typedef struct api api;
+
+/* Start serving. auth may be NULL (no token file: every request allowed,
+ * and the caller must have chosen a loopback address). RET 0 or HF_E*
+ * with err filled. */
+int  api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const auth *au, api **out,
+               char *err, size_t errlen);
+/* The port actually bound. */
+int  api_port(const api *a);
+void api_stop(api *a);
+
+/* Split "ADDR:PORT" ("[v6]:PORT" too). RET 0 or HF_EINVAL. */
+int  api_parse_listen(const char *s, char *host, size_t hostlen, int *port);
+/* Is host a loopback address (127.0.0.0/8, ::1, localhost)? */
+int  api_is_loopback(const char *host);
+
+#endif

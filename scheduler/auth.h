@@ -1,0 +1,34 @@
+/*
+ * auth.h — bearer tokens of the scheduler (DESIGN.md §6, docs/protocol.md
+ * "Roles"). The token file holds one "role:token" per line, role "user" or
+ * "agent", several of each allowed; '#' starts a comment line. A token is
+ * compared with every known token in constant time (no early exit, fixed
+ * length), so response timing says nothing about how much of a guess was
+ * right.
+ */
+#ifndef HF_AUTH_H
+#define HF_AUTH_H
+
+#include <stddef.h>
+
+#define AUTH_TOKEN_MAX 256
+#define AUTH_TOKEN_MIN 8
+
+enum auth_role { AUTH_NONE = 0, AUTH_USER = 1, AUTH_AGENT = 2 };
+
+typedef struct auth auth;
+
+/* Parse path. RET 0 with *out, or HF_EINVAL/HF_EIO with err naming the line. */
+int  auth_load(const char *path, auth **out, char *err, size_t errlen);
+/* The same from text (for tests and the fuzzer). */
+int  auth_parse(const char *text, size_t len, auth **out, char *err, size_t errlen);
+void auth_free(auth *a);
+size_t auth_count(const auth *a);
+/* Role of token (AUTH_USER / AUTH_AGENT) or AUTH_NONE. */
+int  auth_check(const auth *a, const char *token);
+/* Token out of an "Authorization: Bearer X" value; NULL when malformed. */
+const char *auth_bearer(const char *header);
+/* Constant-time equality of two NUL-terminated strings of at most AUTH_TOKEN_MAX bytes. */
+int  auth_equal(const char *a, const char *b);
+
+#endif

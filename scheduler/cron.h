@@ -1,0 +1,20 @@
+/*
+ * cron.h — the scheduler's periodic housekeeping (Redis's serverCron):
+ * a thread that calls sched_tick every CRON_TICK_MS (agent expiry,
+ * assignment timeouts, a dispatch pass) and sends SSE keepalives.
+ */
+#ifndef HF_CRON_H
+#define HF_CRON_H
+
+#include "scheduler/events.h"
+#include "scheduler/sched.h"
+
+#define CRON_TICK_MS       100
+#define CRON_KEEPALIVE_MS  15000
+
+typedef struct cron cron;
+
+cron *cron_start(sched *s, events_hub *ev);
+void  cron_stop(cron *c);
+
+#endif

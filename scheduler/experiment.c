@@ -1,0 +1,181 @@
+/*
+ * experiment.c — complete validation of an experiment file (see
+ * experiment.h). The order of checks follows the file, so the first
+ * offending field in reading order is the one reported.
+ */
+#include "scheduler/experiment.h"
+
+#include "hf_err.h"
+#include "hf_metric.h"
+#include "hf_time.h"
+
+#include <ctype.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const top_keys[] = {"name", "description", "objective", "searcher", "hyperparameters",
+                                       "trial", "priority", "weight", "tags", NULL};
+static const char *const objective_keys[] = {"metric", "goal", NULL};
+static const char *const trial_keys[] = {"command", "resources", "distributed", "max_restarts", "env",
+                                         "grace_period_ms", NULL};
+static const char *const resources_keys[] = {"workers", "slots_per_worker", NULL};
+static const char *const distributed_keys[] = {"mode", "backend", "ps", "staleness", NULL};
+
+static int env_name_ok(const char *s)
+{
+    if (!*s || strlen(s) > 128 || !(isupper((unsigned char)*s) || *s == '_')) return 0;
+    for (; *s; s++)
+        if (!(isupper((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '_')) return 0;
+    return 1;
+}
+
+static int one_of(const char *s, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp(s, *list) == 0) return 1;
+    return 0;
+}
+
+static int parse_trial(json_t *tr, exp_spec *spec, hf_jerr *e)
+{
+    int rc;
+    json_t *res = NULL, *dist = NULL;
+    if ((rc = hf_json_only_keys(tr, "trial", trial_keys, e))) return rc;
+    if ((rc = hf_json_get_array(tr, "trial", "command", 1, EXP_MAX_ARGV, &spec->argv, e))) return rc;
+    if (json_array_size(spec->argv) == 0)
+        return hf_jerr_set(e, "trial", "command", "must be a non-empty array of strings (argv)");
+    for (size_t i = 0; i < json_array_size(spec->argv); i++) {
+        json_t *a = json_array_get(spec->argv, i);
+        char path[64];
+        hf_jpath_index(path, sizeof path, "trial.command", i);
+        if (!json_is_string(a)) return hf_jerr_set(e, path, NULL, "must be a string");
+        size_t n = json_string_length(a);
+        if (n > EXP_MAX_ARG_LEN) return hf_jerr_set(e, path, NULL, "longer than %d bytes", EXP_MAX_ARG_LEN);
+        if (memchr(json_string_value(a), '\0', n)) return hf_jerr_set(e, path, NULL, "contains a NUL byte");
+        if (i == 0 && n == 0) return hf_jerr_set(e, path, NULL, "the program name must not be empty");
+    }
+    if ((rc = hf_json_get_object(tr, "trial", "resources", 0, &res, e))) return rc;
+    if (res) {
+        if ((rc = hf_json_only_keys(res, "trial.resources", resources_keys, e))) return rc;
+        if ((rc = hf_json_get_int(res, "trial.resources", "workers", 0, 1, EXP_MAX_WORKERS, &spec->workers, e)))
+            return rc;
+        if ((rc = hf_json_get_int(res, "trial.resources", "slots_per_worker", 0, 1, EXP_MAX_SLOTS,
+                                  &spec->slots_per_worker, e)))
+            return rc;
+    }
+    if ((rc = hf_json_get_object(tr, "trial", "distributed", 0, &dist, e))) return rc;
+    if (dist) {
+        static const char *const modes[] = {"sync", "async", "pipeline", NULL};
+        static const char *const backends[] = {"tcp", "mpi", "nccl", NULL};
+        const char *s = NULL;
+        int64_t x;
+        if ((rc = hf_json_only_keys(dist, "trial.distributed", distributed_keys, e))) return rc;
+        if ((rc = hf_json_get_string(dist, "trial.distributed", "mode", 0, 16, &s, e))) return rc;
+        if (s && !one_of(s, modes))
+            return hf_jerr_set(e, "trial.distributed", "mode", "must be one of sync, async, pipeline");
+        s = NULL;
+        if ((rc = hf_json_get_string(dist, "trial.distributed", "backend", 0, 16, &s, e))) return rc;
+        if (s && !one_of(s, backends))
+            return hf_jerr_set(e, "trial.distributed", "backend", "must be one of tcp, mpi, nccl");
+        if ((rc = hf_json_get_int(dist, "trial.distributed", "ps", 0, 1, 64, &x, e))) return rc;
+        if ((rc = hf_json_get_int(dist, "trial.distributed", "staleness", 0, 0, 1000, &x, e))) return rc;
+    }
+    if ((rc = hf_json_get_int(tr, "trial", "max_restarts", 0, 0, 100, &spec->max_restarts, e))) return rc;
+    if ((rc = hf_json_get_int(tr, "trial", "grace_period_ms", 0, 0, 3600000, &spec->grace_ms, e))) return rc;
+    if ((rc = hf_json_get_object(tr, "trial", "env", 0, &spec->env, e))) return rc;
+    if (spec->env) {
+        const char *k;
+        json_t *v;
+        if (json_object_size(spec->env) > EXP_MAX_ENV)
+            return hf_jerr_set(e, "trial", "env", "more than %d variables", EXP_MAX_ENV);
+        json_object_foreach(spec->env, k, v) {
+            char path[200];
+            hf_jpath(path, sizeof path, "trial.env", k);
+            if (!env_name_ok(k)) return hf_jerr_set(e, path, NULL, "variable names are [A-Z_][A-Z0-9_]*");
+            if (strncmp(k, "HYPERFARM_", 10) == 0 || strcmp(k, "CUDA_VISIBLE_DEVICES") == 0)
+                return hf_jerr_set(e, path, NULL, "reserved: set by the agent");
+            if (!json_is_string(v)) return hf_jerr_set(e, path, NULL, "must be a string");
+            if (json_string_length(v) > EXP_MAX_ARG_LEN)
+                return hf_jerr_set(e, path, NULL, "longer than %d bytes", EXP_MAX_ARG_LEN);
+        }
+    }
+    return HF_OK;
+}
+
+int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
+{
+    int rc;
+    json_t *obj = NULL, *hp = NULL, *tr = NULL;
+    const char *goal = NULL;
+    memset(spec, 0, sizeof *spec);
+    spec->workers = 1;
+    spec->slots_per_worker = 1;
+    spec->weight = 1.0;
+    spec->grace_ms = 10000;
+    hf_jerr_clear(e);
+
+    if (!json_is_object(cfg)) return hf_jerr_set(e, "", NULL, "the experiment must be a JSON object");
+    if ((rc = hf_json_only_keys(cfg, "", top_keys, e))) goto end;
+    if ((rc = hf_json_get_string(cfg, "", "name", 1, EXP_MAX_NAME, &spec->name, e))) goto end;
+    if (!spec->name[0]) { rc = hf_jerr_set(e, "", "name", "must not be empty"); goto end; }
+
+    if ((rc = hf_json_get_object(cfg, "", "objective", 1, &obj, e))) goto end;
+    if ((rc = hf_json_only_keys(obj, "objective", objective_keys, e))) goto end;
+    if ((rc = hf_json_get_string(obj, "objective", "metric", 1, HF_METRIC_NAME_MAX, &spec->metric, e))) goto end;
+    if (!hf_metric_name_ok(spec->metric)) {
+        rc = hf_jerr_set(e, "objective", "metric", "not a valid metric name ([A-Za-z0-9_.:/-], 1..64 bytes)");
+        goto end;
+    }
+    if ((rc = hf_json_get_string(obj, "objective", "goal", 1, 16, &goal, e))) goto end;
+    if (strcmp(goal, "maximize") && strcmp(goal, "minimize")) {
+        rc = hf_jerr_set(e, "objective", "goal", "must be \"maximize\" or \"minimize\"");
+        goto end;
+    }
+    spec->goal_max = strcmp(goal, "maximize") == 0;
+
+    /* The space first: the searcher's validation may depend on it (grid). */
+    if ((rc = hf_json_get_object(cfg, "", "hyperparameters", 1, &hp, e))) goto end;
+    if ((rc = hf_json_get_object(cfg, "", "searcher", 1, &spec->searcher_cfg, e))) goto end;
+    if ((rc = search_space_parse(hp, &spec->sp, e))) { rc = HF_EINVAL; goto end; }
+    if ((rc = search_validate(spec->searcher_cfg, spec->sp, e))) { rc = HF_EINVAL; goto end; }
+    json_t *sc = spec->searcher_cfg;
+    spec->searcher_name = json_string_value(json_object_get(sc, "name"));
+    spec->ops = search_find(spec->searcher_name);
+    if (!spec->ops) { rc = hf_jerr_set(e, "searcher", "name", "unknown searcher"); goto end; }
+    spec->median_cfg = json_object_get(sc, "median_stopping");
+    spec->max_trials = search_cfg_int(sc, "max_trials", 0);
+    if (spec->max_trials <= 0) {
+        uint64_t g = strcmp(spec->searcher_name, "grid") == 0 ? search_space_grid_size(spec->sp, 1000000) : 0;
+        if (g == 0) { rc = hf_jerr_set(e, "searcher", "max_trials", "required"); goto end; }
+        spec->max_trials = (int64_t)g;
+    }
+    spec->max_concurrent = search_cfg_int(sc, "max_concurrent_trials", spec->max_trials);
+    spec->max_epochs = search_cfg_int(sc, "max_epochs", 0);
+    if (json_is_integer(json_object_get(sc, "seed"))) {
+        spec->seed = (uint64_t)json_integer_value(json_object_get(sc, "seed"));
+    } else {
+        spec->seed = (uint64_t)(hf_wall_ms() ^ ((int64_t)getpid() << 20)) & INT64_MAX;
+        json_object_set_new(sc, "seed", json_integer((json_int_t)spec->seed));
+    }
+
+    if ((rc = hf_json_get_object(cfg, "", "trial", 1, &tr, e))) goto end;
+    if ((rc = parse_trial(tr, spec, e))) goto end;
+    if ((rc = hf_json_get_int(cfg, "", "priority", 0, -1000, 1000, &spec->priority, e))) goto end;
+    if ((rc = hf_json_get_number(cfg, "", "weight", 0, 0.001, 1000.0, &spec->weight, e))) goto end;
+    if (json_object_get(cfg, "description") &&
+        (rc = hf_json_get_string(cfg, "", "description", 0, 4096, &goal, e)))
+        goto end;
+end:
+    if (rc) {
+        experiment_spec_free(spec);
+        return HF_EINVAL;
+    }
+    return HF_OK;
+}
+
+void experiment_spec_free(exp_spec *spec)
+{
+    if (!spec) return;
+    search_space_free(spec->sp);
+    spec->sp = NULL;
+}

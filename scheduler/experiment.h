@@ -1,0 +1,57 @@
+/*
+ * experiment.h — validation of an experiment file (DESIGN.md §5) before
+ * anything is stored. experiment_parse checks every field (types, ranges,
+ * min < max through search_space_parse, a known searcher and its own
+ * fields through search_validate, a non-empty argv of strings, resources,
+ * max_restarts) and fills an exp_spec the dispatcher uses. On rejection the
+ * hf_jerr names the field path ("trial.command[2]") and the reason; the
+ * API answers 400 {"error", "field"}.
+ */
+#ifndef HF_EXPERIMENT_H
+#define HF_EXPERIMENT_H
+
+#include "hf_json.h"
+#include "scheduler/search.h"
+#include "scheduler/search_space.h"
+
+#include <stdint.h>
+
+#define EXP_MAX_NAME        128
+#define EXP_MAX_ARGV        256
+#define EXP_MAX_ARG_LEN     4096
+#define EXP_MAX_ENV         64
+#define EXP_MAX_WORKERS     256
+#define EXP_MAX_SLOTS       64
+
+typedef struct exp_spec {
+    /* Borrowed from the config object the spec was parsed from. */
+    const char *name;
+    const char *metric;          /* objective.metric */
+    int         goal_max;        /* objective.goal == "maximize" */
+    const char *searcher_name;
+    const searcher_ops *ops;
+    json_t     *searcher_cfg;
+    json_t     *median_cfg;      /* NULL when absent */
+    json_t     *argv;            /* array of strings */
+    json_t     *env;             /* object string->string, NULL when absent */
+    int64_t     max_trials;
+    int64_t     max_concurrent;
+    int64_t     max_epochs;      /* 0 when absent */
+    uint64_t    seed;
+    int64_t     workers;
+    int64_t     slots_per_worker;
+    int64_t     max_restarts;
+    int64_t     priority;        /* higher is placed first */
+    double      weight;          /* fair-share weight among experiments of equal priority */
+    int64_t     grace_ms;        /* SIGTERM grace before SIGKILL */
+    /* Owned. */
+    search_space *sp;
+} exp_spec;
+
+/* Validate cfg (borrowed; must outlive spec) and fill spec. When cfg has
+ * no searcher.seed one is chosen and written into cfg, so a replay after a
+ * restart draws the same trials. RET 0, or HF_EINVAL with e filled. */
+int  experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e);
+void experiment_spec_free(exp_spec *spec);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * metrics.c — Prometheus exposition of the scheduler's counters (see
+ * metrics.h). Histograms use fixed bucket bounds in seconds from 1 ms to
+ * 10 s, enough for request and dispatch latency.
+ */
+#include "scheduler/metrics.h"
+
+#include "hf_err.h"
+#include "hf_time.h"
+
+#include <pthread.h>
+
+metrics_counters metrics;
+
+static const double bounds_s[METRICS_NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                  0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+void metrics_observe(metrics_hist *h, int64_t us)
+{
+    if (us < 0) us = 0;
+    double s = (double)us / 1e6;
+    int i = 0;
+    while (i < METRICS_NBUCKETS && s > bounds_s[i]) i++;
+    atomic_fetch_add(&h->bucket[i], 1);
+    atomic_fetch_add(&h->count, 1);
+    atomic_fetch_add(&h->sum_us, (uint64_t)us);
+}
+
+/* Ingest rate: reports counted at the previous scrape-or-query. */
+static pthread_mutex_t rate_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t rate_t0_us;
+static uint64_t rate_n0;
+static double rate_last;
+
+double metrics_ingest_rate(void)
+{
+    pthread_mutex_lock(&rate_lock);
+    int64_t now = hf_mono_us();
+    uint64_t n = atomic_load(&metrics.metric_reports);
+    if (rate_t0_us == 0) {
+        rate_t0_us = now;
+        rate_n0 = n;
+    } else if (now - rate_t0_us >= 1000000) {
+        rate_last = (double)(n - rate_n0) * 1e6 / (double)(now - rate_t0_us);
+        rate_t0_us = now;
+        rate_n0 = n;
+    }
+    double r = rate_last;
+    pthread_mutex_unlock(&rate_lock);
+    return r;
+}
+
+static int hist(hf_buf *b, const char *name, const char *help, metrics_hist *h)
+{
+    int rc = hf_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i <= METRICS_NBUCKETS && rc == 0; i++) {
+        cum += atomic_load(&h->bucket[i]);
+        if (i < METRICS_NBUCKETS) rc = hf_buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds_s[i],
+                                                     (unsigned long long)cum);
+        else rc = hf_buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    }
+    if (rc == 0) rc = hf_buf_printf(b, "%s_sum %.6f\n%s_count %llu\n", name,
+                                    (double)atomic_load(&h->sum_us) / 1e6, name,
+                                    (unsigned long long)atomic_load(&h->count));
+    return rc;
+}
+
+#define COUNTER(b, name, help, v) \
+    hf_buf_printf(b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n", \
+                  (unsigned long long)atomic_load(&(v)))
+
+int metrics_render(hf_buf *b, const sched_stats *st)
+{
+    int rc = hf_buf_printf(b, "# HELP hyperfarm_trials Trials by state.\n# TYPE hyperfarm_trials gauge\n");
+    for (int i = 0; i < 8 && rc == 0; i++)
+        rc = hf_buf_printf(b, "hyperfarm_trials{state=\"%s\"} %lld\n", sched_trial_state_names[i],
+                           (long long)st->trials_by_state[i]);
+    if (rc == 0)
+        rc = hf_buf_printf(b,
+            "# HELP hyperfarm_queue_length Trials waiting for placement.\n# TYPE hyperfarm_queue_length gauge\n"
+            "hyperfarm_queue_length %lld\n"
+            "# HELP hyperfarm_agents Agents by state.\n# TYPE hyperfarm_agents gauge\n"
+            "hyperfarm_agents{state=\"alive\"} %lld\nhyperfarm_agents{state=\"lost\"} %lld\n"
+            "# HELP hyperfarm_experiments_active Experiments in state ACTIVE.\n"
+            "# TYPE hyperfarm_experiments_active gauge\nhyperfarm_experiments_active %lld\n"
+            "# HELP hyperfarm_heartbeat_lag_seconds Longest time since an alive agent's last heartbeat.\n"
+            "# TYPE hyperfarm_heartbeat_lag_seconds gauge\nhyperfarm_heartbeat_lag_seconds %.3f\n"
+            "# HELP hyperfarm_ingest_reports_per_second Metric reports ingested per second (last interval).\n"
+            "# TYPE hyperfarm_ingest_reports_per_second gauge\nhyperfarm_ingest_reports_per_second %.1f\n",
+            (long long)st->queued, (long long)st->agents_alive, (long long)st->agents_lost,
+            (long long)st->experiments_active, st->max_heartbeat_lag_s, metrics_ingest_rate());
+    if (rc == 0) rc = hf_buf_printf(b, "# HELP hyperfarm_http_requests_total HTTP requests by status class.\n"
+                                       "# TYPE hyperfarm_http_requests_total counter\n");
+    for (int i = 1; i < 6 && rc == 0; i++)
+        rc = hf_buf_printf(b, "hyperfarm_http_requests_total{code=\"%dxx\"} %llu\n", i,
+                           (unsigned long long)atomic_load(&metrics.http_requests[i]));
+    if (rc == 0) rc = COUNTER(b, "hyperfarm_heartbeats_total", "Agent heartbeats handled.", metrics.heartbeats);
+    if (rc == 0) rc = COUNTER(b, "hyperfarm_metric_reports_total", "Metric reports ingested.", metrics.metric_reports);
+    if (rc == 0) rc = COUNTER(b, "hyperfarm_metric_points_total", "Metric values stored.", metrics.metric_points);
+    if (rc == 0) rc = COUNTER(b, "hyperfarm_log_lines_total", "Log lines stored.", metrics.log_lines);
+    if (rc == 0) rc = COUNTER(b, "hyperfarm_items_dropped_total",
+                              "Heartbeat items dropped (stale attempt, unknown trial, bounds).", metrics.items_dropped);
+    if (rc == 0) rc = COUNTER(b, "hyperfarm_trials_created_total", "Trials created by searchers.", metrics.trials_created);
+    if (rc == 0) rc = COUNTER(b, "hyperfarm_searcher_stops_total", "Early stops decided by searchers.",
+                              metrics.searcher_stops);
+    if (rc == 0) rc = COUNTER(b, "hyperfarm_store_errors_total", "Failed store transactions.", metrics.store_errors);
+    if (rc == 0) rc = hist(b, "hyperfarm_http_request_duration_seconds", "API request latency.",
+                           &metrics.request_latency);
+    if (rc == 0) rc = hist(b, "hyperfarm_dispatch_latency_seconds",
+                           "From trial ready to its start reported by the agent.", &metrics.dispatch_latency);
+    return rc;
+}

@@ -1,0 +1,45 @@
+/*
+ * metrics.h — the scheduler's own Prometheus metrics (text format 0.0.4).
+ * Counters and histograms are lock-free atomics updated from any thread;
+ * gauges that need the core's state come in a sched_stats at scrape time.
+ */
+#ifndef HF_METRICS_H
+#define HF_METRICS_H
+
+#include "hf_buf.h"
+#include "scheduler/sched.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define METRICS_NBUCKETS 14
+
+typedef struct metrics_hist {
+    _Atomic uint64_t bucket[METRICS_NBUCKETS + 1];   /* last = +Inf */
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_us;
+} metrics_hist;
+
+typedef struct metrics_counters {
+    _Atomic uint64_t http_requests[6];     /* by status class: 1xx..5xx, [0] other */
+    _Atomic uint64_t heartbeats;
+    _Atomic uint64_t metric_reports;       /* heartbeat metric items accepted */
+    _Atomic uint64_t metric_points;        /* rows written */
+    _Atomic uint64_t log_lines;
+    _Atomic uint64_t items_dropped;        /* stale attempts, unknown trials, over bounds */
+    _Atomic uint64_t trials_created;
+    _Atomic uint64_t searcher_stops;
+    _Atomic uint64_t store_errors;
+    metrics_hist     request_latency;      /* seconds */
+    metrics_hist     dispatch_latency;     /* trial ready -> started reported */
+} metrics_counters;
+
+extern metrics_counters metrics;
+
+void metrics_observe(metrics_hist *h, int64_t us);
+/* Append the whole exposition to b. RET 0 or HF_ETOOBIG/HF_ENOMEM. */
+int  metrics_render(hf_buf *b, const sched_stats *st);
+/* Reports/s over the last few seconds (for the ingest-rate gauge). */
+double metrics_ingest_rate(void);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * placement.h — gang placement of one trial onto agents (pure: no store,
+ * no lock, so it is unit-tested directly).
+ *
+ * A trial asks for `workers` processes of `slots_per_worker` slots each.
+ * An agent offers `slots` (its GPUs when it has any, else CPU slots); a
+ * worker's slots all come from one agent. The trial is placed whole or not
+ * at all. Packing: when one agent can take every worker, the agent with the
+ * least free capacity that fits is chosen (best fit, which keeps large
+ * holes for large gangs); otherwise agents are taken largest-free first so
+ * the gang spans as few agents as possible. GPUs are handed out lowest
+ * index first.
+ */
+#ifndef HF_PLACEMENT_H
+#define HF_PLACEMENT_H
+
+#include <stdint.h>
+
+#define PLACE_MAX_GPUS 64
+
+typedef struct place_agent {
+    int64_t  id;
+    int      slots;              /* total slots */
+    int      slots_used;
+    int      ngpus;              /* 0 = CPU agent */
+    int      gpu_index[PLACE_MAX_GPUS];  /* device indices as reported */
+    uint64_t gpu_used;           /* bit i = gpu_index[i] is taken */
+    int      excluded;           /* never place here (e.g. it keeps failing this trial) */
+} place_agent;
+
+typedef struct place_rank {
+    int agent;                   /* index into the agents array */
+    int ngpu;
+    int gpu[PLACE_MAX_GPUS];     /* device indices (gpu_index values) */
+} place_rank;
+
+/* Free worker capacity of a for workers of spw slots. */
+int placement_capacity(const place_agent *a, int spw);
+
+/* Place workers x spw over a[0..n). On success fill out[0..workers) (rank
+ * order; rank 0 first), mark the slots/GPUs used in a[], RET 0. When it does
+ * not fit RET HF_ENOTFOUND and a[] is unchanged. HF_EINVAL for bad sizes. */
+int placement_gang(place_agent *a, int n, int workers, int spw, place_rank *out);
+
+/* Give back what out[0..workers) took (the inverse of placement_gang). */
+void placement_release(place_agent *a, int n, int workers, int spw, const place_rank *out);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * sched.h — the scheduler core: experiments, trials and agents in memory,
+ * mirrored in the store, and every operation that changes them (submit,
+ * pause/resume/cancel/extend, kill, agent registration, heartbeats, the
+ * dispatch pass, the cron tick).
+ *
+ * Concurrency: one mutex guards the whole core and the store's writer
+ * connection (SQLite allows one writer anyway). Every public sched_* call
+ * takes it, runs one transaction, and commits before it returns; a reply
+ * is only ever built from committed state ("only reply after commit").
+ * When a transaction fails (SQLITE_FULL, I/O error), it is rolled back
+ * and the in-memory state is rebuilt from the store, so memory never
+ * diverges from what is durable.
+ *
+ * Results: JSON objects built under the lock are new references owned by
+ * the caller (deep copies where the core keeps mutating its own).
+ * Return codes map to HTTP statuses in api.c: HF_EINVAL 400, HF_ENOTFOUND
+ * 404, HF_ESTATE 409, HF_ENOSPC 507, others 500.
+ */
+#ifndef HF_SCHED_H
+#define HF_SCHED_H
+
+#include "hf_json.h"
+#include "scheduler/store.h"
+
+#include <stdint.h>
+
+typedef struct events_hub events_hub;
+
+typedef struct sched_config {
+    int64_t agent_timeout_ms;       /* heartbeat silence before an agent is LOST */
+    int64_t heartbeat_ms;           /* interval an idle agent is told to use */
+    int64_t heartbeat_fast_ms;      /* interval while it has trials, kills or work queued */
+    int64_t assign_timeout_ms;      /* an assignment not started within this fails the attempt */
+    int64_t max_log_lines;          /* per trial; further lines are dropped and counted */
+    int64_t max_log_line;           /* bytes per line; longer lines are truncated */
+    int64_t max_metric_names;       /* distinct metric names per trial */
+    int64_t port_base, port_count;  /* range for HYPERFARM_MASTER ports */
+} sched_config;
+
+void sched_config_defaults(sched_config *c);
+
+typedef struct sched sched;
+
+/* Load everything from st (borrowed; outlives the core), rebuild each
+ * experiment's searcher by replay, and give every agent that was alive a
+ * fresh grace period of agent_timeout_ms to report back. ev may be NULL. */
+int  sched_new(const sched_config *cfg, store *st, events_hub *ev, sched **out, char *err, size_t errlen);
+void sched_free(sched *s);
+
+/* Experiments. cfg is borrowed (the core keeps a copy). */
+int sched_experiment_submit(sched *s, const json_t *cfg, int64_t *id, hf_jerr *e);
+int sched_experiment_list(sched *s, json_t **out);
+int sched_experiment_get(sched *s, int64_t id, json_t **out);
+/* action: "pause" | "resume" | "cancel". *out = EXP_SUMMARY. */
+int sched_experiment_action(sched *s, int64_t id, const char *action, json_t **out, hf_jerr *e);
+/* body {"max_trials": N} (new total, > current) or {"add_trials": K}. */
+int sched_experiment_extend(sched *s, int64_t id, const json_t *body, json_t **out, hf_jerr *e);
+int sched_experiment_trials(sched *s, int64_t id, json_t **out);
+/* The k best trials by objective, best first: {"trials": [...]} */
+int sched_experiment_top(sched *s, int64_t id, int64_t k, json_t **out);
+/* Summary + trials, for the export route; *metric = the objective name. */
+int sched_experiment_export(sched *s, int64_t id, json_t **summary, json_t **trials);
+
+/* Trials. */
+int sched_trial_get(sched *s, int64_t id, json_t **out);
+int sched_trial_exists(sched *s, int64_t id);
+int sched_trial_kill(sched *s, int64_t id, json_t **out, hf_jerr *e);
+
+/* Agents. peer_ip is the connection's address, used when "host" is absent. */
+int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json_t **out, hf_jerr *e);
+int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t **out, hf_jerr *e);
+int sched_agent_list(sched *s, json_t **out);
+
+/* Cron: expire silent agents, time out unacknowledged assignments, run a
+ * dispatch pass. Called every ~100 ms by cron.c. */
+void sched_tick(sched *s);
+
+/* Gauges for /metrics. */
+typedef struct sched_stats {
+    int64_t trials_by_state[8];
+    int64_t queued;
+    int64_t agents_alive, agents_lost;
+    int64_t experiments_active;
+    double  max_heartbeat_lag_s;
+} sched_stats;
+extern const char *const sched_trial_state_names[8];
+void sched_get_stats(sched *s, sched_stats *out);
+
+#endif

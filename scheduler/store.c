@@ -1,0 +1,253 @@
+/*
+ * store.c — SQLite store of the scheduler (see store.h).
+ *
+ * Invariants: one writer connection, used only under the scheduler core's
+ * lock; PRAGMA journal_mode=WAL, synchronous=NORMAL (a commit survives a
+ * process kill; a power cut may lose the last transactions but never
+ * corrupts), foreign_keys=ON, busy_timeout so readers and the writer never
+ * fail on a transient lock. Migrations run in one transaction each and
+ * bump user_version in the same transaction, so a crash mid-migration
+ * leaves the previous version intact.
+ */
+#include "scheduler/store.h"
+
+#include "hf_err.h"
+#include "hf_log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STORE_READERS 8
+
+static const char *const stmt_sql[ST__COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_EXP_INSERT] = "INSERT INTO experiments(name,state,config,max_trials,created_at) VALUES(?,?,?,?,?)",
+    [ST_EXP_UPDATE] = "UPDATE experiments SET state=?,max_trials=?,searcher_done=?,ended_at=? WHERE id=?",
+    [ST_TRIAL_INSERT] = "INSERT INTO trials(experiment_id,idx,state,hparams,budget,parent_trial,created_at) "
+                        "VALUES(?,?,?,?,?,?,?)",
+    [ST_TRIAL_UPDATE] = "UPDATE trials SET state=?,budget=?,attempt=?,restarts=?,agent_id=?,port=?,exit_code=?,"
+                        "kill_state=?,kill_reason=?,fail_agent=?,fail_streak=?,started_at=?,ended_at=? WHERE id=?",
+    [ST_TRIAL_METRICS] = "UPDATE trials SET objective=?,latest=?,best=? WHERE id=?",
+    [ST_METRIC_INSERT] = "INSERT INTO metrics(trial_id,attempt,name,step,epoch,value,time) VALUES(?,?,?,?,?,?,?)",
+    [ST_LOG_INSERT] = "INSERT INTO logs(trial_id,attempt,stream,line,time) VALUES(?,?,?,?,?)",
+    [ST_CKPT_INSERT] = "INSERT INTO checkpoints(trial_id,attempt,path,step,time) VALUES(?,?,?,?,?)",
+    [ST_EVENT_INSERT] = "INSERT INTO events(time,experiment_id,trial_id,type,detail) VALUES(?,?,?,?,?)",
+    [ST_AGENT_INSERT] = "INSERT INTO agents(name,host,slots,gpus,version,state,registered_at,last_heartbeat) "
+                        "VALUES(?,?,?,?,?,?,?,?)",
+    [ST_AGENT_UPDATE] = "UPDATE agents SET host=?,slots=?,gpus=?,version=?,state=?,registered_at=?,"
+                        "last_heartbeat=? WHERE id=?",
+    [ST_AGENT_HB] = "UPDATE agents SET state=?,last_heartbeat=? WHERE id=?",
+    [ST_ALLOC_INSERT] = "INSERT INTO allocations(trial_id,attempt,rank,agent_id,slots,gpus,created_at) "
+                        "VALUES(?,?,?,?,?,?,?)",
+    [ST_ALLOC_UPDATE] = "UPDATE allocations SET started=?,exited=?,exit_code=? WHERE trial_id=? AND attempt=? AND rank=?",
+    [ST_ALLOC_RELEASE] = "UPDATE allocations SET released_at=? WHERE trial_id=? AND attempt=? AND released_at IS NULL",
+};
+
+struct store {
+    sqlite3        *db;
+    char           *path;
+    sqlite3_stmt   *stmt[ST__COUNT];
+    pthread_mutex_t rlock;                 /* guards the reader pool */
+    sqlite3        *readers[STORE_READERS];
+    int             nreaders;
+};
+
+int store_rc(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK: case SQLITE_DONE: case SQLITE_ROW: return HF_OK;
+    case SQLITE_FULL: return HF_ENOSPC;
+    case SQLITE_NOMEM: return HF_ENOMEM;
+    case SQLITE_CORRUPT: case SQLITE_NOTADB: return HF_ECORRUPT;
+    case SQLITE_CONSTRAINT: return HF_EINVAL;
+    default: return HF_EDB;
+    }
+}
+
+static int exec_sql(sqlite3 *db, const char *sql, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        if (err) snprintf(err, errlen, "%s", msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return store_rc(rc);
+    }
+    return HF_OK;
+}
+
+static int user_version(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int v = -1;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* Apply every embedded migration newer than user_version, each in its own
+ * transaction together with the version bump. */
+static int migrate(sqlite3 *db, char *err, size_t errlen)
+{
+    int cur = user_version(db);
+    if (cur < 0) { snprintf(err, errlen, "cannot read user_version: %s", sqlite3_errmsg(db)); return HF_EDB; }
+    int newest = 0;
+    for (const store_migration *m = store_migrations; m->sql; m++) newest = m->version;
+    if (cur > newest) {
+        snprintf(err, errlen, "database schema version %d is newer than this scheduler (%d)", cur, newest);
+        return HF_EINVAL;
+    }
+    for (const store_migration *m = store_migrations; m->sql; m++) {
+        if (m->version <= cur) continue;
+        char pragma[64];
+        int rc = exec_sql(db, "BEGIN IMMEDIATE", err, errlen);
+        if (rc) return rc;
+        rc = exec_sql(db, m->sql, err, errlen);
+        if (rc == 0) {
+            snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", m->version);
+            rc = exec_sql(db, pragma, err, errlen);
+        }
+        if (rc == 0) rc = exec_sql(db, "COMMIT", err, errlen);
+        if (rc) {
+            char tmp[256];
+            snprintf(tmp, sizeof tmp, "%s", err);
+            snprintf(err, errlen, "migration %s: %s", m->name, tmp);
+            exec_sql(db, "ROLLBACK", NULL, 0);
+            return rc;
+        }
+        hf_info("applied migration %s", m->name);
+    }
+    return HF_OK;
+}
+
+int store_open(const char *path, store **out, char *err, size_t errlen)
+{
+    int rc = HF_OK;
+    *out = NULL;
+    store *s = calloc(1, sizeof *s);
+    if (!s) return HF_ENOMEM;
+    pthread_mutex_init(&s->rlock, NULL);
+    s->path = strdup(path);
+    if (!s->path) { rc = HF_ENOMEM; goto end; }
+    int src = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                              SQLITE_OPEN_NOMUTEX, NULL);
+    if (src != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", path, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(src));
+        rc = store_rc(src);
+        goto end;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    rc = exec_sql(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+                         "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;", err, errlen);
+    if (rc) goto end;
+    rc = migrate(s->db, err, errlen);
+    if (rc) goto end;
+    for (int i = 0; i < ST__COUNT; i++) {
+        if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "prepare %d: %s", i, sqlite3_errmsg(s->db));
+            rc = HF_EDB;
+            goto end;
+        }
+    }
+    *out = s;
+    s = NULL;
+end:
+    store_close(s);
+    return rc;
+}
+
+void store_close(store *s)
+{
+    if (!s) return;
+    for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(s->stmt[i]);
+    for (int i = 0; i < s->nreaders; i++) sqlite3_close_v2(s->readers[i]);
+    if (s->db) sqlite3_close_v2(s->db);
+    pthread_mutex_destroy(&s->rlock);
+    free(s->path);
+    free(s);
+}
+
+sqlite3 *store_db(store *s) { return s->db; }
+const char *store_path(const store *s) { return s->path; }
+const char *store_errmsg(store *s) { return sqlite3_errmsg(s->db); }
+int store_version(store *s) { return user_version(s->db); }
+
+sqlite3_stmt *store_stmt(store *s, int id)
+{
+    sqlite3_stmt *st = s->stmt[id];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+}
+
+int store_exec_stmt(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        hf_warn("sqlite: %s", sqlite3_errstr(rc));
+        return store_rc(rc);
+    }
+    return HF_OK;
+}
+
+int store_begin(store *s) { return store_exec_stmt(store_stmt(s, ST_BEGIN)); }
+int store_commit(store *s)
+{
+    int rc = store_exec_stmt(store_stmt(s, ST_COMMIT));
+    /* A failed COMMIT may leave the transaction open: roll it back so the
+     * connection is usable again and nothing half-written remains. */
+    if (rc && !sqlite3_get_autocommit(s->db)) store_rollback(s);
+    return rc;
+}
+int store_rollback(store *s)
+{
+    if (sqlite3_get_autocommit(s->db)) return HF_OK;
+    return store_exec_stmt(store_stmt(s, ST_ROLLBACK));
+}
+
+void store_bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s) sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(st, i);
+}
+
+void store_bind_opt_int(sqlite3_stmt *st, int i, int has, int64_t v)
+{
+    if (has) sqlite3_bind_int64(st, i, v);
+    else sqlite3_bind_null(st, i);
+}
+
+sqlite3 *store_reader_get(store *s)
+{
+    sqlite3 *db = NULL;
+    pthread_mutex_lock(&s->rlock);
+    if (s->nreaders > 0) db = s->readers[--s->nreaders];
+    pthread_mutex_unlock(&s->rlock);
+    if (db) return db;
+    if (sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        hf_warn("cannot open reader on %s: %s", s->path, db ? sqlite3_errmsg(db) : "?");
+        sqlite3_close_v2(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    return db;
+}
+
+void store_reader_put(store *s, sqlite3 *db)
+{
+    if (!db) return;
+    pthread_mutex_lock(&s->rlock);
+    if (s->nreaders < STORE_READERS) {
+        s->readers[s->nreaders++] = db;
+        db = NULL;
+    }
+    pthread_mutex_unlock(&s->rlock);
+    if (db) sqlite3_close_v2(db);
+}

@@ -1,0 +1,79 @@
+/*
+ * store.h — the scheduler's SQLite store: one database file in WAL mode
+ * with foreign keys on, migrated at open from the schema/NNNN_name.sql
+ * files embedded in the binary (PRAGMA user_version holds the number of
+ * the newest applied migration).
+ *
+ * Workload: one writer (the scheduler core, under its lock) doing many
+ * small batched transactions (a heartbeat's metrics and logs, a dispatch
+ * pass), plus readers of metrics/logs that open their own read-only
+ * connections (store_reader) so long scans never hold the writer's lock.
+ * Every statement is prepared once with bound parameters (store_stmt).
+ *
+ * Errors: SQLite result codes are turned into HF_E* by store_rc():
+ * SQLITE_FULL -> HF_ENOSPC (the API answers 507), everything else
+ * HF_EDB. After a failed statement inside a transaction the caller rolls
+ * back; nothing is half-written.
+ */
+#ifndef HF_STORE_H
+#define HF_STORE_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct store_migration {
+    int         version;   /* the NNNN of the file name */
+    const char *name;      /* "0001_init" */
+    const char *sql;
+} store_migration;
+
+/* Generated from schema/NNNN_name.sql by schema/embed.sh; ends with {0, NULL, NULL}. */
+extern const store_migration store_migrations[];
+
+/* Prepared statements, one per query the core runs often. */
+enum store_stmt_id {
+    ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
+    ST_EXP_INSERT, ST_EXP_UPDATE,
+    ST_TRIAL_INSERT, ST_TRIAL_UPDATE, ST_TRIAL_METRICS,
+    ST_METRIC_INSERT, ST_LOG_INSERT, ST_CKPT_INSERT, ST_EVENT_INSERT,
+    ST_AGENT_INSERT, ST_AGENT_UPDATE, ST_AGENT_HB,
+    ST_ALLOC_INSERT, ST_ALLOC_UPDATE, ST_ALLOC_RELEASE,
+    ST__COUNT
+};
+
+typedef struct store store;
+
+/* Open (creating if needed) and migrate path. RET 0 with *out, or an
+ * HF_E* code with a message in err. */
+int  store_open(const char *path, store **out, char *err, size_t errlen);
+void store_close(store *s);
+sqlite3 *store_db(store *s);
+const char *store_path(const store *s);
+/* The prepared statement id, reset and with bindings cleared. */
+sqlite3_stmt *store_stmt(store *s, int id);
+
+int store_begin(store *s);
+int store_commit(store *s);
+int store_rollback(store *s);
+
+/* Step a statement that returns no rows, then reset it. RET 0 or HF_E*. */
+int store_exec_stmt(sqlite3_stmt *st);
+/* Map an SQLite result code to HF_E* (SQLITE_FULL -> HF_ENOSPC). */
+int store_rc(int sqlite_rc);
+/* Last error message of the writer connection. */
+const char *store_errmsg(store *s);
+/* Schema version currently applied. */
+int store_version(store *s);
+
+/* Bind helpers: NULL / negative-means-null conveniences. */
+void store_bind_text(sqlite3_stmt *st, int i, const char *s);
+void store_bind_opt_int(sqlite3_stmt *st, int i, int has, int64_t v);
+
+/* Borrow a read-only connection from a small pool (opened on demand) and
+ * give it back with store_reader_put. Readers see the last committed
+ * state (WAL snapshot) and never block the writer. NULL on failure. */
+sqlite3 *store_reader_get(store *s);
+void     store_reader_put(store *s, sqlite3 *db);
+
+#endif
