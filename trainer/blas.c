@@ -75,8 +75,9 @@ int tr_blas_setup(char **argv)
 
 void tr_blas_threads(int n)
 {
-    if (n <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n <= 0) {   /* OPENBLAS_NUM_THREADS (the test runner sets 1), else every online CPU */
+        const char *e = getenv("OPENBLAS_NUM_THREADS");
+        long c = e && atoi(e) > 0 ? atoi(e) : sysconf(_SC_NPROCESSORS_ONLN);
         n = c > 0 ? (int)c : 1;
     }
     openblas_set_num_threads(n);

@@ -22,7 +22,7 @@ const char *tr_blas_core(void);
  * OPENBLAS_CORETYPE). Logs the kernel in use. RET 0. */
 int  tr_blas_setup(char **argv);
 
-/* Set BLAS threads (0 = number of online CPUs). */
+/* Set BLAS threads (0 = $OPENBLAS_NUM_THREADS if set, else online CPUs). */
 void tr_blas_threads(int n);
 int  tr_blas_get_threads(void);
 

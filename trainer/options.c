@@ -105,6 +105,7 @@ void tr_options_defaults(tr_options *o)
     snprintf(o->device, sizeof o->device, "cpu");
     o->seed = 1;
     o->keep_checkpoints = 2;
+    o->eval_test = 1;
     o->nproc = 1;
     snprintf(o->backend, sizeof o->backend, "tcp");
     o->staleness = -1;
