@@ -77,7 +77,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *v /* stolen */)
 {
-    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(v);
     if (!s) {
         s = strdup("{\"error\":\"out of memory\"}");
