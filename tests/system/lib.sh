@@ -16,7 +16,7 @@
 # the daemons are in $HF_TMP/*.log and are printed when a test fails.
 #
 # Stable interface (other engineers' tests source this; add, don't change):
-#   variables  HF_BIN HF_TMP HF_URL HF_PORT HF_DB HF_SCHED_PID HF_STATUS
+#   variables  HF_BIN HF_TMP HF_URL HF_PORT HF_DB HF_SCHED_PID HF_STATUS HF_BODY
 #              HF_AGENT_PIDS[name]
 #   setup      hf_setup, hf_need PROG..., hf_track PID, hf_cleanup, hf_alive PID,
 #              hf_kill_pid PID [SIGNAL]
@@ -26,7 +26,7 @@
 #              hf_start_agent NAME [ARGS...], hf_stop_agent NAME [SIGNAL]
 #   waiting    hf_wait_http URL [TIMEOUT_S], hf_wait_for TIMEOUT_S CMD...,
 #              hf_wait_experiment ID [TIMEOUT_S]
-#   HTTP       hf_api METHOD PATH [BODY] (prints body, sets HF_STATUS),
+#   HTTP       hf_api METHOD PATH [BODY] (sets HF_STATUS and HF_BODY),
 #              hf_get PATH, hf_post PATH [BODY] (fail unless 2xx), hf_submit JSON
 #   asserts    hf_jq_assert FILTER MESSAGE (stdin JSON, jq -e), hf_assert_eq A B MSG,
 #              hf_fail MESSAGE, hf_log MESSAGE
@@ -44,6 +44,7 @@ HF_PORT=""
 HF_DB=""
 HF_SCHED_PID=""
 HF_STATUS=""
+HF_BODY=""
 declare -gA HF_AGENT_PIDS=()
 HF_TRACKED=()
 HF_T0=$(date +%s)
@@ -226,8 +227,10 @@ hf_stop_agent() {  # NAME [SIGNAL]
   unset "HF_AGENT_PIDS[$name]"
 }
 
-# METHOD PATH [BODY]: print the response body, set HF_STATUS. Never fails
-# on HTTP errors (check HF_STATUS); fails when nothing answered.
+# METHOD PATH [BODY]: sets HF_STATUS (HTTP status) and HF_BODY (response
+# body) in the calling shell; prints nothing. Never fails on HTTP errors
+# (check HF_STATUS); fails the test when nothing answered. Do not call it
+# in $(...): the variables would be lost with the subshell.
 hf_api() {
   local method=$1 path=$2 body=${3-} out
   out=$(mktemp "$HF_TMP/resp.XXXXXX")
@@ -238,29 +241,26 @@ hf_api() {
     HF_STATUS=$(curl -sS -m 10 -o "$out" -w '%{http_code}' -X "$method" "$HF_URL$path") \
       || { rm -f "$out"; hf_fail "$method $path: no answer"; }
   fi
-  cat "$out"
+  HF_BODY=$(cat "$out")
   rm -f "$out"
 }
 
-hf_get() {
-  local body
-  body=$(hf_api GET "$1")
-  [[ $HF_STATUS == 2* ]] || hf_fail "GET $1 -> $HF_STATUS: $body"
-  printf '%s\n' "$body"
+hf_get() {  # PATH: print the body; fail unless 2xx
+  hf_api GET "$1"
+  [[ $HF_STATUS == 2* ]] || hf_fail "GET $1 -> $HF_STATUS: $HF_BODY"
+  printf '%s\n' "$HF_BODY"
 }
 
-hf_post() {
-  local body
-  body=$(hf_api POST "$1" "${2-}")
-  [[ $HF_STATUS == 2* ]] || hf_fail "POST $1 -> $HF_STATUS: $body"
-  printf '%s\n' "$body"
+hf_post() {  # PATH [BODY]: print the body; fail unless 2xx
+  hf_api POST "$1" "${2-}"
+  [[ $HF_STATUS == 2* ]] || hf_fail "POST $1 -> $HF_STATUS: $HF_BODY"
+  printf '%s\n' "$HF_BODY"
 }
 
-hf_submit() {  # JSON -> prints the experiment id
-  local body
-  body=$(hf_api POST /api/v1/experiments "$1")
-  [[ $HF_STATUS == 201 ]] || hf_fail "submit -> $HF_STATUS: $body"
-  jq -er .id <<<"$body"
+hf_submit() {  # JSON -> prints the experiment id; fail unless 201
+  hf_api POST /api/v1/experiments "$1"
+  [[ $HF_STATUS == 201 ]] || hf_fail "submit -> $HF_STATUS: $HF_BODY"
+  jq -er .id <<<"$HF_BODY"
 }
 
 hf_exp_state() { curl -fsS -m 5 "$HF_URL/api/v1/experiments/$1" | jq -r .state; }

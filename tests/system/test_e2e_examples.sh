@@ -14,9 +14,9 @@ hf_start_scheduler
 n=0
 for f in "$root"/experiments/*.json; do
   name=$(jq -r .name "$f")
-  body=$(hf_api POST /api/v1/experiments "$(cat "$f")")
-  [[ $HF_STATUS == 201 ]] || hf_fail "$(basename "$f") rejected ($HF_STATUS): $body"
-  id=$(jq -r .id <<<"$body")
+  hf_api POST /api/v1/experiments "$(cat "$f")"
+  [[ $HF_STATUS == 201 ]] || hf_fail "$(basename "$f") rejected ($HF_STATUS): $HF_BODY"
+  id=$(jq -r .id <<<"$HF_BODY")
   hf_get "/api/v1/experiments/$id" | jq -e --arg n "$name" '.name == $n' >/dev/null \
     || hf_fail "$(basename "$f"): name not stored"
   searcher=$(jq -r .searcher.name "$f")
