@@ -1,0 +1,130 @@
+/*
+ * test_scheduler_auth.c — token file parsing and role checks, and the
+ * static-file path checks (traversal: "..", encoded forms left after
+ * unescaping, absolute paths, symlinks out of the root) on a real
+ * temporary directory.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hf_err.h"
+#include "scheduler/auth.h"
+#include "scheduler/webfs.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void test_tokens(void **state)
+{
+    (void)state;
+    const char *txt = "# users\nuser:u-secret-0001\n\n  agent:a-secret-0001  \nuser:u-secret-0002\r\n";
+    auth *a = NULL;
+    char err[200];
+    assert_int_equal(auth_parse(txt, strlen(txt), &a, err, sizeof err), 0);
+    assert_int_equal(auth_count(a), 3);
+    assert_int_equal(auth_check(a, "u-secret-0001"), AUTH_USER);
+    assert_int_equal(auth_check(a, "u-secret-0002"), AUTH_USER);
+    assert_int_equal(auth_check(a, "a-secret-0001"), AUTH_AGENT);
+    assert_int_equal(auth_check(a, "u-secret-000"), AUTH_NONE);     /* prefix */
+    assert_int_equal(auth_check(a, "u-secret-00011"), AUTH_NONE);   /* longer */
+    assert_int_equal(auth_check(a, ""), AUTH_NONE);
+    assert_int_equal(auth_check(a, NULL), AUTH_NONE);
+    auth_free(a);
+}
+
+static void test_token_file_errors(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"", "# only comments\n", "admin:abcdefghij\n", "user:short\n", "userabcdefghij\n",
+                                "user:abc def ghij\n", "user:samesame1\nagent:samesame1\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        auth *a = NULL;
+        char err[200] = "";
+        if (auth_parse(bad[i], strlen(bad[i]), &a, err, sizeof err) == 0) fail_msg("case %zu accepted", i);
+        assert_null(a);
+        assert_true(err[0] != 0);
+    }
+    auth *a = NULL;
+    char err[200];
+    assert_int_not_equal(auth_load("/nonexistent/tokens", &a, err, sizeof err), 0);
+}
+
+static void test_bearer_and_equal(void **state)
+{
+    (void)state;
+    assert_string_equal(auth_bearer("Bearer abc"), "abc");
+    assert_string_equal(auth_bearer("bearer  abc"), "abc");
+    assert_null(auth_bearer("Basic abc"));
+    assert_null(auth_bearer("Bearer "));
+    assert_null(auth_bearer(NULL));
+    assert_true(auth_equal("abc", "abc"));
+    assert_false(auth_equal("abc", "abd"));
+    assert_false(auth_equal("abc", "ab"));
+    assert_false(auth_equal("", "a"));
+}
+
+static char root[PATH_MAX], outside[PATH_MAX];
+
+static void write_file(const char *p, const char *s)
+{
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(s, f);
+    fclose(f);
+}
+
+static void test_paths(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/hf_web_XXXXXX", p[PATH_MAX + 64], got[PATH_MAX];
+    assert_non_null(mkdtemp(base));
+    snprintf(p, sizeof p, "%s/web", base);
+    assert_int_equal(mkdir(p, 0755), 0);
+    assert_non_null(realpath(p, root));
+    snprintf(outside, sizeof outside, "%s/secret.txt", base);
+    write_file(outside, "secret");
+    snprintf(p, sizeof p, "%s/index.html", root); write_file(p, "<html>");
+    snprintf(p, sizeof p, "%s/js", root); assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/js/app.js", root); write_file(p, "1");
+    snprintf(p, sizeof p, "%s/escape.txt", root); assert_int_equal(symlink(outside, p), 0);
+    snprintf(p, sizeof p, "%s/up", root); assert_int_equal(symlink("..", p), 0);
+
+    assert_int_equal(webfs_resolve(root, "/", got, sizeof got), 0);
+    assert_non_null(strstr(got, "/index.html"));
+    assert_int_equal(webfs_resolve(root, "/js/app.js", got, sizeof got), 0);
+    assert_int_equal(webfs_resolve(root, "/js", got, sizeof got), HF_ENOTFOUND);   /* no js/index.html */
+    assert_int_equal(webfs_resolve(root, "/missing.js", got, sizeof got), HF_ENOTFOUND);
+    static const char *forbidden[] = {"/../secret.txt", "/js/../../secret.txt", "/..", "/./index.html",
+                                      "/%2e%2e/secret.txt", "/js\\..\\..\\secret.txt", "relative", "",
+                                      "/a\x01b"};
+    for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++)
+        if (webfs_resolve(root, forbidden[i], got, sizeof got) != HF_EINVAL) fail_msg("'%s' not refused", forbidden[i]);
+    /* Symlinks that lead out of the root are not served. */
+    assert_int_equal(webfs_resolve(root, "/escape.txt", got, sizeof got), HF_ENOTFOUND);
+    assert_int_equal(webfs_resolve(root, "/up/secret.txt", got, sizeof got), HF_ENOTFOUND);
+    /* An absolute path is taken relative to the root, never as itself. */
+    char absurl[PATH_MAX + 8];
+    snprintf(absurl, sizeof absurl, "%s", outside);
+    assert_int_equal(webfs_resolve(root, absurl, got, sizeof got), HF_ENOTFOUND);
+    assert_string_equal(webfs_mime("a/b.js"), "text/javascript; charset=utf-8");
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_token_file_errors),
+        cmocka_unit_test(test_bearer_and_equal),
+        cmocka_unit_test(test_paths),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

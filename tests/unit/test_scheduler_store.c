@@ -1,0 +1,192 @@
+/*
+ * test_scheduler_store.c — the SQLite store on a real temporary file:
+ * migrations applied once (user_version), WAL and foreign keys on,
+ * prepared statements work, rows survive close and reopen, a failed
+ * transaction leaves nothing behind; and the core (sched) reloads
+ * experiments and trials from the same file after a "restart".
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hf_err.h"
+#include "hf_log.h"
+#include "scheduler/sched.h"
+#include "scheduler/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[256], path[300];
+
+static int setup(void **st)
+{
+    (void)st;
+    snprintf(dir, sizeof dir, "/tmp/hf_store_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(path, sizeof path, "%s/t.db", dir);
+    hf_log_set_level(HF_LOG_WARN);
+    return 0;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int64_t one_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static void test_migrate_and_reopen(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    store *s = NULL;
+    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
+    int newest = 0;
+    for (const store_migration *m = store_migrations; m->sql; m++) newest = m->version;
+    assert_true(newest >= 1);
+    assert_int_equal(store_version(s), newest);
+    sqlite3 *db = store_db(s);
+    assert_int_equal(one_int(db, "PRAGMA foreign_keys"), 1);
+    sqlite3_stmt *jm = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &jm, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(jm), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(jm, 0), "wal");
+    sqlite3_finalize(jm);
+
+    /* Insert through the prepared statements in one transaction. */
+    assert_int_equal(store_begin(s), 0);
+    sqlite3_stmt *st = store_stmt(s, ST_EXP_INSERT);
+    sqlite3_bind_text(st, 1, "e1", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, "ACTIVE", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, 5);
+    sqlite3_bind_int64(st, 5, 1000);
+    assert_int_equal(store_exec_stmt(st), 0);
+    assert_int_equal(store_commit(s), 0);
+
+    /* A foreign key violation fails and the rollback leaves nothing. */
+    assert_int_equal(store_begin(s), 0);
+    st = store_stmt(s, ST_TRIAL_INSERT);
+    sqlite3_bind_int64(st, 1, 999);     /* no such experiment */
+    sqlite3_bind_int64(st, 2, 0);
+    sqlite3_bind_text(st, 3, "QUEUED", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, 0);
+    sqlite3_bind_null(st, 6);
+    sqlite3_bind_int64(st, 7, 1);
+    assert_int_not_equal(store_exec_stmt(st), 0);
+    assert_int_equal(store_rollback(s), 0);
+    assert_int_equal(one_int(db, "SELECT count(*) FROM trials"), 0);
+    store_close(s);
+
+    /* Reopen: the migration is not applied twice and the row is there. */
+    s = NULL;
+    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
+    assert_int_equal(store_version(s), newest);
+    assert_int_equal(one_int(store_db(s), "SELECT count(*) FROM experiments WHERE name='e1'"), 1);
+    /* A reader connection sees committed rows. */
+    sqlite3 *r = store_reader_get(s);
+    assert_non_null(r);
+    assert_int_equal(one_int(r, "SELECT max_trials FROM experiments"), 5);
+    store_reader_put(s, r);
+    store_close(s);
+}
+
+static void test_newer_schema_refused(void **state)
+{
+    (void)state;
+    char p2[320], err[256] = "";
+    snprintf(p2, sizeof p2, "%s/newer.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(p2, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version=9999", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    store *s = NULL;
+    assert_int_not_equal(store_open(p2, &s, err, sizeof err), 0);
+    assert_null(s);
+    assert_non_null(strstr(err, "newer"));
+}
+
+static void test_rc_mapping(void **state)
+{
+    (void)state;
+    assert_int_equal(store_rc(SQLITE_FULL), HF_ENOSPC);
+    assert_int_equal(store_rc(SQLITE_OK), 0);
+    assert_int_equal(store_rc(SQLITE_IOERR_WRITE), HF_EDB);
+}
+
+static const char *exp_json =
+    "{\"name\":\"restart\",\"objective\":{\"metric\":\"val_acc\",\"goal\":\"maximize\"},"
+    "\"searcher\":{\"name\":\"random\",\"max_trials\":4,\"max_concurrent_trials\":4,\"seed\":7},"
+    "\"hyperparameters\":{\"lr\":{\"type\":\"log\",\"min\":0.001,\"max\":0.1}},"
+    "\"trial\":{\"command\":[\"true\"]}}";
+
+/* The core persists what it acknowledges and reloads it after a restart. */
+static void test_core_reload(void **state)
+{
+    (void)state;
+    char p3[320], err[256] = "";
+    snprintf(p3, sizeof p3, "%s/core.db", dir);
+    store *s = NULL;
+    sched *c = NULL;
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    assert_int_equal(store_open(p3, &s, err, sizeof err), 0);
+    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    json_t *e = json_loads(exp_json, 0, NULL), *out = NULL;
+    hf_jerr je;
+    int64_t id = 0;
+    assert_int_equal(sched_experiment_submit(c, e, &id, &je), 0);
+    assert_true(id > 0);
+    json_t *reg = json_loads("{\"name\":\"a1\",\"slots\":2}", 0, NULL);
+    assert_int_equal(sched_agent_register(c, reg, "127.0.0.1", &out, &je), 0);
+    json_decref(out);
+    assert_int_equal(sched_experiment_trials(c, id, &out), 0);
+    size_t ntr = json_array_size(json_object_get(out, "trials"));
+    assert_int_equal(ntr, 2);   /* 2 slots: only what can be placed is created */
+    json_decref(out);
+    sched_free(c);
+    store_close(s);
+
+    assert_int_equal(store_open(p3, &s, err, sizeof err), 0);
+    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    assert_int_equal(sched_experiment_trials(c, id, &out), 0);
+    json_t *trials = json_object_get(out, "trials");
+    assert_int_equal(json_array_size(trials), ntr);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(trials, 0), "state")), "ASSIGNED");
+    json_decref(out);
+    assert_int_equal(sched_agent_list(c, &out), 0);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(out, "agents"), 0), "slots_used")), 2);
+    json_decref(out);
+    assert_int_equal(sched_experiment_get(c, 999, &out), HF_ENOTFOUND);
+    sched_free(c);
+    store_close(s);
+    json_decref(e);
+    json_decref(reg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_migrate_and_reopen),
+        cmocka_unit_test(test_newer_schema_refused),
+        cmocka_unit_test(test_rc_mapping),
+        cmocka_unit_test(test_core_reload),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
