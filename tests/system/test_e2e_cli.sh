@@ -95,7 +95,7 @@ grep_err "404\|not found\|no such"
 
 # --- logs
 expect_rc 0 "logs" hf_cli logs "$tid"
-grep_out "HYPERFARM {"
+grep_out "epoch 1 done"
 nlines=$(wc -l <"$HF_TMP/out")
 expect_rc 0 "logs --tail 1" hf_cli logs "$tid" --tail 1
 [[ $(wc -l <"$HF_TMP/out") == 1 ]] || hf_fail "logs --tail 1 printed $(wc -l <"$HF_TMP/out") lines"
