@@ -87,7 +87,7 @@ hf_get "/api/v1/experiments/$id/trials" | hf_jq_assert '.trials[0].state == "COM
   "B: argv[0] hyperfarm-train found on the agent's PATH"
 
 # ---------------------------------------------------------------- C
-id=$(hf_submit "$(experiment freeze 1 1 '{"epochs": 20, "sleep_ms": 200}' "[\"$FAKE\"]")")
+id=$(hf_submit "$(experiment freeze 1 1 '{"epochs": 40, "sleep_ms": 200}' "[\"$FAKE\"]")")
 hf_wait_for 20 bash -c "[[ \$(curl -fsS '$HF_URL/api/v1/experiments/$id/trials' | jq -r '.trials[0].state') == RUNNING ]]" \
   || hf_fail "C: trial not running"
 t=$(trial_ids "$id")
@@ -106,12 +106,12 @@ kill -CONT "$HF_SCHED_PID"
 hf_wait_experiment "$id" 40
 [[ $(trial_pid "$t" || echo gone) == gone ]] || hf_fail "C: trial process still there after completion"
 hf_get "/api/v1/trials/$t" | hf_jq_assert '.state == "COMPLETED" and .restarts == 0' "C: completed without restart"
-epochs_once "$t" 20 || hf_fail "C: epochs 1..20 not reported exactly once"
+epochs_once "$t" 40 || hf_fail "C: epochs 1..40 not reported exactly once"
 hf_log "ok: C: trial rode through a frozen scheduler (epoch $e0 -> $e1 while frozen)"
 
 # ---------------------------------------------------------------- D
 agent_id=$(hf_get /api/v1/agents | jq '.agents[] | select(.name == "a1") | .id')
-id=$(hf_submit "$(experiment restart 1 1 '{"epochs": 20, "sleep_ms": 200}' "[\"$FAKE\"]")")
+id=$(hf_submit "$(experiment restart 1 1 '{"epochs": 40, "sleep_ms": 200}' "[\"$FAKE\"]")")
 hf_wait_for 20 bash -c "[[ \$(curl -fsS '$HF_URL/api/v1/experiments/$id/trials' | jq -r '.trials[0].state') == RUNNING ]]" \
   || hf_fail "D: trial not running"
 t=$(trial_ids "$id")
@@ -129,7 +129,7 @@ grep 'registered with' "$HF_TMP/agent-a1.log" | tail -1 | grep -q "as agent $age
   || hf_fail "D: re-registration should keep id $agent_id and list 1 running trial: $(grep 'registered with' "$HF_TMP/agent-a1.log" | tail -1)"
 hf_wait_experiment "$id" 40
 hf_get "/api/v1/trials/$t" | hf_jq_assert '.state == "COMPLETED" and .restarts == 0' "D: re-adopted and completed, no restart"
-epochs_once "$t" 20 || hf_fail "D: epochs 1..20 not reported exactly once"
+epochs_once "$t" 40 || hf_fail "D: epochs 1..40 not reported exactly once"
 [[ $(grep -c "trial $t attempt 1 started" "$HF_TMP/agent-a1.log") == 1 ]] || hf_fail "D: trial $t was started twice"
 hf_log "ok: D: trial survived a scheduler crash and was re-adopted (pid $pid)"
 
