@@ -67,7 +67,7 @@ ifeq ($(CUDA),1)
     CPPFLAGS += -DHF_HAVE_NCCL
     LDLIBS   += -lnccl
   endif
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
   NVCCFLAGS ?= -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -Icommon -I.
 endif
 
@@ -179,7 +179,7 @@ bench-allreduce: $(BIN)/bench/allreduce
 .PHONY: bench-allreduce
 
 FUZZ_SECONDS ?= 30
-fuzz: deps-check
+fuzz: deps-check build/rel/gen/schema_sql.c
 	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run
 
 clean:

@@ -24,6 +24,25 @@ int tr_cuda_probe(char *why, size_t whylen)
 #endif
 }
 
+#ifndef HF_HAVE_CUDA
+tr_cuda *tr_cuda_new(const tr_model *m, char *err, size_t el)
+{
+    (void)m;
+    snprintf(err, el, "this hyperfarm-train was built without CUDA");
+    return NULL;
+}
+
+void tr_cuda_free(tr_cuda *c) { (void)c; }
+
+int tr_cuda_step(tr_cuda *c, const float *params, const float *x, const int32_t *y, int B, int scale_B,
+                 float *grads, float *logits, double *loss, int *hits)
+{
+    (void)c; (void)params; (void)x; (void)y; (void)B; (void)scale_B; (void)grads; (void)logits; (void)loss;
+    (void)hits;
+    return HF_EUNSUP;
+}
+#endif
+
 int tr_device_select(const char *want, char *err, size_t el)
 {
     char why[256] = "";

@@ -245,15 +245,24 @@ int tr_train_main(const tr_options *o)
     run r;
     memset(&r, 0, sizeof r);
     int status = TR_EXIT_ERROR;
+    tr_cuda *gpu = NULL;
     int dev = tr_device_select(o->device, err, sizeof err);
     if (dev < 0) {
         fprintf(stderr, "hyperfarm-train: %s\n", err);
         return TR_EXIT_ERROR;
     }
-    if (dev == TR_DEV_CUDA) hf_warn("the CUDA backend trains MLPs only in this build's tests; training on the CPU");
     tr_blas_threads(o->threads);
     tr_signals_install();
     if (run_setup(&r, o)) goto end;
+    if (dev == TR_DEV_CUDA) {
+        gpu = tr_cuda_new(r.m, err, sizeof err);
+        if (!gpu && !strcmp(o->device, "cuda")) {
+            fprintf(stderr, "hyperfarm-train: --device cuda: %s\n", err);
+            goto end;
+        }
+        if (!gpu) hf_warn("device auto: %s; training on the CPU", err);
+        else hf_info("forward/backward on the GPU, optimizer and evaluation on the CPU");
+    }
     hf_info("model %s: %zu parameters; %d train / %d val / %d test samples; %lld steps per epoch; %d BLAS threads",
             r.m->desc, r.m->n_params, r.train.n, r.val.n, r.test_view.n, (long long)r.spe, tr_blas_get_threads());
     int64_t batch = 0;
@@ -276,7 +285,15 @@ int tr_train_main(const tr_options *o)
             if (!tr_loader_next(&r.ld, r.m->act[0], r.y, &rows, &gb, &row_base)) break;
             tr_layer_ctx c = {.train = 1, .seed = o->seed, .step = r.step, .row_base = row_base};
             int hits = 0;
-            double loss = tr_model_step(r.m, r.y, rows, gb, &c, NULL, NULL, &hits);
+            double loss;
+            if (gpu) {
+                if (tr_cuda_step(gpu, r.m->params, r.m->act[0], r.y, rows, gb, r.m->grads, NULL, &loss, &hits)) {
+                    fprintf(stderr, "hyperfarm-train: CUDA step failed at step %lld\n", (long long)r.step);
+                    goto end;
+                }
+            } else {
+                loss = tr_model_step(r.m, r.y, rows, gb, &c, NULL, NULL, &hits);
+            }
             if (o->clip_norm > 0) tr_grad_clip(r.m->grads, r.m->n_params, o->clip_norm);
             double lr = tr_lr_at(o, r.step, r.spe);
             tr_optim_step(&r.opt, r.m->params, r.m->grads, (float)lr);
@@ -342,6 +359,7 @@ int tr_train_main(const tr_options *o)
     }
     status = TR_EXIT_OK;
 end:
+    tr_cuda_free(gpu);
     run_free(&r);
     return status;
 }
