@@ -81,7 +81,7 @@ typedef struct lg_opts {
 } lg_opts;
 
 static lg_opts opt = {
-    .agents = 200, .slots = 8, .trials = 8000, .experiments = 0, .reports = 10,
+    .agents = 200, .slots = 8, .trials = 8000, .experiments = 0, .reports = 40,
     .per_hb = 2, .values = 2, .threads = 4, .hb_ms = -1, .eager = 1, .probe_hz = 20,
     .max_seconds = 600, .name_prefix = "lg",
 };
@@ -801,7 +801,7 @@ static void usage(FILE *f)
         "  --slots N          slots per agent (default 8)\n"
         "  --trials N         trials in total (default 8000; full scale 100000)\n"
         "  --experiments N    experiments to spread them over (default trials/1000, at least 1)\n"
-        "  --reports N        metric reports per trial (default 10)\n"
+        "  --reports N        metric reports per trial (default 40)\n"
         "  --per-hb N         reports per trial per heartbeat (default 2)\n"
         "  --values N         metric values per report (default 2)\n"
         "  --hb-ms N          heartbeat period: -1 the scheduler's (default), 0 back to back\n"
@@ -966,7 +966,7 @@ stop:
     if (probe_started) pthread_join(probe, NULL);
     if (t_first_submit == 0) goto end;
     {
-        lg_lat hb = {0}, disp = {0};
+        lg_lat hb = {0}, disp = {0}, disp_wait = {0};
         long st[6] = {0};
         long n_disp = 0, n_nocreated = 0;
         long done = atomic_load(&trials_done), reports = atomic_load(&acked_reports),
@@ -983,14 +983,17 @@ stop:
                 if (cr < 0) n_nocreated++;
                 else if (cr > ready) ready = cr;
                 lat_add(&disp, (dr->started_ack - ready) * 1000);
+                lat_add(&disp_wait, (dr->recv - ready) * 1000);
                 n_disp++;
             }
         }
         lat_sort(&hb);
         lat_sort(&disp);
+        lat_sort(&disp_wait);
         lat_sort(&probe_all);
         for (int k = 0; k < PR_N; k++) lat_sort(&probe_lat[k]);
         double rps = elapsed > 0 ? (double)reports / elapsed : 0;
+        if (best5 < (long)rps) best5 = (long)rps;   /* runs shorter than one window */
 
         if (!opt.url) sched_stop(stop_txt, sizeof stop_txt);
         long long dbsz = file_size(db_path), walsz = 0, rows = -1;
@@ -1021,6 +1024,8 @@ stop:
         printf("dispatch latency        p50 %.1f ms  p99 %.1f ms  (%ld trials%s)\n", lat_pct(&disp, 50),
                lat_pct(&disp, 99), n_disp,
                n_nocreated ? "; created_at unavailable for some, slot-free time used" : "");
+        printf("  ready -> assignment in a reply  p50 %.1f ms  p99 %.1f ms\n", lat_pct(&disp_wait, 50),
+               lat_pct(&disp_wait, 99));
         printf("scheduler RSS           peak sampled %ld kB, VmHWM %ld kB\n", rss_peak, hwm);
         printf("database                %.1f MiB (+ wal %.1f MiB) = %.1f MiB per million points\n",
                (double)dbsz / 1048576.0, (double)walsz / 1048576.0, per_m);
@@ -1044,6 +1049,7 @@ stop:
         if (rows >= 0 && rows < points) rc = 4;
         free(hb.v);
         free(disp.v);
+        free(disp_wait.v);
     }
 end:
     if (sched_pid > 0) sched_stop(stop_txt, sizeof stop_txt);
