@@ -61,28 +61,29 @@
     return loginWait;
   };
 
-  api.req = async function (method, path, body, retried) {
-    const headers = { Accept: 'application/json' };
-    const tok = api.token();
-    if (tok) headers.Authorization = 'Bearer ' + tok;
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
-    let res;
-    try {
-      res = await fetch(path, { method, headers, body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)) });
-    } catch (e) {
-      throw new ApiError(0, { error: 'network error: ' + e.message });
+  api.req = async function (method, path, body) {
+    for (let attempt = 0; ; attempt++) {
+      const headers = { Accept: 'application/json' };
+      const tok = api.token();
+      if (tok) headers.Authorization = 'Bearer ' + tok;
+      if (body !== undefined) headers['Content-Type'] = 'application/json';
+      let res;
+      try {
+        res = await fetch(path, { method, headers, body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)) });
+      } catch (e) {
+        throw new ApiError(0, { error: 'network error: ' + e.message });
+      }
+      if (res.status === 401) {
+        // Ask (again) and retry; every request waiting here shares one prompt.
+        await api.login(tok ? 'The token was refused; enter a valid user token.' : null);
+        continue;
+      }
+      const text = await res.text();
+      let json = null;
+      if (text) { try { json = JSON.parse(text); } catch (e) { json = { error: text.slice(0, 200) }; } }
+      if (!res.ok) throw new ApiError(res.status, json);
+      return json;
     }
-    if (res.status === 401 && !retried) {
-      let msg = null;
-      if (tok) msg = 'The stored token was refused; enter a valid one.';
-      await api.login(msg);
-      return api.req(method, path, body, true);
-    }
-    const text = await res.text();
-    let json = null;
-    if (text) { try { json = JSON.parse(text); } catch (e) { json = { error: text.slice(0, 200) }; } }
-    if (!res.ok) throw new ApiError(res.status, json);
-    return json;
   };
   api.get = (p) => api.req('GET', p);
   api.post = (p, b) => api.req('POST', p, b === undefined ? {} : b);
@@ -130,7 +131,6 @@
         // probe with a normal request (opens the login prompt on 401), then retry.
         setState(false);
         es.close(); live.es = null;
-        api.get('/healthz').catch(() => {});
         api.get('/api/v1/agents').catch(() => {});
         live.timer = setTimeout(live.restart, live.retry);
         live.retry = Math.min(live.retry * 2, 15000);

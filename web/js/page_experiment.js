@@ -35,7 +35,7 @@
     const headBadge = h('span');
     const headActions = h('span');
     const statsBox = h('div.stats#exp-stats');
-    const bestEl = h('div.chart#best-chart');
+    const bestEl = h('div.chart.tall#best-chart');
     const curvesEl = h('div.chart.tall#curves-chart');
     const metricSel = h('select#metric-select', { 'aria-label': 'metric' });
     const logChk = h('input#log-scale', { type: 'checkbox' });
@@ -50,11 +50,11 @@
       ...['QUEUED', 'ASSIGNED', 'RUNNING', 'COMPLETED', 'STOPPED', 'FAILED', 'CANCELED'].map((s) => h('option', { value: s }, s)));
     const tableHead = h('thead');
     const tableBody = h('tbody');
-    const table = h('table.data#trials-table', tableHead, tableBody);
+    const table = h('table.data.virtual#trials-table', tableHead, tableBody);
     const tableNote = h('span.hint#table-note');
 
     root.append(
-      h('div.crumbs', h('a', { href: '#/experiments' }, 'Experiments'), ' / ', h('span', '#' + id)),
+      h('div.crumbs', h('a', { href: '#/experiments' }, 'Experiments'), ' / ', h('span#exp-crumb', '#' + id)),
       h('div.page-head', headTitle, headBadge, h('div.spacer'), headActions),
       h('section.panel', statsBox),
       h('div.grid2', { style: { marginBottom: '16px' } },
@@ -122,6 +122,7 @@
       const e = S.exp;
       if (!e) return;
       headTitle.textContent = e.name || ('Experiment ' + id);
+      const cr = root.querySelector('#exp-crumb'); if (cr) cr.textContent = `#${id} ${e.name || ''}`;
       headBadge.replaceChildren(HF.badge(e.state));
       headActions.replaceChildren(HF.experimentActions(e, (r) => { S.exp = Object.assign(S.exp, r); renderHead(); }));
       document.title = (e.name || 'experiment') + ' · hyperfarm';
@@ -210,8 +211,8 @@
       } catch (e) { if (e.status !== 401) HF.toast('loading curves failed: ' + e.message, true); }
       if (gen !== S.gen || S.closed) return;
       let n = 0; for (const c of S.curves.values()) n += c.pts.length;
-      curvesNote.textContent = `${S.curves.size} curves, ${n.toLocaleString()} points shown ` +
-        `(server-downsampled to ≤${perTrialPoints()} per trial, loaded in ${Math.round(performance.now() - t0)} ms)`;
+      CV.loadNote = ` (server-downsampled to ≤${perTrialPoints()} per trial, then live; ${ids.length} fetched in ${Math.round(performance.now() - t0)} ms)`;
+      curvesNote.textContent = `${S.curves.size} curves, ${n.toLocaleString()} points drawn` + CV.loadNote;
       root.dataset.curvesLoaded = '1';
       renderCurves.flush();
     }
@@ -221,53 +222,191 @@
       return hp;
     };
 
+    /* ECharts draws the axes, grid and labels; the curves themselves are
+     * stroked on a canvas laid over the grid (one path per trial; 150,000
+     * points take a few milliseconds, where chart-library series cost
+     * hundreds). Trials are coloured by objective rank, better = darker, as
+     * in the parallel coordinates. Hover is hit-tested here: the curve whose
+     * value at the cursor's x is nearest, within 8 px. */
+    const BUCKETS = ['#a9c1f0', '#86a8ec', '#5f8be4', '#3a6fdb', '#1f55c2', '#0d3aa8'];
+    const CV = { ext: null, drawn: [], rank: new Map(), map: null, loadNote: '' };
+    const canvas = h('canvas.curve-canvas');
+    curvesEl.appendChild(canvas);
+
+    function rankTrials() {
+      CV.rank = new Map();
+      const ranked = [...S.trials.values()].filter((t) => typeof t.objective === 'number')
+        .sort((x, y) => goal() * (x.objective - y.objective));
+      ranked.forEach((t, r) => CV.rank.set(t.id, Math.min(BUCKETS.length - 1, Math.floor(r * BUCKETS.length / ranked.length))));
+    }
+
+    function curveExtents(list) {
+      let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+      for (const [, pts] of list) for (const p of pts) {
+        if (p[0] < x0) x0 = p[0]; if (p[0] > x1) x1 = p[0];
+        if (p[1] < y0) y0 = p[1]; if (p[1] > y1) y1 = p[1];
+      }
+      if (!isFinite(x0)) return null;
+      if (x1 === x0) x1 = x0 + 1;
+      if (x0 >= 0 && x0 <= (x1 - x0) * 0.2) x0 = 0;
+      if (y1 === y0) { y0 = S.log ? y0 / 2 : y0 - (Math.abs(y0) * 0.1 || 1); y1 = S.log ? y1 * 2 : y1 + (Math.abs(y1) * 0.1 || 1); }
+      return { x0, x1, y0, y1 };
+    }
+
+    /* Pixel mapping of the ECharts grid (the axes ECharts rounded to nice
+     * extents), read back after each render: affine in value (or log10). */
+    function gridMap() {
+      if (!CV.ext) return null;
+      let rect;
+      try { rect = curves.c.getModel().getComponent('grid').coordinateSystem.getRect(); } catch (err) { return null; }
+      const f = S.log ? Math.log10 : (v) => v;
+      const e = CV.ext;
+      const px0 = curves.c.convertToPixel({ xAxisIndex: 0 }, e.x0), px1 = curves.c.convertToPixel({ xAxisIndex: 0 }, e.x1);
+      const py0 = curves.c.convertToPixel({ yAxisIndex: 0 }, e.y0), py1 = curves.c.convertToPixel({ yAxisIndex: 0 }, e.y1);
+      if (![px0, px1, py0, py1].every(isFinite) || px1 === px0 || py1 === py0) return null;
+      const bx = (px1 - px0) / (e.x1 - e.x0), by = (py1 - py0) / (f(e.y1) - f(e.y0));
+      return {
+        rect,
+        X: (v) => px0 + (v - e.x0) * bx,
+        Y: (v) => py0 + (f(v) - f(e.y0)) * by,
+        xOf: (px) => e.x0 + (px - px0) / bx,
+      };
+    }
+
+    function drawCurves() {
+      const dpr = window.devicePixelRatio || 1;
+      const w = curvesEl.clientWidth, hgt = curvesEl.clientHeight;
+      if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(hgt * dpr)) {
+        canvas.width = Math.round(w * dpr); canvas.height = Math.round(hgt * dpr);
+        canvas.style.width = w + 'px'; canvas.style.height = hgt + 'px';
+      }
+      const ctx = canvas.getContext('2d');
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      ctx.clearRect(0, 0, w, hgt);
+      const m = CV.map = gridMap();
+      if (!m) return;
+      ctx.save();
+      ctx.beginPath(); ctx.rect(m.rect.x, m.rect.y, m.rect.width, m.rect.height); ctx.clip();
+      ctx.lineJoin = 'round';
+      const hov = S.curveHover;
+      const fade = hov != null ? 0.3 : 1;
+      const stroke = (pts) => {
+        if (pts.length === 1) {   // one report so far: a dot
+          ctx.beginPath(); ctx.arc(m.X(pts[0][0]), m.Y(pts[0][1]), ctx.lineWidth + 1.2, 0, 2 * Math.PI);
+          ctx.fillStyle = ctx.strokeStyle; ctx.fill();
+          return;
+        }
+        ctx.beginPath();
+        ctx.moveTo(m.X(pts[0][0]), m.Y(pts[0][1]));
+        for (let k = 1; k < pts.length; k++) ctx.lineTo(m.X(pts[k][0]), m.Y(pts[k][1]));
+        ctx.stroke();
+      };
+      // Unselected (brushed out) first, then no-objective, then by rank.
+      const layers = [[], [], ...BUCKETS.map(() => [])];
+      for (const d of CV.drawn) {
+        if (!isSel(d[0])) layers[0].push(d);
+        else { const b = CV.rank.has(d[0]) ? CV.rank.get(d[0]) : -1; layers[b + 2].push(d); }
+      }
+      ctx.lineWidth = 1.2;
+      layers.forEach((layer, li) => {
+        ctx.strokeStyle = li === 0 ? '#d5d9e1' : (li === 1 ? '#9aa3b5' : BUCKETS[li - 2]);
+        ctx.globalAlpha = (li === 0 ? 0.5 : 0.85) * fade;
+        for (const [, pts] of layer) stroke(pts);
+      });
+      const hp = hov != null && CV.drawn.find((d) => d[0] === hov);
+      if (hp) { ctx.globalAlpha = 1; ctx.lineWidth = 3; ctx.strokeStyle = '#e8590c'; stroke(hp[1]); }
+      ctx.restore();
+    }
+
     const renderCurves = HF.throttle(() => {
       if (S.closed) return;
-      const series = [];
+      const t0 = performance.now();
+      const drawn = [];
       let npts = 0;
-      const ids = [...S.curves.keys()].sort((a, b) => a - b);
-      for (const tid of ids) {
-        const c = S.curves.get(tid);
-        if (!c.pts.length) continue;
-        let data = c.pts;
-        if (S.log) data = data.filter((p) => p[1] > 0);
-        npts += data.length;
-        const on = isSel(tid);
-        series.push({
-          type: 'line', id: 't' + tid, name: 'trial ' + tid, data, showSymbol: false, symbol: 'none',
-          animation: false, silent: !on, triggerLineEvent: true, z: on ? 2 : 1,
-          lineStyle: { width: 1.3, color: HF.color(tid), opacity: on ? 0.85 : 0.07 },
-          emphasis: { focus: 'series', lineStyle: { width: 3, opacity: 1 } },
-          blur: { lineStyle: { opacity: 0.06 } },
-          large: data.length > 2000, sampling: data.length > 1000 ? 'lttb' : undefined,
+      for (const tid of [...S.curves.keys()].sort((a, b) => a - b)) {
+        let pts = S.curves.get(tid).pts;
+        if (S.log) pts = pts.filter((p) => p[1] > 0);
+        if (!pts.length) continue;
+        drawn.push([tid, pts]); npts += pts.length;
+      }
+      CV.drawn = drawn;
+      rankTrials();
+      const ext = curveExtents(drawn);
+      const e = ext || { x0: 0, x1: 1, y0: S.log ? 0.1 : 0, y1: 1 };
+      const extKey = JSON.stringify([e, S.log, S.metric]);
+      CV.ext = e;
+      if (extKey !== CV.extKey) {
+        CV.extKey = extKey;
+        // ECharts rounds the axes to nice extents around an invisible
+        // two-point series; the canvas reads the mapping back (gridMap).
+        curves.c.setOption({
+          animation: false,
+          grid: { left: 60, right: 24, top: 24, bottom: 40 },
+          xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 26, scale: true,
+            splitLine: { lineStyle: { color: '#eef0f4' } }, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) } },
+          yAxis: { type: S.log ? 'log' : 'value', scale: true, name: S.metric, nameTextStyle: { align: 'left' },
+            splitLine: { lineStyle: { color: '#eef0f4' } }, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) } },
+          series: [{ id: 'extent', type: 'scatter', silent: true, symbolSize: 0, itemStyle: { opacity: 0 },
+            data: [[e.x0, e.y0], [e.x1, e.y1]] }],
         });
       }
-      curves.c.setOption({
-        animation: false,
-        grid: { left: 60, right: 20, top: 20, bottom: 40 },
-        tooltip: {
-          trigger: 'item', confine: true,
-          formatter: (p) => {
-            const tid = +String(p.seriesId).slice(1);
-            const t = S.trials.get(tid);
-            const v = Array.isArray(p.value) ? p.value : null;
-            return `<b>trial ${tid}</b> ${t ? t.state : ''}<br>${HF.esc(trialLabel(t))}` +
-              (v ? `<br>step ${HF.fmtNum(v[0])}: ${HF.esc(S.metric)} = ${HF.fmtNum(v[1])}` : '');
-          },
-        },
-        xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 26, scale: true, splitLine: { lineStyle: { color: '#eef0f4' } } },
-        yAxis: { type: S.log ? 'log' : 'value', scale: true, name: S.metric, nameTextStyle: { align: 'left' },
-          splitLine: { lineStyle: { color: '#eef0f4' } }, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) } },
-        series,
-      }, { replaceMerge: ['series'], lazyUpdate: false });
-      HF.charts.emptyNote(curvesEl, series.length ? null : (S.trials.size ? `no ${S.metric} reported yet` : 'no trials yet'));
-      curvesEl.dataset.series = String(series.length);
+      drawCurves();
+      HF.charts.emptyNote(curvesEl, drawn.length ? null : (S.trials.size ? `no ${S.metric} reported yet` : 'no trials yet'));
+      curvesEl.dataset.series = String(drawn.length);
       curvesEl.dataset.points = String(npts);
-    }, () => (S.curves.size > 200 ? 2500 : 700));
+      if (root.dataset.curvesLoaded) curvesNote.textContent = `${drawn.length} curves, ${npts.toLocaleString()} points drawn` + CV.loadNote;
+      curvesEl.dataset.renderMs = String(Math.round(performance.now() - t0));
+    }, () => (S.curves.size > 200 ? 1500 : 500));
+    curves.c.on('finished', () => { if (!S.closed) drawCurves(); });   // after axis renders and resizes
 
-    curves.c.on('mouseover', (p) => { if (p.seriesId) highlightRow(+String(p.seriesId).slice(1)); });
-    curves.c.on('mouseout', () => highlightRow(null));
-    curves.c.on('click', (p) => { if (p.seriesId) location.hash = '#/trials/' + String(p.seriesId).slice(1); });
+    const tip = h('div.curve-tip', { hidden: true });
+    curvesEl.appendChild(tip);
+    function curveAt(px, py) {
+      const m = CV.map;
+      if (!m || px < m.rect.x || px > m.rect.x + m.rect.width || py < m.rect.y || py > m.rect.y + m.rect.height) return null;
+      const x = m.xOf(px);
+      let best = null, bestD = 8;
+      for (const [tid, pts] of CV.drawn) {
+        if (!isSel(tid) || x < pts[0][0] || x > pts[pts.length - 1][0]) continue;
+        let lo = 0, hi = pts.length - 1;
+        while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (pts[mid][0] <= x) lo = mid; else hi = mid; }
+        const a = pts[lo], b = pts[hi];
+        const y = b[0] === a[0] ? a[1] : a[1] + (b[1] - a[1]) * (x - a[0]) / (b[0] - a[0]);
+        const d = Math.abs(m.Y(y) - py);
+        if (d < bestD) { bestD = d; best = { tid, x, y }; }
+      }
+      return best;
+    }
+    function setCurveHover(hit, px, py) {
+      const tid = hit ? hit.tid : null;
+      if (hit) {
+        const t = S.trials.get(tid);
+        tip.innerHTML = `<b>trial ${tid}</b> ${t ? HF.esc(t.state) : ''}<br>${HF.esc(trialLabel(t))}<br>` +
+          `step ${HF.fmtNum(Math.round(hit.x))}: ${HF.esc(S.metric)} ≈ ${HF.fmtNum(hit.y)}`;
+        tip.hidden = false;
+        tip.style.left = Math.max(0, Math.min(px + 14, curvesEl.clientWidth - 260)) + 'px';
+        tip.style.top = Math.max(0, py - 64) + 'px';
+      } else tip.hidden = true;
+      curvesEl.style.cursor = hit ? 'pointer' : '';
+      if (tid === S.curveHover) return;
+      S.curveHover = tid;
+      curvesEl.dataset.hover = tid == null ? '' : String(tid);
+      drawCurves();
+      highlightRow(tid);
+    }
+    let hoverRaf = 0;
+    curvesEl.addEventListener('mousemove', (ev) => {
+      const r = curvesEl.getBoundingClientRect();
+      const px = ev.clientX - r.left, py = ev.clientY - r.top;
+      cancelAnimationFrame(hoverRaf);
+      hoverRaf = requestAnimationFrame(() => setCurveHover(curveAt(px, py), px, py));
+    });
+    curvesEl.addEventListener('mouseleave', () => { cancelAnimationFrame(hoverRaf); setCurveHover(null); });
+    curvesEl.addEventListener('click', (ev) => {
+      const r = curvesEl.getBoundingClientRect();
+      const hit = curveAt(ev.clientX - r.left, ev.clientY - r.top);
+      if (hit) location.hash = '#/trials/' + hit.tid;
+    });
 
     function highlightRow(tid) {
       if (S.hover === tid) return;
@@ -411,46 +550,60 @@
     }, 2500);
 
     // ---------- ASHA rungs ----------
+    /* ASHA: GET /experiments/{id} carries searcher_state =
+     * {algorithm, mode, reduction_factor, brackets: [{bracket, rungs:
+     * [{budget, results, promoted, running}]}]} (counts). Which trials sit in
+     * a rung is derived from each trial's granted budget: a trial whose
+     * budget exceeds a rung's budget was promoted past it. */
     function renderRungs() {
       const e = S.exp;
       if (!e) return;
       const st = e.searcher_state;
-      const isAsha = /asha|hyperband/i.test(e.searcher || '') || (st && st.rungs);
+      const isAsha = /asha|hyperband/i.test(e.searcher || '') || (st && (st.brackets || st.rungs));
       rungsPanel.hidden = !isAsha;
       if (!isAsha) return;
-      const chipList = (ids, promoted, cap) => {
-        const out = [];
-        ids.slice(0, cap).forEach((tid) => out.push(h('a.chip' + (promoted.has(tid) ? '.promoted' : ''), { href: '#/trials/' + tid, title: promoted.has(tid) ? 'promoted' : '' }, '#' + tid)));
-        if (ids.length > cap) out.push(h('span.muted', ` +${ids.length - cap} more`));
+      const trials = [...S.trials.values()].filter((t) => typeof t.budget === 'number');
+      const chips = (b, nextB) => {
+        const ids = trials.filter((t) => t.budget >= b).sort((x, y) => (better(x.objective, y.objective) ? -1 : 1));
+        const out = ids.slice(0, 40).map((t) => {
+          const promoted = nextB != null && t.budget >= nextB;
+          return h('a.chip' + (promoted ? '.promoted' : ''), { href: '#/trials/' + t.id, title: promoted ? 'promoted' : (t.state || '') }, '#' + t.id);
+        });
+        if (ids.length > 40) out.push(h('span.muted', ` +${ids.length - 40} more`));
         return out;
       };
-      let rows = [];
-      let source;
-      if (st && Array.isArray(st.rungs)) {
-        source = 'searcher state reported by the scheduler';
-        rows = st.rungs.map((r, i) => {
-          const members = (r.trials || r.members || r.results || []).map((x) => (typeof x === 'object' && x ? (x.trial_id != null ? x.trial_id : x.id) : x)).filter((x) => x != null);
-          const promoted = new Set((r.promoted || r.promotions || []).map((x) => (typeof x === 'object' && x ? (x.trial_id != null ? x.trial_id : x.id) : x)));
-          return { rung: r.rung != null ? r.rung : i, budget: r.budget != null ? r.budget : (r.epochs != null ? r.epochs : r.resource), members, promoted };
-        });
+      let brackets = [];
+      if (st && Array.isArray(st.brackets)) brackets = st.brackets;
+      else if (st && Array.isArray(st.rungs)) brackets = [{ bracket: 0, rungs: st.rungs }];
+      const single = brackets.length <= 1;
+      const body = [];
+      if (brackets.length) {
+        for (const br of brackets) {
+          const rungs = br.rungs || [];
+          rungs.forEach((r, k) => {
+            const nextB = rungs[k + 1] ? rungs[k + 1].budget : null;
+            body.push(h('tr', h('td', brackets.length > 1 ? `${br.bracket}` : ''), h('td', k), h('td.num', HF.fmtVal(r.budget)),
+              h('td.num', HF.fmtVal(r.results)), h('td.num', HF.fmtVal(r.promoted)), h('td.num', HF.fmtVal(r.running)),
+              h('td', { style: { whiteSpace: 'normal' } }, single ? chips(r.budget, nextB) : '')));
+          });
+        }
       } else {
-        // Derived: a trial granted budget b has passed every rung below b.
-        source = 'derived from each trial\'s budget (the API reports no searcher_state)';
-        const budgets = [...new Set([...S.trials.values()].map((t) => t.budget).filter((b) => typeof b === 'number'))].sort((a, b) => a - b);
-        rows = budgets.map((b, i) => {
-          const members = [...S.trials.values()].filter((t) => typeof t.budget === 'number' && t.budget >= b)
-            .sort((x, y) => (better(x.objective, y.objective) ? -1 : 1)).map((t) => t.id);
-          const nextB = budgets[i + 1];
-          const promoted = new Set(nextB == null ? [] : [...S.trials.values()].filter((t) => t.budget >= nextB).map((t) => t.id));
-          return { rung: i, budget: b, members, promoted };
+        const budgets = [...new Set(trials.map((t) => t.budget))].sort((x, y) => x - y);
+        budgets.forEach((b, k) => {
+          const n = trials.filter((t) => t.budget >= b).length;
+          const p = budgets[k + 1] != null ? trials.filter((t) => t.budget >= budgets[k + 1]).length : 0;
+          body.push(h('tr', h('td', ''), h('td', k), h('td.num', b), h('td.num', n), h('td.num', p), h('td.num', ''),
+            h('td', { style: { whiteSpace: 'normal' } }, chips(b, budgets[k + 1]))));
         });
       }
+      const hint = st ? `${st.mode || ''} mode, reduction factor ${st.reduction_factor != null ? st.reduction_factor : '?'}` :
+        'derived from the trials\' budgets (the scheduler reports no searcher_state)';
       rungsPanel.replaceChildren(
-        h('div.panel-head', h('h2', 'ASHA rungs'), h('span.hint', source)),
-        rows.length ? h('table.data.rungs#rungs-table',
-          h('thead', h('tr', h('th', 'rung'), h('th.num', 'budget'), h('th.num', 'trials'), h('th.num', 'promoted'), h('th', 'trials (best first; green = promoted)'))),
-          h('tbody', rows.map((r) => h('tr', h('td', r.rung), h('td.num', HF.fmtVal(r.budget)), h('td.num', r.members.length),
-            h('td.num', r.promoted.size), h('td', { style: { whiteSpace: 'normal' } }, chipList(r.members, r.promoted, 40))))))
+        h('div.panel-head', h('h2', 'ASHA rungs'), h('span.hint', hint)),
+        body.length ? h('div.table-wrap', { style: { maxHeight: '420px' } }, h('table.data.rungs#rungs-table',
+          h('thead', h('tr', h('th', brackets.length > 1 ? 'bracket' : ''), h('th', 'rung'), h('th.num', 'budget'), h('th.num', 'results'),
+            h('th.num', 'promoted'), h('th.num', 'running'), h('th', single ? 'trials that reached it, best first (green = promoted)' : ''))),
+          h('tbody', body)))
           : h('div.empty', 'no rung reached yet'));
     }
 
@@ -501,23 +654,26 @@
       return (t) => preds.every((p) => p(t));
     }
 
-    const MAX_ROWS = 2000;
-    const renderTable = HF.throttle(() => {
-      if (S.closed) return;
-      const cols = columns();
-      const col = cols.find((c) => c.key === S.sort.key) || cols[0];
-      const pass = makeFilter(cols);
-      let rows = [...S.trials.values()].filter((t) => isSel(t.id) && (!S.stateFilter || t.state === S.stateFilter) && pass(t));
-      rows.sort((a, b) => {
-        const d = HF.cmp(col.get(a), col.get(b));
-        return d === 0 ? a.id - b.id : (col.get(a) == null || col.get(b) == null ? d : d * S.sort.dir);
-      });
-      const shown = rows.slice(0, MAX_ROWS);
-      tableHead.innerHTML = '<tr>' + cols.map((c) => `<th class="sortable${c.num ? ' num' : ''}" data-key="${HF.esc(c.key)}">${HF.esc(c.label)}` +
-        (c.key === S.sort.key ? `<span class="arrow">${S.sort.dir > 0 ? '▲' : '▼'}</span>` : '') + '</th>').join('') + '</tr>';
+    /* The table is virtual: only the rows in view (plus a margin) are in
+     * the DOM, between two spacer rows, so 1,000+ trials cost no layout.
+     * Column widths come from the longest text of each column over all rows
+     * (table-layout: fixed), so they do not jump while scrolling. */
+    const ROW_H = 31, MARGIN = 15;
+    const TV = { rows: [], cols: [], start: -1, end: -1, widths: '' };
+    const cellText = (c, t) => { const v = c.get(t); return c.fmt ? c.fmt(v) : HF.fmtVal(v); };
+
+    function renderWindow(force) {
+      const wrap = table.parentElement;
+      const n = TV.rows.length;
+      const first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - MARGIN);
+      const last = Math.min(n, Math.ceil((wrap.scrollTop + wrap.clientHeight) / ROW_H) + MARGIN);
+      if (!force && first === TV.start && last === TV.end) return;
+      TV.start = first; TV.end = last;
+      const cols = TV.cols;
       const bestId = S.exp && S.exp.best ? S.exp.best.trial_id : null;
-      let html = '';
-      for (const t of shown) {
+      let html = first > 0 ? `<tr class="spacer" style="height:${first * ROW_H}px"></tr>` : '';
+      for (let k = first; k < last; k++) {
+        const t = TV.rows[k];
         const cls = (t.id === bestId ? 'best ' : '') + (t.id === S.hover ? 'hl' : '');
         html += `<tr data-id="${t.id}"${cls ? ` class="${cls.trim()}"` : ''}>`;
         for (const c of cols) {
@@ -525,14 +681,55 @@
           let cell;
           if (c.key === 'id') cell = `<a href="#/trials/${t.id}">${t.id}</a>`;
           else if (c.key === 'state') cell = `<span class="badge ${HF.esc(t.state)}">${HF.esc(t.state)}</span>`;
-          else if (c.key === 'agent' && t.agent_id != null) cell = `<a href="#/agents">${HF.esc(v)}</a>`;
-          else cell = HF.esc(c.fmt ? c.fmt(v) : HF.fmtVal(v));
+          else if (c.key === 'agent' && t.agent_id != null) cell = `<a href="#/agents">${HF.esc(cellText(c, t))}</a>`;
+          else cell = HF.esc(cellText(c, t));
           html += `<td${c.num && typeof v === 'number' ? ' class="num"' : ''}>${cell}</td>`;
         }
         html += '</tr>';
       }
+      if (last < n) html += `<tr class="spacer" style="height:${(n - last) * ROW_H}px"></tr>`;
       tableBody.innerHTML = html || `<tr><td colspan="${cols.length}" class="empty">${S.trials.size ? 'no trial matches' : 'no trials yet'}</td></tr>`;
-      tableNote.textContent = `${rows.length} of ${S.trials.size} trials` + (rows.length > MAX_ROWS ? ` (first ${MAX_ROWS} shown)` : '');
+    }
+    let scrollRaf = 0;
+    table.parentElement.addEventListener('scroll', () => {
+      cancelAnimationFrame(scrollRaf);
+      scrollRaf = requestAnimationFrame(() => renderWindow(false));
+    });
+
+    const renderTable = HF.throttle(() => {
+      if (S.closed) return;
+      const cols = columns();
+      const col = cols.find((c) => c.key === S.sort.key) || cols[0];
+      const pass = makeFilter(cols);
+      const rows = [...S.trials.values()].filter((t) => isSel(t.id) && (!S.stateFilter || t.state === S.stateFilter) && pass(t));
+      const keyed = rows.map((t) => [col.get(t), t]);
+      keyed.sort((a, b) => {
+        const d = HF.cmp(a[0], b[0]);
+        return d === 0 ? a[1].id - b[1].id : (a[0] == null || a[0] === '' || b[0] == null || b[0] === '' ? d : d * S.sort.dir);
+      });
+      TV.rows = keyed.map((x) => x[1]);
+      TV.cols = cols;
+      // Column widths in ch from the longest text (sampled for speed).
+      const step = Math.max(1, Math.floor(TV.rows.length / 400));
+      const widths = cols.map((c) => {
+        let w = c.label.length + 2;
+        for (let k = 0; k < TV.rows.length; k += step) {
+          const len = c.key === 'state' ? String(TV.rows[k].state).length * 1.2 + 2 : cellText(c, TV.rows[k]).length;
+          if (len > w) w = len;
+        }
+        return Math.min(40, Math.ceil(w) + 3);
+      });
+      const wkey = widths.join(',') + '|' + cols.map((c) => c.key).join(',') + '|' + S.sort.key + S.sort.dir;
+      if (wkey !== TV.widths) {
+        TV.widths = wkey;
+        table.style.width = widths.reduce((a, b) => a + b, 0) + 'ch';
+        table.style.minWidth = '100%';
+        tableHead.innerHTML = '<tr>' + cols.map((c, i) => `<th class="sortable${c.num ? ' num' : ''}" data-key="${HF.esc(c.key)}" style="width:${widths[i]}ch">${HF.esc(c.label)}` +
+          (c.key === S.sort.key ? `<span class="arrow">${S.sort.dir > 0 ? '▲' : '▼'}</span>` : '') + '</th>').join('') + '</tr>';
+      }
+      renderWindow(true);
+      tableNote.textContent = `${TV.rows.length} of ${S.trials.size} trials`;
+      table.dataset.rows = String(TV.rows.length);
     }, () => (S.trials.size > 300 ? 1000 : 300));
 
     tableHead.addEventListener('click', (ev) => {
@@ -548,20 +745,25 @@
       const tr = ev.target.closest('tr[data-id]');
       const tid = tr ? +tr.dataset.id : null;
       if (tid === S.rowHover) return;
-      if (S.rowHover != null) curves.c.dispatchAction({ type: 'downplay', seriesId: 't' + S.rowHover });
       S.rowHover = tid;
-      if (tid != null && S.curves.has(tid)) curves.c.dispatchAction({ type: 'highlight', seriesId: 't' + tid });
+      if (tid != null && S.curves.has(tid)) { S.curveHover = tid; drawCurves(); }
     });
     tableBody.addEventListener('mouseleave', () => {
-      if (S.rowHover != null) curves.c.dispatchAction({ type: 'downplay', seriesId: 't' + S.rowHover });
       S.rowHover = null;
+      if (S.curveHover != null) { S.curveHover = null; drawCurves(); }
     });
 
     // ---------- data flow ----------
     function renderAll() {
       renderHead(); renderMetricSelect(); renderBest(); renderTable(); renderParallel(); renderScatter(); renderRungs();
     }
-    const renderSlow = HF.throttle(() => { renderMetricSelect(); renderRungs(); }, 3000);
+    const renderSlow = HF.throttle(async () => {
+      renderMetricSelect();
+      if (S.exp && S.exp.searcher_state) {   // rung counts are not in the live summaries
+        try { const e = await HF.api.get('/api/v1/experiments/' + id); if (!S.closed) { S.exp = Object.assign(S.exp, e); } } catch (err) { /* keep */ }
+      }
+      renderRungs();
+    }, 3000);
 
     async function load() {
       try {
@@ -596,6 +798,14 @@
       const t = S.trials.get(m.trial_id);
       if (t) {
         t.latest = Object.assign({}, t.latest, m.values, m.step != null ? { step: m.step } : {});
+        // Trial summaries arrive on state changes only: keep the objective
+        // and its best value current from the metric stream.
+        const ov = m.values[objMetric()];
+        if (typeof ov === 'number' && better(ov, t.objective)) {
+          t.objective = ov;
+          t.best = Object.assign({}, t.best, { [objMetric()]: ov });
+          renderBest(); renderParallel(); renderScatter();
+        }
         renderTable();
       }
       const v = m.values[S.metric];
