@@ -47,6 +47,7 @@ void agent_link_free(agent_link *l)
 
 int64_t agent_link_id(const agent_link *l) { return l->id; }
 int64_t agent_link_interval(const agent_link *l) { return l->interval_ms; }
+void agent_link_forget(agent_link *l) { l->id = 0; }
 
 static int status_error(long status, const json_t *resp, const char *what, char *err, size_t errlen)
 {

@@ -37,6 +37,11 @@ int64_t agent_link_interval(const agent_link *l);
  * HF_ECONN/HF_ETIMEOUT; HF_EPARSE (reply without a valid id). err says why. */
 int agent_link_register(agent_link *l, const json_t *running, char *err, size_t errlen);
 
+/* Forget the id: the next call must be agent_link_register. The agent does
+ * this after losing the scheduler, so a restarted scheduler hears the list
+ * of running trials first thing (registration is idempotent by name). */
+void agent_link_forget(agent_link *l);
+
 /* POST /api/v1/agents/{id}/heartbeat with body (borrowed).
  * RET 0 with *reply (new reference, an object) on 200; HF_ENOTFOUND on 404
  * (the id is forgotten: register again); HF_EAUTH, HF_EHTTP, HF_ECONN,

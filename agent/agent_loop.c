@@ -8,7 +8,10 @@
  * the first failure and then every 30 s); meanwhile trials keep running
  * and their output waits in the bounded outbox. A 404 on heartbeat means
  * the scheduler forgot us (new database): register again, listing the
- * trials still running so they are re-adopted, not duplicated.
+ * trials still running so they are re-adopted, not duplicated. The agent
+ * also registers again after any connection failure or timeout before its
+ * next heartbeat (idempotent: same name, same id), so a scheduler that was
+ * restarted hears the running list first.
  */
 #include "agent.h"
 #include "agent_gpu.h"
@@ -239,6 +242,9 @@ static void *hb_main(void *arg)
             json_decref(reply);
         } else {
             failures++;
+            /* When it answers again, register first: a restarted scheduler
+             * learns which trials still run here before anything else. */
+            if (rc == HF_ECONN || rc == HF_ETIMEOUT) agent_link_forget(ag->link);
             int64_t now = hf_mono_ms();
             if (failures == 1 || now - last_warn >= 30000) {
                 agent_outbox_stats st;

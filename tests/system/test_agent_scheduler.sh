@@ -34,11 +34,13 @@ experiment() {  # NAME MAX_TRIALS CONC HPARAMS_JSON ARGV_JSON
 }
 trial_ids() { hf_get "/api/v1/experiments/$1/trials" | jq -r '.trials[].id'; }
 trial_state() { curl -fsS -m 3 "$HF_URL/api/v1/trials/$1" | jq -r .state; }
-# pid of the fake_trial process running trial T (from its environment)
+# pid of the fake_trial process running trial T (from its environment; only
+# ours: other tests may run fake_trial with the same trial ids at the same time)
+ours() { [[ $(readlink "$1/exe" 2>/dev/null) == "$FAKE" && $(readlink "$1/cwd" 2>/dev/null) == "$WORK"/* ]]; }
 trial_pid() {
   local d
   for d in /proc/[0-9]*; do
-    [[ $(readlink "$d/exe" 2>/dev/null) == "$FAKE" ]] || continue
+    ours "$d" || continue
     tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qx "HYPERFARM_TRIAL_ID=$1" && { echo "${d#/proc/}"; return 0; }
   done
   return 1
@@ -46,7 +48,7 @@ trial_pid() {
 copies() {   # number of live processes running trial T
   local d n=0
   for d in /proc/[0-9]*; do
-    [[ $(readlink "$d/exe" 2>/dev/null) == "$FAKE" ]] || continue
+    ours "$d" || continue
     hf_alive "${d#/proc/}" || continue
     tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qx "HYPERFARM_TRIAL_ID=$1" && n=$((n + 1))
   done
@@ -104,7 +106,7 @@ hf_alive "$pid" || { kill -CONT "$HF_SCHED_PID"; hf_fail "C: the trial died whil
 kill -CONT "$HF_SCHED_PID"
 (( e1 >= e0 + 5 )) || hf_fail "C: the trial advanced only from epoch $e0 to $e1 in 3 s: blocked by the frozen scheduler?"
 hf_wait_experiment "$id" 40
-[[ $(trial_pid "$t" || echo gone) == gone ]] || hf_fail "C: trial process still there after completion"
+[[ $(copies "$t") == 0 ]] || hf_fail "C: trial process still there after completion: $(trial_pid "$t"; ps -ef | grep fake_tria[l])"
 hf_get "/api/v1/trials/$t" | hf_jq_assert '.state == "COMPLETED" and .restarts == 0' "C: completed without restart"
 epochs_once "$t" 40 || hf_fail "C: epochs 1..40 not reported exactly once"
 hf_log "ok: C: trial rode through a frozen scheduler (epoch $e0 -> $e1 while frozen)"
@@ -147,7 +149,7 @@ ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 jq -e '.should_stop == true' "$WORK/experiments/$id/trials/$t/control.json" >/dev/null || hf_fail "E: control.json not set"
 hf_wait_for 5 bash -c "curl -fsS '$HF_URL/api/v1/trials/$t/logs?limit=10000' | jq -e '[.logs[].line | select(test(\"checkpoint at epoch\"))] | length == 1'" \
   || hf_fail "E: the trial did not checkpoint on SIGTERM"
-[[ $(copies "$t") == 0 ]] || hf_fail "E: trial process still alive"
+[[ $(copies "$t") == 0 ]] || hf_fail "E: trial process still alive: $(copies "$t"; ps -eo pid,stat,args | grep fake_tria[l])"
 hf_log "ok: E: killed over the API in $ms ms, checkpointed on SIGTERM"
 
 # ---------------------------------------------------------------- F

@@ -453,7 +453,12 @@ static void test_agent_process(void **state)
     assert_int_equal(json_integer_value(json_object_get(ev, "exit_code")), 0);
     json_decref(ev);
     assert_true(count_items("events", 1, "started") == 1);
-    assert_true(registers() == 2);     /* the partition needed no re-registration */
+    /* after a lost connection the agent registers again before heartbeating,
+     * listing the trial that kept running */
+    assert_true(registers() == 3);
+    reg = json_array_get(fs.registers, 2);
+    run0 = json_array_get(json_object_get(reg, "running"), 0);
+    assert_int_equal(json_integer_value(json_object_get(run0, "trial_id")), 1);
 
     /* kill with grace: fake_trial checkpoints and exits 143 */
     queue_assign("{\"trial_id\":4,\"attempt\":1,\"argv\":[\"%s\",\"--epochs\",\"1000\",\"--sleep-ms\",\"50\"],"
