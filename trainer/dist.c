@@ -595,7 +595,7 @@ int tr_dist_main(const tr_options *opt)
     }
     int under_mpi = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
     if (o.world <= 1 && !under_mpi) {
-        if (o.nproc > 1) return launch(&o);
+        if (o.nproc > 1 || !strcmp(o.mode, "async")) return launch(&o);   /* async: + servers */
         /* a --mode with one process: run it as a world of one */
     }
     if (!strcmp(o.mode, "async") && o.ps <= 0) o.ps = 1;
