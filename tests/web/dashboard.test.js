@@ -43,7 +43,10 @@ async function until(what, fn, timeoutMs = 20000, everyMs = 200) {
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
-const shot = (name) => page.screenshot({ path: path.join(SHOTS, `dashboard-${name}.png`), fullPage: true });
+async function shot(name) {
+  await page.evaluate(() => { document.getElementById('toast').hidden = true; });
+  await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}.png`), fullPage: true });
+}
 
 const asha = {
   name: 'web-asha', objective: { metric: 'val_acc', goal: 'maximize' },
@@ -165,6 +168,7 @@ test('a submitted sweep runs: a trial appears and its curve grows live', async (
   await page.check('#log-scale');
   await page.waitForTimeout(300);
   await page.uncheck('#log-scale');
+  await page.waitForTimeout(2600);   // throttled scatter/parallel redraws
   await shot('experiment-live');
 });
 

@@ -156,6 +156,17 @@
       const xs = [], ys = [], bs = [];
       let best = null;
       for (const [x, y] of pts) { if (better(y, best)) best = y; xs.push(x); ys.push(y); bs.push(best); }
+      if (xs.length) {
+        // The running best extends to now; a very short span gets a margin
+        // (uPlot would widen a zero-width time range to days).
+        const end = Math.max(xs[xs.length - 1], (S.exp && S.exp.ended_at ? S.exp.ended_at : now) / 1000);
+        if (end > xs[xs.length - 1]) { xs.push(end); ys.push(null); bs.push(best); }
+        if (xs[xs.length - 1] - xs[0] < 60) {
+          const pad = (60 - (xs[xs.length - 1] - xs[0])) / 2;
+          xs.unshift(xs[0] - pad); ys.unshift(null); bs.unshift(null);
+          xs.push(xs[xs.length - 1] + pad); ys.push(null); bs.push(null);
+        }
+      }
       bestChart.setData([xs, ys, bs]);
       HF.charts.emptyNote(bestEl, xs.length ? null : 'no trial has reported the objective yet');
     }, 1500);
