@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""bench/search/fmnist.py — random vs ASHA vs TPE on real Fashion-MNIST
+training through the whole system (scheduler + agent + hyperfarm-train).
+
+Starts hyperfarm-scheduler and one hyperfarm-agent on a free loopback port
+in a temp dir, then, for each seed, submits the same MLP search space once
+per searcher with the same total budget of epochs:
+  random, tpe : budget / max_epochs trials of max_epochs epochs each
+  asha        : r=1, R=max_epochs, eta=3, as many trials as it asks for,
+                canceled once it has trained `budget` epochs
+and reads every trial's val_acc history (GET /api/v1/trials/{id}/metrics).
+Epochs are counted across all trials in the order reports arrived (a
+resumed ASHA trial counts only the epochs it adds). For each run it prints
+the epochs spent when val_acc first reached the target (0.88) and the best
+val_acc within the budget; then the medians over seeds and the ratio
+random/asha (the issue's target: asha <= 1/3 of random).
+
+Usage: fmnist.py [--seeds 1,2,3] [--budget 162] [--max-epochs 27]
+                 [--slots 2] [--searchers random,asha,tpe] [--target 0.88]
+Needs $HF_BIN (default ./bin) with hyperfarm-scheduler, hyperfarm-agent,
+hyperfarm-train. Exit 2 when they are missing (bench/run: "not run").
+"""
+import argparse, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import urllib.request, urllib.error
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HF_BIN = os.environ.get("HF_BIN", os.path.join(ROOT, "bin"))
+
+SPACE = {
+    "lr": {"type": "log", "min": 1e-5, "max": 1.0},
+    "hidden": {"type": "int", "min": 16, "max": 1024, "log": True},
+    "optimizer": {"type": "categorical", "values": ["sgd", "adam"]},
+    "momentum": {"type": "uniform", "min": 0.0, "max": 0.99,
+                 "condition": {"param": "optimizer", "values": ["sgd"]}},
+    "weight_decay": {"type": "log", "min": 1e-6, "max": 1e-1},
+    "batch_size": {"type": "categorical", "values": [32, 128, 512]},
+}
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Api:
+    def __init__(self, base):
+        self.base = base
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            raise RuntimeError("%s %s -> %d %s" % (method, path, e.code, e.read()[:300]))
+
+
+def wait_health(api, secs=15):
+    t0 = time.time()
+    while time.time() - t0 < secs:
+        try:
+            api.call("GET", "/healthz")
+            return
+        except Exception:
+            time.sleep(0.1)
+    raise RuntimeError("scheduler did not become healthy")
+
+
+def experiment(name, searcher, seed, budget, max_epochs):
+    if searcher == "asha":
+        sc = {"name": "asha", "max_trials": 1000, "max_epochs": max_epochs, "min_epochs": 1,
+              "reduction_factor": 3}
+    elif searcher == "tpe":
+        sc = {"name": "tpe", "max_trials": budget // max_epochs, "max_epochs": max_epochs,
+              "n_startup_trials": 3}
+    else:
+        sc = {"name": searcher, "max_trials": budget // max_epochs, "max_epochs": max_epochs}
+    sc["seed"] = seed
+    return {
+        "name": name,
+        "objective": {"metric": "val_acc", "goal": "maximize"},
+        "searcher": sc,
+        "hyperparameters": SPACE,
+        "trial": {"command": ["hyperfarm-train", "--model", "mlp", "--threads", "1", "--seed", str(seed)],
+                  "resources": {"workers": 1, "slots_per_worker": 1}, "max_restarts": 1},
+    }
+
+
+def metrics_of(api, tid):
+    out, after = [], 0
+    while True:
+        r = api.call("GET", "/api/v1/trials/%d/metrics?name=val_acc&after=%d&limit=10000" % (tid, after))
+        m = r.get("metrics", [])
+        out += m
+        if not m:
+            return out
+        after = m[-1]["seq"]
+
+
+def epochs_used(trials):
+    used = 0
+    for t in trials:
+        lat = t.get("latest") or {}
+        e = lat.get("epoch")
+        if isinstance(e, (int, float)):
+            used += e
+    return used
+
+
+def run_one(api, searcher, seed, args):
+    exp = experiment("bench-%s-%d" % (searcher, seed), searcher, seed, args.budget, args.max_epochs)
+    eid = api.call("POST", "/api/v1/experiments", exp)["id"]
+    t0 = time.time()
+    canceled = False
+    while True:
+        x = api.call("GET", "/api/v1/experiments/%d" % eid)
+        if x["state"] in ("COMPLETED", "CANCELED"):
+            break
+        trials = api.call("GET", "/api/v1/experiments/%d/trials" % eid)["trials"]
+        if not canceled and epochs_used(trials) >= args.budget:
+            api.call("POST", "/api/v1/experiments/%d/cancel" % eid)
+            canceled = True
+        if time.time() - t0 > args.timeout:
+            api.call("POST", "/api/v1/experiments/%d/cancel" % eid)
+            print("  %s seed %d: timed out after %ds" % (searcher, seed, args.timeout), file=sys.stderr)
+            canceled = True
+        time.sleep(0.5)
+    wall = time.time() - t0
+    trials = api.call("GET", "/api/v1/experiments/%d/trials" % eid)["trials"]
+    reports = []
+    for t in trials:
+        for m in metrics_of(api, t["id"]):
+            reports.append((m["seq"], t["id"], m.get("epoch"), m["value"]))
+    reports.sort()
+    last_epoch, cum, first, best = {}, 0, None, 0.0
+    for seq, tid, ep, v in reports:
+        ep = ep if isinstance(ep, (int, float)) else last_epoch.get(tid, 0) + 1
+        cum += max(0.0, ep - last_epoch.get(tid, 0))
+        last_epoch[tid] = max(ep, last_epoch.get(tid, 0))
+        if cum > args.budget + 1e-9:
+            break
+        best = max(best, v)
+        if first is None and v >= args.target:
+            first = cum
+    return {"searcher": searcher, "seed": seed, "trials": len(trials), "epochs": min(cum, args.budget),
+            "to_target": first, "best": best, "wall_s": wall}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--budget", type=int, default=162)
+    ap.add_argument("--max-epochs", type=int, default=27)
+    ap.add_argument("--slots", type=int, default=2)
+    ap.add_argument("--searchers", default="random,asha,tpe")
+    ap.add_argument("--target", type=float, default=0.88)
+    ap.add_argument("--timeout", type=int, default=900)
+    args = ap.parse_args()
+    for p in ("hyperfarm-scheduler", "hyperfarm-agent", "hyperfarm-train"):
+        if not os.access(os.path.join(HF_BIN, p), os.X_OK):
+            print("fmnist: %s/%s not built; skipping" % (HF_BIN, p))
+            return 2
+    tmp = tempfile.mkdtemp(prefix="hf-bench-search-")
+    port = free_port()
+    procs = []
+    try:
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        sl = open(os.path.join(tmp, "scheduler.log"), "w")
+        procs.append(subprocess.Popen([os.path.join(HF_BIN, "hyperfarm-scheduler"), "--listen",
+                                       "127.0.0.1:%d" % port, "--db", os.path.join(tmp, "hf.db")],
+                                      stdout=sl, stderr=subprocess.STDOUT, env=env))
+        api = Api("http://127.0.0.1:%d" % port)
+        wait_health(api)
+        al = open(os.path.join(tmp, "agent.log"), "w")
+        os.makedirs(os.path.join(tmp, "agent"))
+        procs.append(subprocess.Popen([os.path.join(HF_BIN, "hyperfarm-agent"), "--scheduler",
+                                       "http://127.0.0.1:%d" % port, "--name", "bench", "--slots",
+                                       str(args.slots), "--gpus", "none", "--workdir", os.path.join(tmp, "agent")],
+                                      stdout=al, stderr=subprocess.STDOUT, env=env))
+        print("fmnist: budget %d epochs per run, max_epochs %d, %d slots, target val_acc %.2f"
+              % (args.budget, args.max_epochs, args.slots, args.target))
+        print("%-7s %5s %7s %7s %14s %9s %8s" % ("search", "seed", "trials", "epochs", "epochs->%.2f" % args.target,
+                                                   "best", "wall_s"))
+        res = []
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            for sr in args.searchers.split(","):
+                r = run_one(api, sr, seed, args)
+                res.append(r)
+                print("%-7s %5d %7d %7.0f %14s %9.4f %8.1f" % (sr, seed, r["trials"], r["epochs"],
+                      "%.0f" % r["to_target"] if r["to_target"] is not None else "not reached",
+                      r["best"], r["wall_s"]), flush=True)
+        print()
+        med = {}
+        for sr in args.searchers.split(","):
+            rs = [r for r in res if r["searcher"] == sr]
+            # Not reaching the target within the budget counts as 2x budget
+            # (a lower bound of what it would have needed).
+            tt = [r["to_target"] if r["to_target"] is not None else 2 * args.budget for r in rs]
+            med[sr] = statistics.median(tt)
+            print("%-7s median epochs to %.2f: %6.1f   median best val_acc: %.4f   reached in %d/%d seeds"
+                  % (sr, args.target, med[sr], statistics.median([r["best"] for r in rs]),
+                     sum(r["to_target"] is not None for r in rs), len(rs)))
+        if "random" in med and "asha" in med and med["asha"] > 0:
+            ratio = med["random"] / med["asha"]
+            print("ratio random/asha epochs to %.2f: %.2fx (target >= 3x: %s)"
+                  % (args.target, ratio, "met" if ratio >= 3 else "MISSED"))
+        return 0
+    finally:
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if os.environ.get("KEEP_TMP"):
+            print("logs kept in", tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
