@@ -65,6 +65,7 @@ static void test_validate(void **state)
         {"{\"name\": \"tpe\", \"n_ei_candidates\": 0}", "searcher.n_ei_candidates"},
         {"{\"name\": \"tpe\", \"prior_weight\": 0}", "searcher.prior_weight"},
         {"{\"name\": \"tpe\", \"reduction_factor\": 3}", "searcher.reduction_factor"},
+        {"{\"name\": \"tpe\", \"constant_liar\": 1}", "searcher.constant_liar"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         json_t *c = load(bad[i].json);
