@@ -176,8 +176,9 @@ static int launch(const tr_options *o)
             describe_status(st, why, sizeof why);
             fprintf(stderr, "hyperfarm-train: rank %d (pid %d) %s: stopping the job\n", r, (int)p, why);
             failed = 1;
+            /* the job is broken: a short grace (a stopped rank only dies by SIGKILL) */
             for (int q = 0; q < world; q++) if (!done[q] && pids[q] > 0) kill(pids[q], SIGTERM);
-            kill_at = hf_mono_ms() + 5000;
+            kill_at = hf_mono_ms() + 2000;
         }
     }
     status = failed ? TR_EXIT_ERROR : rank0_status >= 0 ? rank0_status : TR_EXIT_ERROR;
