@@ -641,7 +641,7 @@ int tr_dist_main(const tr_options *opt)
     else if (!strcmp(o.mode, "pipeline")) status = dist_run_pipeline(&r);
     else status = dist_run_async(&r);
     /* leave together, so no rank sees its peers vanish as a failure */
-    if (status == TR_EXIT_OK && tr_coll_barrier(r.coll)) status = TR_EXIT_ERROR;
+    if ((status == TR_EXIT_OK || status == TR_EXIT_SIGTERM) && tr_coll_barrier(r.coll)) status = TR_EXIT_ERROR;
 end:
     dist_free(&r);
     tr_coll_close(r.coll);
