@@ -21,7 +21,13 @@ FT_T0=${EPOCHREALTIME/[,.]/}
 FT_TEST=$(basename "$0" .sh)
 
 ft_log()  { local now=${EPOCHREALTIME/[,.]/}; printf '[%6.1fs] %s\n' "$(( (now - FT_T0) / 100000 ))e-1" "$*"; }
-ft_fail() { ft_log "FAIL: $*"; ft_dump_logs; exit 1; }
+# ft_fail works from command substitutions too: a subshell signals the test's shell.
+ft_fail() {
+  ft_log "FAIL: $*" >&2
+  if (( BASH_SUBSHELL > 0 )); then kill -USR1 "$FT_MAIN_PID"; exit 1; fi
+  ft_dump_logs; exit 1
+}
+FT_MAIN_PID=$$
 ft_skip() { echo "SKIP: $*"; exit 77; }
 
 ft_dump_logs() {
@@ -49,13 +55,14 @@ ft_cleanup() {
   local rc=$? pid m
   for pid in "${FT_PIDS[@]}"; do kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; done
   for pid in $(ft_stray_pids); do kill -KILL "$pid" 2>/dev/null; done
-  wait 2>/dev/null
+  { wait; } 2>/dev/null
   for m in "${FT_MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done
   if [[ -n ${FT_KEEP:-} ]]; then echo "kept $FT_DIR"; else rm -rf "$FT_DIR"; fi
   exit "$rc"
 }
 trap ft_cleanup EXIT
 trap 'exit 130' INT TERM
+trap 'ft_dump_logs; exit 1' USR1
 
 ft_require() {   # programs relative to $HF_BIN, or commands
   local p
@@ -126,19 +133,24 @@ ft_start_agent() {
 }
 
 # ---- API ----
-# ft_api METHOD PATH [BODY]: prints the body; $FT_STATUS holds the HTTP status.
+# ft_api METHOD PATH [BODY]: sets $FT_STATUS (0 when no answer) and $FT_BODY.
+# Call it directly, not in $(...), or the variables are lost.
 FT_STATUS=0
+FT_BODY=
 ft_api() {
   local out
-  out=$(curl -s -m 10 -X "$1" -H 'Content-Type: application/json' ${3:+--data-binary "$3"} \
-        -w '\n%{http_code}' "$FT_URL$2" 2>/dev/null) || { FT_STATUS=0; return 1; }
-  FT_STATUS=${out##*$'\n'}
-  printf '%s' "${out%$'\n'*}"
+  if out=$(curl -s -m 10 -X "$1" -H 'Content-Type: application/json' ${3:+--data-binary "$3"} \
+           -w '\n%{http_code}' "$FT_URL$2" 2>/dev/null); then
+    FT_STATUS=${out##*$'\n'}
+    FT_BODY=${out%$'\n'*}
+  else
+    FT_STATUS=0; FT_BODY=
+    return 1
+  fi
 }
-ft_get() {   # GET that must answer 200
-  local b
-  b=$(ft_api GET "$1") && [[ $FT_STATUS == 200 ]] || ft_fail "GET $1 -> HTTP $FT_STATUS: $b"
-  printf '%s' "$b"
+ft_get() {   # GET that must answer 200; prints the body
+  ft_api GET "$1" && [[ $FT_STATUS == 200 ]] || ft_fail "GET $1 -> HTTP $FT_STATUS: $FT_BODY"
+  printf '%s' "$FT_BODY"
 }
 
 # An experiment running the fake trial. ft_experiment NAME MAX_TRIALS CONCURRENT MAX_RESTARTS fake_trial-args...
@@ -158,10 +170,9 @@ ft_experiment() {
 
 # ft_submit JSON: prints the new experiment id (fails unless 201).
 ft_submit() {
-  local b
-  b=$(ft_api POST /api/v1/experiments "$1")
-  [[ $FT_STATUS == 201 ]] || ft_fail "submit -> HTTP $FT_STATUS: $b"
-  jq -r .id <<<"$b"
+  ft_api POST /api/v1/experiments "$1"
+  [[ $FT_STATUS == 201 ]] || ft_fail "submit -> HTTP $FT_STATUS: $FT_BODY"
+  jq -r .id <<<"$FT_BODY"
 }
 
 ft_trials() { ft_get "/api/v1/experiments/$1/trials"; }

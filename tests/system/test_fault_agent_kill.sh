@@ -6,13 +6,15 @@
 # and the trial process with it (a dead machine: nothing is left running,
 # nothing says goodbye) and starts agent a2 on the same shared working
 # directory. The scheduler must notice a1 is gone (no heartbeats for
-# --agent-timeout, 10 s by default), requeue the trial, and place it on a2,
+# --agent-timeout, 3 s here), requeue the trial, and place it on a2,
 # where the fake trial resumes from its checkpoint: it must log "resuming
 # after epoch N" with N >= 3 and never report an epoch below N again. The
 # trial completes with restarts = 1; a1 is shown LOST.
 source "$(dirname "$0")/fault_lib.sh"
 ft_require hyperfarm-scheduler hyperfarm-agent tests/fake_trial jq curl
 
+# A 3 s heartbeat timeout keeps the test short (default 10 s works, slower).
+FT_SCHED_ARGS=(--agent-timeout 3000)
 ft_start_scheduler
 ft_start_agent a1 1
 ft_watch_doubles

@@ -39,7 +39,7 @@ dd if=/dev/zero of="$store/filler" bs=64k 2>/dev/null
 ft_log "filesystem full: $(df -k "$store" | awk 'NR==2 {print $4}') kB free"
 got507=0
 for ((i = 0; i < 300; i++)); do
-  b=$(ft_api POST /api/v1/experiments "$(big_exp "fill-$i")")
+  ft_api POST /api/v1/experiments "$(big_exp "fill-$i")"; b=$FT_BODY
   case $FT_STATUS in
     201) acked+=("$(jq -r .id <<<"$b")") ;;
     507) got507=1; break ;;
@@ -51,19 +51,19 @@ jq -e '.error | type == "string"' <<<"$b" >/dev/null || ft_fail "507 without a J
 ft_log "507 after ${#acked[@]} acknowledged experiments: $(jq -c . <<<"$b")"
 kill -0 "$SCHED_PID" 2>/dev/null || ft_fail "the scheduler died on a full disk"
 for id in "${acked[@]}"; do
-  ft_api GET "/api/v1/experiments/$id" >/dev/null
+  ft_api GET "/api/v1/experiments/$id"
   [[ $FT_STATUS == 200 ]] || ft_fail "GET of acknowledged experiment $id on a full disk -> HTTP $FT_STATUS"
 done
 ic=$(sqlite3 "file:$FT_DB?mode=ro" 'PRAGMA integrity_check' 2>&1)
 [[ $ic == ok ]] || ft_fail "integrity_check while full: $ic"
-b=$(ft_api POST /api/v1/experiments "$(big_exp still-full)")
+ft_api POST /api/v1/experiments "$(big_exp still-full)"; b=$FT_BODY
 [[ $FT_STATUS == 507 ]] || ft_fail "a second write on the full disk answered $FT_STATUS: $b"
 
 rm -f "$store/filler"
 ft_log "space returned: $(df -k "$store" | awk 'NR==2 {print $4}') kB free"
 recovered=0
 for ((i = 0; i < 50; i++)); do
-  b=$(ft_api POST /api/v1/experiments "$(big_exp "after-$i")")
+  ft_api POST /api/v1/experiments "$(big_exp "after-$i")"; b=$FT_BODY
   if [[ $FT_STATUS == 201 ]]; then acked+=("$(jq -r .id <<<"$b")"); recovered=1; break; fi
   sleep 0.2
 done
@@ -77,7 +77,7 @@ ic=$(sqlite3 "$FT_DB" 'PRAGMA integrity_check' 2>&1)
 [[ $ic == ok ]] || ft_fail "integrity_check after shutdown: $ic"
 ft_start_scheduler
 for id in "${acked[@]}"; do
-  ft_api GET "/api/v1/experiments/$id" >/dev/null
+  ft_api GET "/api/v1/experiments/$id"
   [[ $FT_STATUS == 200 ]] || ft_fail "acknowledged experiment $id lost after the restart (HTTP $FT_STATUS)"
 done
 ft_log "PASS: full disk -> 507, reads served, no corruption, recovered, ${#acked[@]} acknowledged experiments intact"

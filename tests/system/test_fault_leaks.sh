@@ -51,7 +51,7 @@ APID=$!; FT_PIDS+=("$APID")
 
 exp=$(ft_submit "$(ft_experiment leaks 4 2 1 --epochs 3 --sleep-ms 300)")
 kexp=$(ft_submit "$(ft_experiment leaks-kill 1 1 0 --epochs 1000 --sleep-ms 200)")
-b=$(ft_api POST /api/v1/experiments '{"name": "bad", "searcher": {"name": "nope"}}')
+ft_api POST /api/v1/experiments '{"name": "bad", "searcher": {"name": "nope"}}'; b=$FT_BODY
 [[ $FT_STATUS == 400 ]] || ft_fail "invalid experiment answered $FT_STATUS: $b"
 ft_api GET /api/v1/trials/999999 >/dev/null
 ft_api GET "/api/v1/experiments/$exp/trials" >/dev/null

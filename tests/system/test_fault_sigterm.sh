@@ -24,7 +24,7 @@ read -r tpid _ <<<"$(ft_trial_procs | head -1)"
 [[ -n $tpid ]] || ft_fail "no fake_trial process for trial $tid"
 gchild=$(ft_stray_pids | grep -vx "$tpid" | while read -r p; do [[ $(awk '{print $4}' /proc/$p/stat 2>/dev/null) == "$tpid" ]] && echo "$p"; done | head -1)
 ft_log "trial $tid runs as pid $tpid (grandchild ${gchild:-none}); killing it via the API, grace ${GRACE_MS} ms"
-b=$(ft_api POST "/api/v1/trials/$tid/kill")
+ft_api POST "/api/v1/trials/$tid/kill"; b=$FT_BODY
 [[ $FT_STATUS == 200 ]] || ft_fail "POST /api/v1/trials/$tid/kill -> HTTP $FT_STATUS: $b"
 t0=${EPOCHREALTIME/[,.]/}
 sleep 1.5
