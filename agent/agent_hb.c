@@ -55,6 +55,7 @@ static int status_error(long status, const json_t *resp, const char *what, char 
     snprintf(err, errlen, "%s: HTTP %ld%s%s", what, status, msg ? ": " : "", msg ? msg : "");
     if (status == 401 || status == 403) return HF_EAUTH;
     if (status == 404) return HF_ENOTFOUND;
+    if (status == 400 || status == 413 || status == 422) return HF_EINVAL;   /* the body itself was refused */
     return HF_EHTTP;
 }
 
@@ -75,7 +76,7 @@ int agent_link_register(agent_link *l, const json_t *running, char *err, size_t 
         goto end;
     if (status != 200 && status != 201) {
         rc = status_error(status, resp, "register", err, errlen);
-        if (rc == HF_ENOTFOUND) rc = HF_EHTTP;
+        if (rc == HF_ENOTFOUND || rc == HF_EINVAL) rc = HF_EHTTP;
         goto end;
     }
     if (!json_is_object(resp) || hf_json_get_int(resp, "", "id", 1, 1, INT64_MAX, &id, &e)

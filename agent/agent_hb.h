@@ -44,7 +44,8 @@ void agent_link_forget(agent_link *l);
 
 /* POST /api/v1/agents/{id}/heartbeat with body (borrowed).
  * RET 0 with *reply (new reference, an object) on 200; HF_ENOTFOUND on 404
- * (the id is forgotten: register again); HF_EAUTH, HF_EHTTP, HF_ECONN,
+ * (the id is forgotten: register again); HF_EINVAL on 400/413/422 (the
+ * scheduler refused this body: retrying it cannot help); HF_EAUTH, HF_EHTTP, HF_ECONN,
  * HF_ETIMEOUT, HF_EPARSE (200 without a JSON object). */
 int agent_link_heartbeat(agent_link *l, const json_t *body, json_t **reply, char *err, size_t errlen);
 

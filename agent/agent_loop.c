@@ -217,6 +217,13 @@ static void *hb_main(void *arg)
                 hf_warn("scheduler does not know agent id any more (%s): registering again", err);
                 continue;   /* re-register at once, listing running trials */
             }
+            if (rc == HF_EINVAL) {
+                /* A poison batch would block the outbox forever: drop it, loudly. */
+                hf_error("scheduler refused a heartbeat (%s): dropping its %zu events, %zu metrics, %zu logs",
+                         err, mark.n_events, mark.n_metrics, mark.n_logs);
+                agent_outbox_ack(ag->ob, &mark);
+                rc = HF_EHTTP;     /* and back off like any failure */
+            }
         }
         if (rc == HF_OK) {
             agent_outbox_ack(ag->ob, &mark);

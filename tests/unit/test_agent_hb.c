@@ -46,6 +46,7 @@ typedef struct fake_sched {
     json_t            *heartbeats;    /* bodies of heartbeats */
     json_t            *assign, *kill; /* sent with the next heartbeat reply */
     int                not_found;     /* answer the next N heartbeats with 404 */
+    int                refuse;        /* answer the next N heartbeats with 400 */
     const char        *token;         /* required bearer token, NULL = none */
 } fake_sched;
 
@@ -98,7 +99,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         json_array_append_new(fs.registers, body);
         ret = send_json(c, 201, json_pack("{s:i, s:i, s:n}", "id", 42, "heartbeat_interval_ms", 50, "token"));
     } else if (!strcmp(url, "/api/v1/agents/42/heartbeat")) {
-        if (fs.not_found > 0) {
+        if (fs.refuse > 0) {
+            fs.refuse--;
+            json_decref(body);
+            ret = send_json(c, 400, json_pack("{s:s, s:s}", "error", "must be a number", "field", "metrics[0].values.x"));
+        } else if (fs.not_found > 0) {
             fs.not_found--;
             json_decref(body);
             ret = send_json(c, 404, json_pack("{s:s}", "error", "unknown agent 42: register again"));
@@ -150,6 +155,7 @@ static int setup(void **state)
     fs.assign = json_array();
     fs.kill = json_array();
     fs.not_found = 0;
+    fs.refuse = 0;
     fs.token = NULL;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/hf-agent-hb-XXXXXX");
     if (!mkdtemp(tmpdir)) return -1;
@@ -385,6 +391,10 @@ static void test_link(void **state)
     assert_int_equal(agent_link_heartbeat(l, body, &reply, err, sizeof err), 0);
     assert_int_equal(json_array_size(json_object_get(reply, "kill")), 1);
     json_decref(reply);
+    fs.refuse = 1;
+    assert_int_equal(agent_link_heartbeat(l, body, &reply, err, sizeof err), HF_EINVAL);
+    assert_non_null(strstr(err, "HTTP 400: must be a number"));
+    assert_int_equal(agent_link_id(l), 42);
     fs.not_found = 1;
     assert_int_equal(agent_link_heartbeat(l, body, &reply, err, sizeof err), HF_ENOTFOUND);
     assert_int_equal(agent_link_id(l), 0);    /* forgotten: must register again */
