@@ -307,7 +307,7 @@ static json_t *trial_view(sched *s, const trial *t)
                                                (json_int_t)t->ranks[r].agent_id, "agent", ra ? ra->name : "?"));
     }
     int64_t budget = t->budget > 0 ? t->budget : t->exp->spec.max_epochs;
-    return json_pack("{sIsIsssOsosososIsIsosIsososOsOsososIsIss}", "id", (json_int_t)t->id,
+    return json_pack("{sIsIsssOsosososIsIsosIsososososososIsIss}", "id", (json_int_t)t->id,
                      "experiment_id", (json_int_t)t->exp->id, "state", sched_trial_state_names[t->state],
                      "hparams", t->hparams, "agent_id", opt_int(t->agent_id > 0, t->agent_id),
                      "agent", a ? json_string(a->name) : json_null(), "exit_code", opt_int(t->has_exit, t->exit_code),
@@ -1529,7 +1529,8 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
     txn_begin(s);
     int64_t now = hf_wall_ms();
     agent *a = agent_by_name(s, name);
-    char *gj = hf_json_dump(gpus ? gpus : json_array());
+    json_t *no_gpus = json_array();
+    char *gj = hf_json_dump(gpus ? gpus : no_gpus);
     if (!a) {
         if ((rc = grow((void **)&s->agents, &s->cagents, s->nagents + 1, sizeof *s->agents))) goto fail;
         a = calloc(1, sizeof *a);
@@ -1566,7 +1567,7 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
     free(a->version);
     a->version = xstrdup(version ? version : "");
     a->pa.slots = (int)slots;
-    agent_set_gpus(a, json_deep_copy(gpus ? gpus : json_array()));
+    agent_set_gpus(a, json_deep_copy(gpus ? gpus : no_gpus));
     a->alive = 1;
     a->last_hb_mono = hf_mono_ms();
     a->last_hb_wall = now;
@@ -1612,6 +1613,7 @@ fail:
     json_array_clear(s->pending);
 end:
     free(gj);
+    json_decref(no_gpus);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
