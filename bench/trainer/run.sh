@@ -44,7 +44,7 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   t_sps=$(awk '{print $3}' <<<"$theirs"); t_acc=$(awk '{print $5}' <<<"$theirs")
   printf 'pytorch (CPU)    MLP 784-256-128-10 b128 %s threads: %8.0f samples/s  test_acc %.4f  (%s)\n' \
     "$T" "$t_sps" "$t_acc" "$(awk '{print $NF}' <<<"$theirs")"
-  awk -v a="$ours_sps" -v b="$t_sps" 'BEGIN { r = a / b; printf "ratio hyperfarm/pytorch samples/s: %.2fx (target >= 2x): %s\n", r, r >= 2 ? "MET" : "NOT MET" }'
+  awk -v a="$ours_sps" -v b="$t_sps" 'BEGIN { r = a / b; printf "ratio hyperfarm/pytorch samples/s: %.2fx (target >= 2x): %s\n", r, (r >= 2 ? "MET" : "NOT MET") }'
 else
   echo "pytorch (CPU)    not installed (python3-torch): no peer figure"
 fi
