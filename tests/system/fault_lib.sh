@@ -107,6 +107,7 @@ ft_start_scheduler() {
   echo "==== start $FT_SCHED_STARTS ====" >>"$log"
   "$HF_BIN/hyperfarm-scheduler" --listen "127.0.0.1:$FT_PORT" --db "$FT_DB" "${FT_SCHED_ARGS[@]}" "$@" >>"$log" 2>&1 &
   SCHED_PID=$!
+  disown "$SCHED_PID"        # no "Killed" job reports when a test kills it
   FT_PIDS+=("$SCHED_PID")
   local i
   for ((i = 0; i < 100; i++)); do
@@ -129,6 +130,7 @@ ft_start_agent() {
   "$HF_BIN/hyperfarm-agent" --scheduler "$url" --name "$name" --slots "$slots" --gpus none \
     --workdir "$work" "${FT_AGENT_ARGS[@]}" "$@" >>"$FT_DIR/agent-$name.log" 2>&1 &
   AGENT_PID[$name]=$!
+  disown "$!"
   FT_PIDS+=("$!")
 }
 
@@ -208,11 +210,19 @@ ft_watch_doubles() {
         while read -r l; do echo "$(date +%s.%N) trial $l" >>"$FT_DIR/double_runs"; done
       sleep 0.1
     done ) &
+  disown "$!"
   FT_PIDS+=("$!")
 }
 ft_check_doubles() {
   [[ -s $FT_DIR/double_runs ]] || return 0
   ft_log "a trial ran twice at once (time, trial: pid/attempt ...):"; sort -u -k2 "$FT_DIR/double_runs" | head -5
+  return 1
+}
+
+# Wait until pid $1 is gone (at most $2 seconds, default 10). RET 1 if still alive.
+ft_wait_gone() {
+  local i n=$(( ${2:-10} * 10 ))
+  for ((i = 0; i < n; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
   return 1
 }
 

@@ -21,7 +21,7 @@ ft_watch_doubles
 exp=$(ft_submit "$(ft_experiment agentkill 1 1 2 --epochs 12 --sleep-ms 500)")
 ft_wait 20 "trial running on a1" bash -c "curl -sf '$FT_URL/api/v1/experiments/$exp/trials' | jq -e '.trials[0].state == \"RUNNING\"' >/dev/null"
 tid=$(ft_trials "$exp" | jq -r '.trials[0].id')
-epoch_at_least() { curl -sf "$FT_URL/api/v1/trials/$tid/metrics?name=val_acc&limit=1000" | jq -e "[.metrics[].step] | max // 0 >= $1" >/dev/null; }
+epoch_at_least() { curl -sf "$FT_URL/api/v1/trials/$tid/metrics?name=val_acc&limit=1000" | jq -e "([.metrics[].step] | max // 0) >= $1" >/dev/null; }
 ft_wait 20 "epoch 3 reported" epoch_at_least 300
 
 read -r tpid _ <<<"$(ft_trial_procs | head -1)"

@@ -71,8 +71,7 @@ done
 ft_log "recovered without a restart"
 
 kill -TERM "$SCHED_PID"
-for ((i = 0; i < 100; i++)); do kill -0 "$SCHED_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$SCHED_PID" 2>/dev/null && ft_fail "the scheduler did not exit within 10 s of SIGTERM"
+ft_wait_gone "$SCHED_PID" 10 || ft_fail "the scheduler did not exit within 10 s of SIGTERM"
 ic=$(sqlite3 "$FT_DB" 'PRAGMA integrity_check' 2>&1)
 [[ $ic == ok ]] || ft_fail "integrity_check after shutdown: $ic"
 ft_start_scheduler

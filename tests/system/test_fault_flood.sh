@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_fault_flood.sh — a trial that floods stdout.
 #
-# The fake trial first writes $FLOOD_MB MiB (default 300) of 80-byte log
+# The fake trial first writes $FLOOD_MB MiB (default 1500) of 80-byte log
 # lines as fast as a pipe takes them, then one 20 MB line without a newline,
 # then trains 2 epochs normally. While it runs the test samples, every
 # 0.2 s: the agent's and the scheduler's RSS, and /healthz plus
@@ -14,7 +14,7 @@
 source "$(dirname "$0")/fault_lib.sh"
 ft_require hyperfarm-scheduler hyperfarm-agent tests/fake_trial jq curl
 
-FLOOD_MB=${FLOOD_MB:-300}
+FLOOD_MB=${FLOOD_MB:-1500}
 AGENT_RSS_MB=${AGENT_RSS_MB:-100}
 ft_start_scheduler
 ft_start_agent a1 1
@@ -50,8 +50,17 @@ tid=$(ft_trials "$exp" | jq -r '.trials[0].id')
 ft_get "/api/v1/trials/$tid" | jq -e '.state == "COMPLETED"' >/dev/null || ft_fail "trial $tid did not complete"
 steps=$(ft_get "/api/v1/trials/$tid/metrics?name=val_acc&limit=1000" | jq -c '[.metrics[].step] | unique')
 [[ $steps == "[100,200]" ]] || ft_fail "metric lines after the flood were lost: val_acc steps $steps"
-nlogs=$(ft_get "/api/v1/trials/$tid/logs?limit=1000000" | jq '.logs | length')
-longest=$(ft_get "/api/v1/trials/$tid/logs?limit=1000000" | jq '[.logs[].line | length] | max // 0')
+# Page through the stored log (100000 rows a page, at most 20 pages).
+nlogs=0; longest=0; after=0
+for ((pg = 0; ; pg++)); do
+  (( pg < 20 )) || ft_fail "more than 2,000,000 log rows stored for one trial: logs are not bounded per trial"
+  page=$(ft_get "/api/v1/trials/$tid/logs?after=$after&limit=100000")
+  n=$(jq '.logs | length' <<<"$page")
+  (( n > 0 )) || break
+  nlogs=$((nlogs + n))
+  l=$(jq '[.logs[].line | length] | max' <<<"$page"); (( l > longest )) && longest=$l
+  after=$(jq '.next' <<<"$page")
+done
 dbsize=$(du -sk "$FT_DIR" --exclude=work | cut -f1)
 ft_log "stored: $nlogs log rows, longest line $longest bytes, database directory $((dbsize / 1024)) MiB"
 (( longest <= 65536 )) || ft_fail "a $longest-byte log line was stored (lines must be bounded)"

@@ -20,7 +20,7 @@ ft_require hyperfarm-scheduler hyperfarm-agent tests/fake_trial jq curl
 ft_start_scheduler
 PPORT=$(ft_port)
 /usr/bin/python3 "$FT_ROOT/tests/system/fault_proxy.py" "$PPORT" "$FT_PORT" >>"$FT_DIR/proxy.log" 2>&1 &
-PROXY=$!; FT_PIDS+=("$PROXY")
+PROXY=$!; disown "$PROXY"; FT_PIDS+=("$PROXY")
 sleep 0.3
 FT_AGENT_URL=http://127.0.0.1:$PPORT ft_start_agent a1 1
 ft_wait 10 "a1 registered through the proxy" bash -c "curl -sf '$FT_URL/api/v1/agents' | jq -e '[.agents[] | select(.name == \"a1\")] | length == 1' >/dev/null"

@@ -66,7 +66,7 @@ for ((k = 1; k <= KILLS; k++)); do
   fi
   snapshot "$snap/before.$k" || ft_fail "kill $k: could not read the API before the kill"
   kill -KILL "$SCHED_PID"
-  wait "$SCHED_PID" 2>/dev/null
+  ft_wait_gone "$SCHED_PID" || ft_fail "the scheduler survived SIGKILL?"
   sleep "$(( RANDOM % 8 ))e-1"
   ft_start_scheduler
   snapshot "$snap/after.$k" || ft_fail "kill $k: could not read the API after the restart"
