@@ -718,7 +718,7 @@ static void drain(agent_sup *s, agent_trial *t, int i)
         if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
         /* EOF or error: flush a last unterminated line */
         if (t->line[i].len > 0 || t->skip[i] > 0)
-            ship_line(s, t, i, t->line[i].data, t->line[i].len, t->skip[i]);
+            ship_line(s, t, i, t->line[i].data ? t->line[i].data : (char *)"", t->line[i].len, t->skip[i]);
         hf_buf_free(&t->line[i]);
         t->skip[i] = 0;
         close(t->fd[i]);
@@ -728,9 +728,15 @@ static void drain(agent_sup *s, agent_trial *t, int i)
 
 static void reap(agent_sup *s, agent_trial *t)
 {
+    siginfo_t si;
     int st;
-    pid_t r = waitpid(t->pid, &st, WNOHANG);
-    if (r != t->pid) return;
+    /* Look without reaping first: while the leader is a zombie its pid (the
+     * group id) cannot be reused, so the group kill below cannot hit a
+     * stranger. Then SIGKILL whatever the trial left in its group, and reap. */
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)t->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid != t->pid) return;
+    kill(-t->pid, SIGKILL);
+    if (waitpid(t->pid, &st, 0) != t->pid) return;
     t->reaped = 1;
     t->reaped_at = hf_mono_ms();
     if (WIFEXITED(st)) {
@@ -740,7 +746,6 @@ static void reap(agent_sup *s, agent_trial *t)
         t->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
         t->exit_code = 128 + t->signal;
     }
-    kill(-t->pid, SIGKILL);    /* whatever the trial left behind in its group */
     publish_running(s);
 }
 
