@@ -10,12 +10,14 @@
 #   - keep a consistent database (PRAGMA integrity_check = ok, read-only),
 #   - recover by itself when space returns: once the filler is deleted a
 #     submission succeeds within 10 s, with no restart;
-#   - have lost nothing acknowledged, also after a SIGTERM and a restart.
+#   - have lost nothing acknowledged, also after a SIGTERM and a restart;
+#   - lose no metric of a trial that reports every 0.2 s through it all (the
+#     agent's heartbeats are refused with 507 too; it must re-send).
 # Needs mount(2) (root or CAP_SYS_ADMIN) for the tmpfs; where that is not
 # available the test is skipped, saying so: an `ulimit -f` limit gives
 # EFBIG/SIGXFSZ, not ENOSPC, so it would not test the same path.
 source "$(dirname "$0")/fault_lib.sh"
-ft_require hyperfarm-scheduler jq curl sqlite3
+ft_require hyperfarm-scheduler hyperfarm-agent tests/fake_trial jq curl sqlite3
 
 store=$FT_DIR/store
 mkdir -p "$store"
@@ -28,11 +30,16 @@ ft_start_scheduler
 big_exp() {   # an experiment of ~30 KiB: many hyperparameters
   jq -cn --arg n "$1" '{name: $n, objective: {metric: "val_acc", goal: "maximize"},
     searcher: {name: "random", max_trials: 1, max_concurrent_trials: 1},
-    hyperparameters: ([range(0; 400)] | map({key: "p\(.)_padding_padding_padding", value: {type: "double", min: 0, max: 1}}) | from_entries),
+    hyperparameters: ([range(0; 250)] | map({key: "p\(.)_padding_padding_padding_padding_padding", value: {type: "double", min: 0, max: 1}}) | from_entries),
     trial: {command: ["true"], max_restarts: 0}}'
 }
 acked=()
 id=$(ft_submit "$(big_exp first)"); acked+=("$id")
+# A trial reporting every 0.2 s while the disk is full: the agent's
+# heartbeats get 507 too, and it must keep and re-send what was refused.
+ft_start_agent a1 1
+texp=$(ft_submit "$(ft_experiment reporter 1 1 0 --epochs 40 --sleep-ms 200)"); acked+=("$texp")
+ft_wait 20 "the reporting trial running" bash -c "curl -sf '$FT_URL/api/v1/experiments/$texp/trials' | jq -e '.trials[0].state == \"RUNNING\"' >/dev/null"
 
 # Fill the filesystem (dd stops at ENOSPC).
 dd if=/dev/zero of="$store/filler" bs=64k 2>/dev/null
@@ -59,6 +66,7 @@ ic=$(sqlite3 "file:$FT_DB?mode=ro" 'PRAGMA integrity_check' 2>&1)
 ft_api POST /api/v1/experiments "$(big_exp still-full)"; b=$FT_BODY
 [[ $FT_STATUS == 507 ]] || ft_fail "a second write on the full disk answered $FT_STATUS: $b"
 
+sleep 2     # the trial keeps reporting into a full disk
 rm -f "$store/filler"
 ft_log "space returned: $(df -k "$store" | awk 'NR==2 {print $4}') kB free"
 recovered=0
@@ -69,6 +77,11 @@ for ((i = 0; i < 50; i++)); do
 done
 (( recovered )) || ft_fail "no successful submission within 10 s after space returned (last: HTTP $FT_STATUS $b)"
 ft_log "recovered without a restart"
+tid=$(ft_trials "$texp" | jq -r '.trials[0].id')
+ft_wait 30 "the reporting trial COMPLETED" bash -c "curl -sf '$FT_URL/api/v1/trials/$tid' | jq -e '.state == \"COMPLETED\"' >/dev/null"
+n=$(ft_get "/api/v1/trials/$tid/metrics?name=val_acc&limit=1000" | jq '[.metrics[].step] | unique | length')
+[[ $n == 40 ]] || ft_fail "the trial that reported through the full disk has $n of 40 epochs' val_acc"
+ft_log "the trial reporting through the full disk kept all 40 epochs"
 
 kill -TERM "$SCHED_PID"
 ft_wait_gone "$SCHED_PID" 10 || ft_fail "the scheduler did not exit within 10 s of SIGTERM"
