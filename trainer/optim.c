@@ -7,6 +7,9 @@
 #include "hf_err.h"
 
 #include <math.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,17 +64,44 @@ void tr_optim_step(tr_optim *o, float *p, const float *g, float lr)
         return;
     }
     float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
-    float *m = o->state, *v = o->state + n;
+    float *restrict m = o->state, *restrict v = o->state + n;
     float bc1 = 1.0f - powf(b1, (float)o->t), bc2 = 1.0f - powf(b2, (float)o->t);
     float step = lr / bc1, rbc2 = 1.0f / sqrtf(bc2);
-    int decoupled = o->kind == TR_OPT_ADAMW;
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        if (decoupled) p[i] -= lr * wd * p[i];
-        else gi += wd * p[i];
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] -= step * m[i] / (sqrtf(v[i]) * rbc2 + eps);
+    /* adamw: decoupled decay p -= lr wd p; adam: L2 added to the gradient */
+    float dec = o->kind == TR_OPT_ADAMW ? lr * wd : 0.0f, l2 = o->kind == TR_OPT_ADAMW ? 0.0f : wd;
+    float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    size_t i = 0;
+#if defined(__SSE2__)
+    /* The same IEEE operations in the same order as the scalar loop below,
+     * four lanes at a time: results are bit-identical. GCC will not
+     * vectorise the scalar loop itself (sqrtf may set errno), and on the
+     * benchmark MLP the optimizer was a quarter of a step. */
+    {
+        __m128 vdec = _mm_set1_ps(dec), vl2 = _mm_set1_ps(l2), vb1 = _mm_set1_ps(b1), vb2 = _mm_set1_ps(b2);
+        __m128 vc1 = _mm_set1_ps(c1), vc2 = _mm_set1_ps(c2), vstep = _mm_set1_ps(step);
+        __m128 vr = _mm_set1_ps(rbc2), veps = _mm_set1_ps(eps);
+        for (; i + 4 <= n; i += 4) {
+            __m128 P = _mm_loadu_ps(p + i), G = _mm_loadu_ps(g + i);
+            __m128 M = _mm_loadu_ps(m + i), V = _mm_loadu_ps(v + i);
+            __m128 PI = _mm_sub_ps(P, _mm_mul_ps(vdec, P));
+            __m128 GI = _mm_add_ps(G, _mm_mul_ps(vl2, P));
+            M = _mm_add_ps(_mm_mul_ps(vb1, M), _mm_mul_ps(vc1, GI));
+            V = _mm_add_ps(_mm_mul_ps(vb2, V), _mm_mul_ps(_mm_mul_ps(vc2, GI), GI));
+            _mm_storeu_ps(m + i, M);
+            _mm_storeu_ps(v + i, V);
+            __m128 den = _mm_add_ps(_mm_mul_ps(_mm_sqrt_ps(V), vr), veps);
+            _mm_storeu_ps(p + i, _mm_sub_ps(PI, _mm_div_ps(_mm_mul_ps(vstep, M), den)));
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        float pi = p[i] - dec * p[i];
+        float gi = g[i] + l2 * p[i];
+        float mi = b1 * m[i] + c1 * gi;
+        float vi = b2 * v[i] + c2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - step * mi / (sqrtf(vi) * rbc2 + eps);
     }
 }
 

@@ -29,16 +29,20 @@ static void run_ref(const ref_case *rc)
     o.momentum = rc->mu;
     o.nesterov = rc->nesterov;
     o.weight_decay = rc->wd;
+    /* 7 elements: the SIMD body (4 lanes) and the scalar tail both run */
+    enum { N = 7 };
     tr_optim op;
-    assert_int_equal(tr_optim_init(&op, &o, 3), 0);
-    float p[3] = {0.5f, -1.0f, 2.0f};
-    double P[3] = {0.5, -1.0, 2.0}, V[3] = {0}, M[3] = {0}, S[3] = {0};
-    const float gs[3][3] = {{0.1f, -0.2f, 0.3f}, {0.05f, 0.4f, -0.1f}, {-0.3f, 0.1f, 0.2f}};
+    assert_int_equal(tr_optim_init(&op, &o, N), 0);
+    float p[N];
+    double P[N], V[N] = {0}, M[N] = {0}, S[N] = {0};
+    for (int i = 0; i < N; i++) P[i] = p[i] = 0.5f * (float)(i - 3);
     double lr = 0.1, b1 = o.beta1, b2 = o.beta2, eps = o.eps;
     for (int t = 1; t <= 3; t++) {
-        tr_optim_step(&op, p, gs[t - 1], (float)lr);
-        for (int i = 0; i < 3; i++) {
-            double g = gs[t - 1][i];
+        float gs[N];
+        for (int i = 0; i < N; i++) gs[i] = 0.1f * (float)(i + 1) * (t % 2 ? 1.0f : -0.5f) + 0.05f * (float)t;
+        tr_optim_step(&op, p, gs, (float)lr);
+        for (int i = 0; i < N; i++) {
+            double g = gs[i];
             if (!strcmp(rc->opt, "sgd")) {
                 g += rc->wd * P[i];
                 if (rc->mu > 0) {
