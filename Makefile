@@ -56,7 +56,7 @@ LDLIBS   += $(PKG_LIBS) -lm -ldl
 
 ifeq ($(MPICC_OK),1)
   CPPFLAGS += -DHF_HAVE_MPI $(shell pkg-config --cflags ompi-c)
-  LDLIBS   += $(shell pkg-config --libs ompi-c)
+  LDLIBS_TRAIN += $(shell pkg-config --libs ompi-c)
 endif
 
 ifeq ($(CUDA),1)
@@ -65,9 +65,9 @@ ifeq ($(CUDA),1)
   NCCL_OK   := $(shell ls $(CUDA_HOME)/lib64/libnccl.so* $(CUDA_HOME)/include/nccl.h >/dev/null 2>&1 && echo 1)
   ifeq ($(NCCL_OK),1)
     CPPFLAGS += -DHF_HAVE_NCCL
-    LDLIBS   += -lnccl
+    LDLIBS_TRAIN += -lnccl
   endif
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  LDLIBS_TRAIN += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
   NVCCFLAGS ?= -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -Icommon -I.
 endif
 
@@ -121,6 +121,10 @@ $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN):
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LDLIBS)
+# MPI, CUDA and NCCL only for what contains the trainer: the daemons and
+# the CLI stay small and start fast.
+$(BIN)/hyperfarm-train $(BENCH_BIN): LDLIBS += $(LDLIBS_TRAIN)
+$(O)/tests/unit/test_trainer_%: LDLIBS += $(LDLIBS_TRAIN)
 # tests/progs/*.c: small programs for tests (fake trials), common only.
 $(TESTPROGS): $(BIN)/tests/%: $(O)/tests/progs/%.o $(LIB_common)
 # bench/*.c: benchmark drivers; they may use the trainer (collectives).
