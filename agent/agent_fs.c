@@ -31,11 +31,15 @@ int agent_fs_check_rel(const char *rel, char *err, size_t errlen)
         snprintf(err, errlen, "absolute path not allowed");
         return HF_EINVAL;
     }
+    if (rel[n - 1] == '/') {
+        snprintf(err, errlen, "trailing '/' not allowed");
+        return HF_EINVAL;
+    }
     const char *p = rel;
     while (*p) {
         const char *e = strchr(p, '/');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == 0 && e) {
+        if (len == 0) {     /* "a//b" */
             snprintf(err, errlen, "empty path component");
             return HF_EINVAL;
         }

@@ -166,6 +166,8 @@ static void test_spec_validation(void **state)
         {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a/../../etc\"}", "a.checkpoint_dir"},
         {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a//b\"}", "a.checkpoint_dir"},
         {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"\"}", "a.checkpoint_dir"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"exp/\"}", "a.checkpoint_dir"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a/./b\"}", "a.checkpoint_dir"},
         {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"copy_checkpoint_from\":\"../x\"}", "a.copy_checkpoint_from"},
         {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"env\":{\"A=B\":\"1\"}}", "a.env.A=B"},
         {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"env\":{\"A\":1}}", "a.env.A"},
