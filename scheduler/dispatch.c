@@ -93,6 +93,7 @@ typedef struct trial {
     int64_t     log_lines, logs_dropped;
     int         nranks;
     trial_rank *ranks;        /* current attempt's workers, NULL when not placed */
+    size_t      live_idx;     /* position in sched.live while placed */
 } trial;
 
 struct experiment {
@@ -132,6 +133,7 @@ struct sched {
     events_hub     *ev;
     experiment    **exps;  size_t nexps, cexps;
     trial         **trials; size_t ntrials, ctrials;
+    trial         **live;   size_t nlive, clive;    /* placed trials (ranks != NULL) */
     agent         **agents; size_t nagents, cagents;
     int             txn_rc;
     json_t         *pending;  /* [[type, data]...] published after commit */
@@ -164,6 +166,34 @@ static trial *trial_find(sched *s, int64_t id)
         else hi = mid;
     }
     return lo < s->ntrials && s->trials[lo]->id == id ? s->trials[lo] : NULL;
+}
+
+/* Placed trials are also listed in s->live, so per-heartbeat and per-tick
+ * work scales with what runs, not with the whole history. */
+static void live_add(sched *s, trial *t)
+{
+    if (grow((void **)&s->live, &s->clive, s->nlive + 1, sizeof *s->live)) return;
+    t->live_idx = s->nlive;
+    s->live[s->nlive++] = t;
+}
+
+static void live_del(sched *s, trial *t)
+{
+    size_t i = t->live_idx;
+    if (i >= s->nlive || s->live[i] != t) return;
+    s->live[i] = s->live[--s->nlive];
+    s->live[i]->live_idx = i;
+}
+
+/* A copy of the live list, for loops whose body may end trials. */
+static trial **live_snapshot(sched *s, size_t *n)
+{
+    trial **v = malloc((s->nlive + 1) * sizeof *v);
+    *n = 0;
+    if (!v) return NULL;
+    memcpy(v, s->live, s->nlive * sizeof *v);
+    *n = s->nlive;
+    return v;
 }
 
 static experiment *exp_find(sched *s, int64_t id)
@@ -325,8 +355,8 @@ static json_t *trial_view(sched *s, const trial *t)
 static json_t *agent_view(sched *s, const agent *a)
 {
     json_t *running = json_array();
-    for (size_t i = 0; i < s->ntrials; i++) {
-        trial *t = s->trials[i];
+    for (size_t i = 0; i < s->nlive; i++) {
+        trial *t = s->live[i];
         for (int r = 0; r < t->nranks; r++)
             if (t->ranks[r].agent_id == a->id && !t->ranks[r].exited)
                 json_array_append_new(running, json_pack("{sIsIsi}", "trial_id", (json_int_t)t->id, "attempt",
@@ -436,6 +466,7 @@ static void ranks_release(sched *s, trial *t)
         sqlite3_bind_int64(st, 3, t->attempt);
         db_exec(s, st);
     }
+    if (t->ranks) live_del(s, t);
     free(t->ranks);
     t->ranks = NULL;
     t->nranks = 0;
@@ -606,6 +637,7 @@ static int trial_place(sched *s, trial *t)
     if (!t->ranks) { rc = HF_ENOMEM; goto end; }
     for (int i = 0; i < n; i++) map[i]->pa = pa[i], map[i]->pa.excluded = 0;
     t->nranks = W;
+    live_add(s, t);
     t->attempt++;
     t->port = pick_port(s);
     t->has_exit = 0;
@@ -899,7 +931,7 @@ static void sched_unload(sched *s)
     for (size_t i = 0; i < s->ntrials; i++) trial_free(s->trials[i]);
     for (size_t i = 0; i < s->nexps; i++) exp_free(s->exps[i]);
     for (size_t i = 0; i < s->nagents; i++) agent_free(s->agents[i]);
-    s->ntrials = s->nexps = s->nagents = 0;
+    s->ntrials = s->nexps = s->nagents = s->nlive = 0;
 }
 
 static void agent_set_gpus(agent *a, json_t *gpus /* stolen */)
@@ -1066,6 +1098,7 @@ static int sched_load(sched *s, char *err, size_t errlen)
             t->ranks = calloc((size_t)W, sizeof *t->ranks);
             if (!t->ranks) { rc = HF_ENOMEM; goto end; }
             t->nranks = W;
+            live_add(s, t);
             for (int k = 0; k < W; k++) { t->ranks[k].rank = k; t->ranks[k].exited = 1; t->ranks[k].agent_id = 0; }
         }
         trial_rank *tr = &t->ranks[r];
@@ -1175,6 +1208,7 @@ void sched_free(sched *s)
     sched_unload(s);
     free(s->exps);
     free(s->trials);
+    free(s->live);
     free(s->agents);
     json_decref(s->pending);
     pthread_mutex_destroy(&s->lock);
@@ -1575,8 +1609,10 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
     event_row(s, 0, 0, "AGENT_REGISTERED", name);
     /* Reconcile: ranks it still runs are re-adopted; placed ranks it does
      * not list were lost with it (unsent ones are sent again). */
-    for (size_t k = 0; k < s->ntrials; k++) {
-        trial *t = s->trials[k];
+    size_t nsnap = 0;
+    trial **snap = live_snapshot(s, &nsnap);
+    for (size_t k = 0; k < nsnap; k++) {
+        trial *t = snap[k];
         int here = 0;
         for (int r = 0; r < t->nranks; r++) here += t->ranks[r].agent_id == a->id && !t->ranks[r].exited;
         for (int r = 0; r < t->nranks && t->ranks; r++) {
@@ -1599,6 +1635,7 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
             }
         }
     }
+    free(snap);
     emit(s, "agent", agent_view(s, a));
     dispatch_pass(s);
     aid = a->id;
@@ -1881,10 +1918,9 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
         t->log_lines++;
         nlogs++;
     }
-    for (size_t k = 0; k < s->ntrials; k++) {
-        /* Only trials touched above are dirty; the scan is cheap relative
-         * to the inserts and keeps one UPDATE per trial per heartbeat. */
-        trial *t = s->trials[k];
+    for (size_t k = 0; k < s->nlive; k++) {
+        /* Metrics only reach placed trials: one UPDATE per touched trial. */
+        trial *t = s->live[k];
         if (t->dirty_metrics) trial_save_metrics(s, t);
     }
 
@@ -1931,8 +1967,8 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     json_t *assign = json_array(), *kill = json_array();
     int busy = 0;
     dispatch_pass(s);
-    for (size_t k = 0; k < s->ntrials; k++) {
-        trial *t = s->trials[k];
+    for (size_t k = 0; k < s->nlive; k++) {
+        trial *t = s->live[k];
         if (!t->ranks) continue;
         int killed_here = 0;
         for (int r = 0; r < t->nranks; r++) {
@@ -2017,8 +2053,10 @@ void sched_tick(sched *s)
         sqlite3_bind_int64(st, 3, a->id);
         db_exec(s, st);
         event_row(s, 0, 0, "AGENT_LOST", a->name);
-        for (size_t k = 0; k < s->ntrials; k++) {
-            trial *t = s->trials[k];
+        size_t nsnap = 0;
+        trial **snap = live_snapshot(s, &nsnap);
+        for (size_t k = 0; k < nsnap; k++) {
+            trial *t = snap[k];
             for (int r = 0; t->ranks && r < t->nranks; r++) {
                 trial_rank *tr = &t->ranks[r];
                 if (tr->agent_id != a->id || tr->exited) continue;
@@ -2027,11 +2065,14 @@ void sched_tick(sched *s)
                 if (!t->ranks) break;
             }
         }
+        free(snap);
         emit(s, "agent", agent_view(s, a));
     }
     /* Assignments an agent never started: fail the attempt. */
-    for (size_t k = 0; k < s->ntrials; k++) {
-        trial *t = s->trials[k];
+    size_t nsnap = 0;
+    trial **snap = live_snapshot(s, &nsnap);
+    for (size_t k = 0; k < nsnap; k++) {
+        trial *t = snap[k];
         for (int r = 0; t->ranks && r < t->nranks; r++) {
             trial_rank *tr = &t->ranks[r];
             if (tr->st == R_SENT && !tr->exited && mono - tr->sent_mono > s->cfg.assign_timeout_ms) {
@@ -2042,6 +2083,7 @@ void sched_tick(sched *s)
             }
         }
     }
+    free(snap);
     dispatch_pass(s);
     (void)changed;
     txn_end(s);
