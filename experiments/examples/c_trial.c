@@ -21,7 +21,11 @@
  *             exits 0, keeping the last checkpoint
  *
  * Build:  cc -O2 -Icommon -o c_trial experiments/examples/c_trial.c -lm
+ *
+ * hf_client.h uses POSIX calls (sigaction, clock_gettime): with a strict
+ * -std=c11 they need a feature-test macro before the first #include.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "hf_client.h"
 
 #include <errno.h>
@@ -176,7 +180,8 @@ int main(void)
         }
         hf_report(c.step, (double)e, 3, names, v);
         hf_report_checkpoint(c.step, path);
-        for (long t = 0; e < epochs && t < sleep_ms && !hf_should_stop(); t += 20) usleep(20000);
+        struct timespec tick = {0, 20 * 1000 * 1000};
+        for (long t = 0; e < epochs && t < sleep_ms && !hf_should_stop(); t += 20) nanosleep(&tick, NULL);
         if (hf_should_stop()) {
             printf("stop requested: checkpoint at epoch %ld kept\n", e);
             return 0;
