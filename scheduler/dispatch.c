@@ -191,7 +191,7 @@ static trial **live_snapshot(sched *s, size_t *n)
     trial **v = malloc((s->nlive + 1) * sizeof *v);
     *n = 0;
     if (!v) return NULL;
-    memcpy(v, s->live, s->nlive * sizeof *v);
+    if (s->nlive) memcpy(v, s->live, s->nlive * sizeof *v);
     *n = s->nlive;
     return v;
 }
