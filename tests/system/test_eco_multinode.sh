@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# test_eco_multinode.sh — a two-worker trial placed across two agents
+# (issue 8.2, the embedded trainer's tcp backend; "two hosts" on loopback).
+#
+# Two agents with one slot each; the experiment asks for
+# resources.workers = 2, so the scheduler's gang placement must put rank 0
+# on one agent and rank 1 on the other, both started in the same heartbeat
+# round, with HYPERFARM_RANK / HYPERFARM_WORLD_SIZE / HYPERFARM_MASTER (rank
+# 0's agent host and a port the scheduler picked) in their environment.
+# hyperfarm-train reads those and runs synchronous data parallel training
+# over its ring-allreduce. Checks:
+#   - the trial's placement lists ranks 0 and 1 on two different agents,
+#     and each agent's log shows it started its rank;
+#   - the trial COMPLETES, rank 0 reports val_acc for both epochs;
+#   - the result equals a standalone `hyperfarm-train --nproc 2` run with
+#     the same flags (same algorithm, same seed): the scheduler-placed run
+#     is the same distributed computation, just launched by two agents.
+source "$(dirname "$0")/lib.sh"
+hf_need hyperfarm-scheduler hyperfarm-agent hyperfarm-train
+hf_setup
+
+flags=(--model mlp --hidden 64 --epochs 2 --batch-size 64 --lr 0.01 --optimizer adam --seed 5
+       --limit-train 6000 --val-size 1000 --limit-test 1000 --threads 1 --mode sync --backend tcp
+       --timeout 30)
+
+# Reference: the trainer's own local launcher, 2 workers on loopback.
+mkdir -p "$HF_TMP/ref"
+( cd "$HF_TMP/ref" && exec "$HF_BIN/hyperfarm-train" "${flags[@]}" --nproc 2 >"$HF_TMP/ref/out" 2>"$HF_TMP/ref/err" ) &
+ref=$!
+hf_track "$ref"
+
+hf_start_scheduler
+hf_start_agent a1 --slots 1
+hf_start_agent a2 --slots 1
+
+body=$(jq -n --args '$ARGS.positional' -- hyperfarm-train "${flags[@]}" | jq '{
+  name: "eco-multinode", objective: {metric: "val_acc", goal: "maximize"},
+  searcher: {name: "random", max_trials: 1, seed: 1},
+  hyperparameters: {},
+  trial: {command: ., resources: {workers: 2, slots_per_worker: 1},
+          distributed: {mode: "sync", backend: "tcp"}, max_restarts: 0}}')
+id=$(hf_submit "$body")
+hf_wait_experiment "$id" 120
+
+t=$(hf_get "/api/v1/experiments/$id/trials" | jq -er '.trials[0].id')
+trial=$(hf_get "/api/v1/trials/$t")
+jq -e '.state == "COMPLETED"' >/dev/null <<<"$trial" || hf_fail "trial $t ended $(jq -r .state <<<"$trial"): $(hf_get "/api/v1/trials/$t/logs?limit=50" | jq -r '.logs[].line' | tail -20)"
+hf_log "ok: 2-worker trial $t COMPLETED"
+# ranks describe the current placement; after completion they may be
+# cleared, so the agents' own logs are the evidence of where ranks ran.
+a1=$(grep -c "trial $t attempt 1 .*started\|trial $t attempt 1 rank [01].*started" "$HF_TMP/agent-a1.log" || true)
+a2=$(grep -c "trial $t attempt 1 .*started\|trial $t attempt 1 rank [01].*started" "$HF_TMP/agent-a2.log" || true)
+(( a1 == 1 && a2 == 1 )) || hf_fail "expected one rank started on each agent, got a1=$a1 a2=$a2"
+hf_log "ok: one rank on each agent"
+hf_get "/api/v1/trials/$t/logs?limit=2000" | jq -r '.logs[].line' >"$HF_TMP/trial.log"
+grep -q "sync data parallel: 2 ranks.*backend tcp" "$HF_TMP/trial.log" \
+  || hf_fail "rank 0's log does not show a 2-rank tcp run: $(tail -5 "$HF_TMP/trial.log")"
+hf_log "ok: rank 0 ran sync data parallel over 2 ranks, backend tcp"
+
+epochs=$(hf_get "/api/v1/trials/$t/metrics?name=val_acc&limit=100" | jq -r '[.metrics[].epoch] | sort | map(tostring) | join(",")')
+hf_assert_eq "$epochs" "1,2" "val_acc for epochs 1 and 2 (rank 0 reports once per epoch)"
+
+wait "$ref" || hf_fail "reference hyperfarm-train --nproc 2 failed: $(tail -5 "$HF_TMP/ref/err")"
+want=$(grep '^HYPERFARM .*"val_acc"' "$HF_TMP/ref/out" | tail -1 | sed 's/^HYPERFARM //')
+[[ -n $want ]] || hf_fail "reference run reported no val_acc"
+got=$(hf_get "/api/v1/trials/$t/metrics?limit=1000" | jq -c '[.metrics[] | select(.epoch == 2)] | map({(.name): .value}) | add')
+for m in val_acc val_loss train_loss; do
+  a=$(jq -r --arg m "$m" '.[$m]' <<<"$got")
+  b=$(jq -r --arg m "$m" '.[$m]' <<<"$want")
+  jq -ne --argjson a "$a" --argjson b "$b" '($a - $b) | fabs <= 1e-5 * (1 + ($b | fabs))' >/dev/null \
+    || hf_fail "epoch 2 $m: two agents give $a, hyperfarm-train --nproc 2 gives $b"
+done
+hf_log "ok: epoch 2 metrics equal the local --nproc 2 run's (val_acc $(jq -r .val_acc <<<"$got"))"
+hf_log "PASS"
