@@ -36,9 +36,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef HF_HAVE_MPI
-#include <mpi.h>
-#endif
 
 #define MAX_SIZES 32
 #define MAX_NP    8
@@ -290,10 +287,7 @@ static int worker_mpi(const bench_cfg *b)
     if (!rc && tr_coll_rank(c) == 0)
         for (int k = 0; k < b->nsizes; k++) printf("RESULT %d %.9f %d\n", k, secs[k], ok[k]);
     fflush(stdout);
-    tr_coll_close(c);
-#ifdef HF_HAVE_MPI
-    MPI_Finalize();
-#endif
+    tr_coll_close(c);   /* finalises MPI */
     return rc ? 1 : 0;
 }
 

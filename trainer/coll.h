@@ -77,7 +77,8 @@ const char *tr_coll_backend_name(int backend);
  * *out is NULL and, when errbuf is not NULL, the reason is copied there.
  */
 int tr_coll_open(const tr_coll_config *cfg, tr_coll **out, char *errbuf, size_t errlen);
-/* Close connections and free (NULL is fine). Does not call MPI_Finalize. */
+/* Close connections and free (NULL is fine). With the mpi backend, calls
+ * MPI_Finalize when tr_coll_open was the one that initialised MPI. */
 void tr_coll_close(tr_coll *c);
 
 int tr_coll_rank(const tr_coll *c);

@@ -30,18 +30,25 @@ int tr_coll_mpi_open(tr_coll *c)
 {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    /* SERIALIZED: the trainer's bucket thread calls MPI while the main
+     * thread computes, but never two threads at once */
+    if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return tr_coll_fail(c, HF_EIO, "MPI_Init failed");
+    if (!inited && provided < MPI_THREAD_SERIALIZED)
+        hf_warn("MPI gives thread level %d < MPI_THREAD_SERIALIZED: calls from the bucket thread may misbehave",
+                provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->world);
-    c->mpi = (void *)1;
+    /* remember whether we initialised MPI: then closing finalises it */
+    c->mpi = inited ? (void *)1 : (void *)2;
     return 0;
 }
 
 void tr_coll_mpi_close(tr_coll *c)
 {
-    /* MPI_Finalize is the program's business (it may reopen a communicator) */
+    int fin = 0;
+    if (c->mpi == (void *)2 && MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Finalize();
     c->mpi = NULL;
 }
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# test_dist_mpi.sh — --mode sync under mpirun, with the mpi backend
+# (MPI_Allreduce over Open MPI's TCP transport) and with our tcp backend
+# (rank/world from OMPI_COMM_WORLD_*, rendezvous at HYPERFARM_MASTER):
+# both must match the single-process run (val_loss within 1e-5 relative,
+# same accuracy). Skips when mpirun is not installed.
+set -euo pipefail
+: "${HF_BIN:?HF_BIN must point at the programs}"
+TRAIN=$HF_BIN/hyperfarm-train
+DATA=/usr/share/datasets/fashion-mnist
+command -v mpirun >/dev/null || { echo "skip: no mpirun"; exit 77; }
+[[ -r $DATA/train-images-idx3-ubyte.gz ]] || { echo "skip: $DATA missing"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OPENBLAS_NUM_THREADS=1
+ARGS=(--model mlp --hidden 64,32 --epochs 1 --limit-train 4000 --val-size 500 --limit-test 500
+      --batch-size 50 --seed 4 --threads 1 --lr 0.05 --optimizer sgd --momentum 0.9 --log-level warn)
+MPIRUN=(mpirun -np 2 --oversubscribe --bind-to none --mca btl tcp,self --mca btl_tcp_if_include lo)
+[[ $(id -u) -eq 0 ]] && MPIRUN+=(--allow-run-as-root)
+metric() { sed 's/^HYPERFARM //' <(grep "\"$2\"" "$1" | tail -1) | jq -r ".$2"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$TRAIN" "${ARGS[@]}" >"$T/single.out" 2>"$T/single.err" || { cat "$T/single.err"; fail "single run"; }
+ref=$(metric "$T/single.out" val_loss); ref_acc=$(metric "$T/single.out" val_acc)
+echo "single: val_loss $ref val_acc $ref_acc"
+
+"${MPIRUN[@]}" "$TRAIN" "${ARGS[@]}" --mode sync --backend mpi >"$T/mpi.out" 2>"$T/mpi.err" \
+  || { tail -20 "$T/mpi.err"; fail "mpirun with --backend mpi"; }
+v=$(metric "$T/mpi.out" val_loss); a=$(metric "$T/mpi.out" val_acc)
+echo "mpi backend: val_loss $v val_acc $a"
+awk -v x="$v" -v y="$ref" 'BEGIN { d = x - y; if (d < 0) d = -d; exit !(d <= 1e-5 * y) }' || fail "mpi run differs"
+[[ $a == "$ref_acc" ]] || fail "mpi accuracy differs"
+(( $(grep -c '^HYPERFARM' "$T/mpi.out") >= 1 )) || fail "no metric line from the chief"
+
+# a free loopback port: one nothing listens on (ss), rank 0 binds it at once
+for _ in $(seq 50); do
+  port=$(( 20000 + RANDOM % 20000 ))
+  ss -ltn "sport = :$port" 2>/dev/null | grep -q ":$port" || break
+done
+"${MPIRUN[@]}" -x HYPERFARM_MASTER=127.0.0.1:$port "$TRAIN" "${ARGS[@]}" --mode sync --backend tcp \
+  >"$T/tcp.out" 2>"$T/tcp.err" || { tail -20 "$T/tcp.err"; fail "mpirun with --backend tcp"; }
+v=$(metric "$T/tcp.out" val_loss)
+echo "tcp backend under mpirun: val_loss $v"
+awk -v x="$v" -v y="$ref" 'BEGIN { d = x - y; if (d < 0) d = -d; exit !(d <= 1e-5 * y) }' || fail "tcp run differs"
+echo ok
