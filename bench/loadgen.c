@@ -22,9 +22,11 @@
  *   - user GET latency p50/p99 from a probe thread that cycles through the
  *     dashboard's read routes during the load
  *   - dispatch latency p50/p99: from the moment the trial was ready (the
- *     later of its created_at, read from the API after the run, and the
- *     moment its agent reported a free slot) to the moment the scheduler
- *     acknowledged the heartbeat carrying its "started" event
+ *     later of its experiment's created_at, read from the API after the
+ *     run, and the moment its agent reported the slot free) to the moment
+ *     the scheduler acknowledged the heartbeat carrying its "started"
+ *     event. The experiment's time, not the trial's: a scheduler that
+ *     creates trials lazily must not hide the wait before creation.
  *   - scheduler RSS (peak sampled VmRSS and VmHWM from /proc/PID/status)
  *   - database size (db + wal after a clean shutdown) per million points,
  *     and a check that the metrics table holds every acknowledged point
@@ -155,6 +157,7 @@ typedef struct lg_agent {
 
 typedef struct lg_disp {
     int64_t trial_id;
+    int64_t exp_id;
     int64_t free_since;     /* wall ms */
     int64_t recv;           /* wall ms the assignment arrived */
     int64_t started_ack;    /* wall ms the started event was acknowledged */
@@ -247,7 +250,7 @@ static lg_slot *slot_find(lg_agent *a, int64_t trial_id)
     return NULL;
 }
 
-static void disp_push(lg_worker *w, lg_slot *sl, int64_t trial_id, int64_t recv)
+static void disp_push(lg_worker *w, lg_slot *sl, int64_t trial_id, int64_t exp_id, int64_t recv)
 {
     if (w->ndisp == w->capdisp) {
         size_t cap = w->capdisp ? w->capdisp * 2 : 1024;
@@ -256,7 +259,7 @@ static void disp_push(lg_worker *w, lg_slot *sl, int64_t trial_id, int64_t recv)
         w->disp = nd;
         w->capdisp = cap;
     }
-    w->disp[w->ndisp] = (lg_disp){trial_id, sl->free_since, recv, 0};
+    w->disp[w->ndisp] = (lg_disp){trial_id, exp_id, sl->free_since, recv, 0};
     sl->disp = (long)w->ndisp++;
 }
 
@@ -271,8 +274,8 @@ static void agent_on_reply(lg_worker *w, lg_agent *a, const char *resp, size_t r
         a->interval_ms = (int)iv;
     arr = json_object_get(j, "assign");
     json_array_foreach(arr, i, it) {
-        json_int_t tid = 0, att = 1;
-        if (json_unpack(it, "{s:I,s?I}", "trial_id", &tid, "attempt", &att)) continue;
+        json_int_t tid = 0, att = 1, eid = 0;
+        if (json_unpack(it, "{s:I,s?I,s?I}", "trial_id", &tid, "attempt", &att, "experiment_id", &eid)) continue;
         atomic_fetch_add(&assigns_total, 1);
         lg_slot *sl = slot_find(a, tid);
         if (sl) {       /* already ours: a duplicate assignment */
@@ -297,7 +300,7 @@ static void agent_on_reply(lg_worker *w, lg_agent *a, const char *resp, size_t r
         best->reports_left = opt.reports;
         best->unacked = 0;
         best->step = 0;
-        disp_push(w, best, tid, now_wall);
+        disp_push(w, best, tid, eid, now_wall);
         buf_item(&a->events, "{\"trial_id\":%lld,\"attempt\":%lld,\"type\":\"started\","
                  "\"time\":%" PRId64 ",\"pid\":%d}", (long long)tid, (long long)att, now_wall,
                  100000 + a->idx * 64 + (int)(best - a->slot));
@@ -321,7 +324,7 @@ static void agent_on_reply(lg_worker *w, lg_agent *a, const char *resp, size_t r
 }
 
 /* One heartbeat of agent a. */
-static void agent_heartbeat(lg_worker *w, lg_agent *a)
+static void agent_heartbeat(lg_worker *w, lg_agent *a, int depth)
 {
     char path[96], *resp = NULL, err[256];
     size_t rlen = 0;
@@ -388,7 +391,11 @@ static void agent_heartbeat(lg_worker *w, lg_agent *a)
     int rc = hf_http_request_raw(w->http, "POST", path, body.data, &st, &resp, &rlen, err, sizeof err);
     t1 = hf_mono_us();
     atomic_fetch_add(&hb_total, 1);
-    a->next_hb = hf_mono_ms() + (opt.hb_ms >= 0 ? opt.hb_ms : a->interval_ms);
+    {   /* --hb-ms applies to agents with work; idle ones poll at the scheduler's pace */
+        int busy = 0;
+        for (int s = 0; s < opt.slots; s++) busy |= a->slot[s].state != SLOT_FREE;
+        a->next_hb = hf_mono_ms() + (opt.hb_ms >= 0 && busy ? opt.hb_ms : a->interval_ms);
+    }
     if (rc) {
         w->status_counts[5]++;
         atomic_fetch_add(&hb_failed, 1);
@@ -437,7 +444,18 @@ static void agent_heartbeat(lg_worker *w, lg_agent *a)
             break;
         }
     }
+    long before = atomic_load(&assigns_total);
     agent_on_reply(w, a, resp, rlen, ack_wall);
+    /* A real agent starts the process and reports it at once; do that here,
+     * before this thread serves its other agents, so the dispatch figure is
+     * the scheduler's and not this generator's queueing. */
+    if (opt.eager && depth == 0 && atomic_load(&assigns_total) != before && a->events.len) {
+        free(resp);
+        resp = NULL;
+        hf_buf_free(&body);
+        agent_heartbeat(w, a, 1);
+        return;
+    }
 end:
     free(resp);
     hf_buf_free(&body);
@@ -460,7 +478,7 @@ static void *worker_main(void *arg)
             lg_agent *a = &agents[i];
             if (a->id <= 0) continue;
             if (a->next_hb <= now) {
-                agent_heartbeat(w, a);
+                agent_heartbeat(w, a, 0);
                 now = hf_mono_ms();
             }
             if (a->next_hb < next) next = a->next_hb;
@@ -716,7 +734,7 @@ end:
     return rc;
 }
 
-/* After the run: created_at of every trial, from the API (not timed). */
+/* After the run: created_at of every experiment, from the API (not timed). */
 typedef struct { int64_t id, created; } lg_created;
 static lg_created *created;
 static size_t ncreated;
@@ -730,36 +748,28 @@ static int cmp_created(const void *a, const void *b)
 static void fetch_created(void)
 {
     hf_http *h = hf_http_new(base_url, opt.user_token, 60000, 2);
-    size_t cap = 0;
+    char *resp = NULL, err[256];
+    size_t rlen = 0, i;
+    long st = 0;
+    json_t *j = NULL, *arr, *e;
     if (!h) return;
-    for (int e = 0; e < nexp; e++) {
-        char path[128], *resp = NULL, err[256];
-        size_t rlen = 0, i;
-        long st = 0;
-        json_t *j, *arr, *t;
-        snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "/trials", exp_ids[e]);
-        if (hf_http_request_raw(h, "GET", path, NULL, &st, &resp, &rlen, err, sizeof err) || st != 200) {
-            free(resp);
-            continue;
-        }
-        j = json_loadb(resp, rlen, 0, NULL);
-        free(resp);
-        arr = json_object_get(j, "trials");
-        json_array_foreach(arr, i, t) {
-            json_int_t id = 0, c = 0;
-            if (json_unpack(t, "{s:I,s:I}", "id", &id, "created_at", &c)) continue;
-            if (ncreated == cap) {
-                cap = cap ? cap * 2 : 4096;
-                lg_created *n2 = realloc(created, cap * sizeof *n2);
-                if (!n2) break;
-                created = n2;
-            }
-            created[ncreated++] = (lg_created){id, c};
-        }
-        json_decref(j);
+    if (hf_http_request_raw(h, "GET", "/api/v1/experiments", NULL, &st, &resp, &rlen, err, sizeof err) ||
+        st != 200)
+        goto end;
+    j = json_loadb(resp, rlen, 0, NULL);
+    arr = json_object_get(j, "experiments");
+    created = calloc(json_array_size(arr) + 1, sizeof *created);
+    if (!created) goto end;
+    json_array_foreach(arr, i, e) {
+        json_int_t id = 0, c = 0;
+        if (json_unpack(e, "{s:I,s:I}", "id", &id, "created_at", &c)) continue;
+        created[ncreated++] = (lg_created){id, c};
     }
-    hf_http_free(h);
     if (ncreated) qsort(created, ncreated, sizeof *created, cmp_created);
+end:
+    json_decref(j);
+    free(resp);
+    hf_http_free(h);
 }
 
 static int64_t created_of(int64_t id)
@@ -966,7 +976,7 @@ stop:
     if (probe_started) pthread_join(probe, NULL);
     if (t_first_submit == 0) goto end;
     {
-        lg_lat hb = {0}, disp = {0}, disp_wait = {0};
+        lg_lat hb = {0}, disp = {0}, disp_wait = {0}, disp_refill = {0}, disp_idle = {0};
         long st[6] = {0};
         long n_disp = 0, n_nocreated = 0;
         long done = atomic_load(&trials_done), reports = atomic_load(&acked_reports),
@@ -979,10 +989,13 @@ stop:
             for (size_t d = 0; d < w->ndisp; d++) {
                 lg_disp *dr = &w->disp[d];
                 if (!dr->started_ack) continue;
-                int64_t ready = dr->free_since, cr = created_of(dr->trial_id);
+                int64_t ready = dr->free_since, cr = created_of(dr->exp_id);
+                int idle = 0;
                 if (cr < 0) n_nocreated++;
-                else if (cr > ready) ready = cr;
+                else if (cr > ready) { ready = cr; idle = 1; }
                 lat_add(&disp, (dr->started_ack - ready) * 1000);
+                /* refill: the trial waited for this slot; idle: the slot waited for the trial */
+                lat_add(idle ? &disp_idle : &disp_refill, (dr->started_ack - ready) * 1000);
                 lat_add(&disp_wait, (dr->recv - ready) * 1000);
                 n_disp++;
             }
@@ -990,6 +1003,8 @@ stop:
         lat_sort(&hb);
         lat_sort(&disp);
         lat_sort(&disp_wait);
+        lat_sort(&disp_refill);
+        lat_sort(&disp_idle);
         lat_sort(&probe_all);
         for (int k = 0; k < PR_N; k++) lat_sort(&probe_lat[k]);
         double rps = elapsed > 0 ? (double)reports / elapsed : 0;
@@ -1023,9 +1038,13 @@ stop:
                        lat_pct(&probe_lat[k], 99), probe_lat[k].n);
         printf("dispatch latency        p50 %.1f ms  p99 %.1f ms  (%ld trials%s)\n", lat_pct(&disp, 50),
                lat_pct(&disp, 99), n_disp,
-               n_nocreated ? "; created_at unavailable for some, slot-free time used" : "");
+               n_nocreated ? "; experiment created_at unavailable for some, slot-free time used" : "");
         printf("  ready -> assignment in a reply  p50 %.1f ms  p99 %.1f ms\n", lat_pct(&disp_wait, 50),
                lat_pct(&disp_wait, 99));
+        printf("  work waiting, slot frees        p50 %.1f ms  p99 %.1f ms  (%zu)\n", lat_pct(&disp_refill, 50),
+               lat_pct(&disp_refill, 99), disp_refill.n);
+        printf("  slot idle, experiment submitted p50 %.1f ms  p99 %.1f ms  (%zu)\n", lat_pct(&disp_idle, 50),
+               lat_pct(&disp_idle, 99), disp_idle.n);
         printf("scheduler RSS           peak sampled %ld kB, VmHWM %ld kB\n", rss_peak, hwm);
         printf("database                %.1f MiB (+ wal %.1f MiB) = %.1f MiB per million points\n",
                (double)dbsz / 1048576.0, (double)walsz / 1048576.0, per_m);
@@ -1050,6 +1069,8 @@ stop:
         free(hb.v);
         free(disp.v);
         free(disp_wait.v);
+        free(disp_refill.v);
+        free(disp_idle.v);
     }
 end:
     if (sched_pid > 0) sched_stop(stop_txt, sizeof stop_txt);
