@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# test_eco_openapi.sh — docs/openapi.yaml against the real scheduler.
+#
+#   1. the route table in scheduler/api*.c and the YAML's paths list the
+#      same (path, method) pairs, both ways;
+#   2. every (path, method) of the YAML is called on a real scheduler (with a
+#      token file, user and agent tokens, a fake agent speaking the agent
+#      routes) and answers a 2xx the YAML documents; error cases (404, 400,
+#      403, 409, 413, 401) are provoked and each answer must be a status the
+#      YAML documents for that operation, and the one the case expects;
+#   3. a method a path does not document answers 405 with an Allow header
+#      naming exactly the documented methods;
+#   4. docs/api.md is what scripts/gen-api-doc makes of the YAML now.
+source "$(dirname "$0")/lib.sh"
+hf_need hyperfarm-scheduler
+hf_setup
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+py=""
+for p in /usr/bin/python3 python3; do
+  if "$p" -c 'import yaml' 2>/dev/null; then py=$p; break; fi
+done
+[[ -n $py ]] || hf_fail "no python3 with the yaml module (apt-get install python3-yaml)"
+"$py" -c 'import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)' \
+  "$root/docs/openapi.yaml" >"$HF_TMP/openapi.json" || hf_fail "docs/openapi.yaml does not parse"
+
+# ---- 1. route table <-> YAML ----------------------------------------------
+# {R_NAME, "/pattern", "GET, POST"}: '*' is an id segment, '@' an action.
+grep -hoE '\{R_[A-Z_]+, *"[^"]+", *"[^"]+"\}' "$root"/scheduler/api*.c \
+  | sed -E 's/.*"([^"]+)", *"([^"]+)".*/\1\t\2/' >"$HF_TMP/routes.tsv"
+(( $(wc -l <"$HF_TMP/routes.tsv") >= 10 )) || hf_fail "could not read the route table from scheduler/api*.c"
+while IFS=$'\t' read -r pat methods; do
+  path=$(sed -e 's/\*/{id}/g' -e 's/@/{action}/g' <<<"$pat")
+  for m in ${methods//,/ }; do
+    [[ $m == HEAD ]] && continue
+    printf '%s %s\n' "$m" "$path"
+  done
+done <"$HF_TMP/routes.tsv" | sort >"$HF_TMP/served.txt"
+jq -r '.paths | to_entries[] | .key as $p | .value | keys[]
+       | select(. == "get" or . == "post" or . == "put" or . == "patch" or . == "delete")
+       | "\(ascii_upcase) \($p)"' "$HF_TMP/openapi.json" | sort >"$HF_TMP/documented.txt"
+missing=$(comm -23 "$HF_TMP/served.txt" "$HF_TMP/documented.txt")
+[[ -z $missing ]] || hf_fail "served by the scheduler but not in docs/openapi.yaml: $(tr '\n' ';' <<<"$missing")"
+extra=$(comm -13 "$HF_TMP/served.txt" "$HF_TMP/documented.txt")
+[[ -z $extra ]] || hf_fail "in docs/openapi.yaml but not in the scheduler's route table: $(tr '\n' ';' <<<"$extra")"
+hf_log "ok: route table and openapi.yaml agree ($(wc -l <"$HF_TMP/served.txt") operations)"
+
+# ---- 2. every operation answers documented statuses ------------------------
+printf 'user:user-tok\nagent:agent-tok\n' >"$HF_TMP/tokens"
+hf_start_scheduler --token-file "$HF_TMP/tokens"
+U='user-tok'
+A='agent-tok'
+declare -A ok2xx=()
+
+# call TOKEN METHOD SPEC_PATH URL_PATH [BODY [EXPECT]]: the answer must be
+# documented for (SPEC_PATH, METHOD); EXPECT (if given) must match exactly.
+# Sets BODY_OUT.
+call() {
+  local tok=$1 m=$2 spec=$3 url=$4 body=${5-} expect=${6-} code args=()
+  [[ -n $tok ]] && args+=(-H "Authorization: Bearer $tok")
+  [[ -n $body ]] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
+  code=$(curl -s -m 3 -o "$HF_TMP/body" -w '%{http_code}' -X "$m" "${args[@]}" "$HF_URL$url" || true)
+  BODY_OUT=$(head -c 100000 "$HF_TMP/body")
+  jq -e --arg p "$spec" --arg m "${m,,}" --arg c "$code" '.paths[$p][$m].responses | has($c)' \
+    "$HF_TMP/openapi.json" >/dev/null \
+    || hf_fail "$m $url answered $code, not documented for $m $spec in openapi.yaml (body: ${BODY_OUT:0:300})"
+  if [[ -n $expect && $code != "$expect" ]]; then
+    hf_fail "$m $url answered $code, expected $expect (body: ${BODY_OUT:0:300})"
+  fi
+  [[ $code == 2* ]] && ok2xx["$m $spec"]=1
+  return 0
+}
+
+exp_body='{"name": "openapi", "objective": {"metric": "val_acc", "goal": "maximize"},
+  "searcher": {"name": "random", "max_trials": 2, "seed": 1},
+  "hyperparameters": {"x": {"type": "uniform", "min": 0, "max": 1}},
+  "trial": {"command": ["true"], "max_restarts": 0}}'
+
+call "" GET /healthz /healthz "" 200
+call "$U" GET /metrics /metrics "" 200
+call "" GET /metrics /metrics "" 401
+# SSE: the status arrives at once, the stream then stays open (curl -m cuts it)
+call "$U" GET /api/v1/events /api/v1/events "" 200
+call "$U" POST /api/v1/experiments /api/v1/experiments "$exp_body" 201
+E=$(jq -r .id <<<"$BODY_OUT")
+call "$U" POST /api/v1/experiments /api/v1/experiments '{}' 400
+call "$A" POST /api/v1/experiments /api/v1/experiments "$exp_body" 403
+head -c 2000000 /dev/zero | tr '\0' ' ' >"$HF_TMP/big"
+printf '{"name": "x"}' >>"$HF_TMP/big"
+call "$U" POST /api/v1/experiments /api/v1/experiments "@$HF_TMP/big" 413
+call "$U" GET /api/v1/experiments /api/v1/experiments "" 200
+call "$A" GET /api/v1/experiments /api/v1/experiments "" 200
+call "$U" GET '/api/v1/experiments/{id}' "/api/v1/experiments/$E" "" 200
+call "$U" GET '/api/v1/experiments/{id}' /api/v1/experiments/999999 "" 404
+for sub in trials top export; do
+  call "$U" GET "/api/v1/experiments/{id}/$sub" "/api/v1/experiments/$E/$sub" "" 200
+  call "$U" GET "/api/v1/experiments/{id}/$sub" "/api/v1/experiments/999999/$sub" "" 404
+done
+call "$U" GET '/api/v1/experiments/{id}/top' "/api/v1/experiments/$E/top?k=0" "" 400
+call "$U" GET '/api/v1/experiments/{id}/export' "/api/v1/experiments/$E/export?format=csv" "" 200
+call "$U" GET '/api/v1/experiments/{id}/export' "/api/v1/experiments/$E/export?format=xml" "" 400
+
+# a fake agent: register, heartbeat until it is assigned a trial
+reg='{"name": "fake-1", "slots": 1, "host": "127.0.0.1", "version": "test"}'
+call "$A" POST /api/v1/agents /api/v1/agents "$reg" 201
+AG=$(jq -r .id <<<"$BODY_OUT")
+call "$U" POST /api/v1/agents /api/v1/agents "$reg" 403
+call "$A" POST /api/v1/agents /api/v1/agents '{"slots": 1}' 400
+T=""
+for _ in $(seq 1 50); do
+  call "$A" POST '/api/v1/agents/{id}/heartbeat' "/api/v1/agents/$AG/heartbeat" '{"running": []}' 200
+  T=$(jq -r '.assign[0].trial_id // empty' <<<"$BODY_OUT")
+  [[ -n $T ]] && break
+  sleep 0.1
+done
+[[ -n $T ]] || hf_fail "the fake agent was never assigned a trial"
+att=$(jq -r '.assign[0].attempt' <<<"$BODY_OUT")
+now=$(( $(date +%s) * 1000 ))
+hb=$(jq -nc --argjson t "$T" --argjson a "$att" --argjson now "$now" '{
+  running: [{trial_id: $t, attempt: $a, pid: 4242}],
+  events: [{trial_id: $t, attempt: $a, type: "started", time: $now, pid: 4242}],
+  metrics: [{trial_id: $t, attempt: $a, time: $now, step: 1, epoch: 1, values: {val_acc: 0.5}}],
+  logs: [{trial_id: $t, attempt: $a, time: $now, stream: "stdout", line: "hello"}]}')
+call "$A" POST '/api/v1/agents/{id}/heartbeat' "/api/v1/agents/$AG/heartbeat" "$hb" 200
+call "$A" POST '/api/v1/agents/{id}/heartbeat' "/api/v1/agents/$AG/heartbeat" '{"bogus": 1}' 400
+call "$A" POST '/api/v1/agents/{id}/heartbeat' /api/v1/agents/999999/heartbeat '{"running": []}' 404
+call "$U" GET /api/v1/agents /api/v1/agents "" 200
+
+call "$U" GET '/api/v1/trials/{id}' "/api/v1/trials/$T" "" 200
+call "$U" GET '/api/v1/trials/{id}' /api/v1/trials/999999 "" 404
+call "$U" GET '/api/v1/trials/{id}/metrics' "/api/v1/trials/$T/metrics?name=val_acc" "" 200
+jq -e '.metrics | length == 1' >/dev/null <<<"$BODY_OUT" || hf_fail "the fake agent's metric is not stored: $BODY_OUT"
+call "$U" GET '/api/v1/trials/{id}/metrics' "/api/v1/trials/$T/metrics?limit=0" "" 400
+call "$U" GET '/api/v1/trials/{id}/metrics' /api/v1/trials/999999/metrics "" 404
+call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs" "" 200
+call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs?limit=0" "" 400
+call "$U" GET '/api/v1/trials/{id}/logs' /api/v1/trials/999999/logs "" 404
+call "$U" POST '/api/v1/trials/{id}/kill' "/api/v1/trials/$T/kill" "" 200
+call "$U" POST '/api/v1/trials/{id}/kill' /api/v1/trials/999999/kill "" 404
+
+act='/api/v1/experiments/{id}/{action}'
+call "$U" POST "$act" "/api/v1/experiments/$E/pause" "" 200
+call "$U" POST "$act" "/api/v1/experiments/$E/resume" "" 200
+call "$U" POST "$act" "/api/v1/experiments/$E/extend" '{"add_trials": 1}' 200
+call "$U" POST "$act" "/api/v1/experiments/$E/extend" '{"add_trials": 0}' 400
+call "$U" POST "$act" "/api/v1/experiments/$E/cancel" "" 200
+call "$U" POST "$act" "/api/v1/experiments/$E/pause" "" 409
+call "$U" POST "$act" /api/v1/experiments/999999/cancel "" 404
+hf_log "ok: every call answered a status documented for its operation (and the expected one)"
+
+while read -r m p; do
+  [[ -n ${ok2xx["$m $p"]:-} ]] || hf_fail "$m $p was never answered with a documented 2xx"
+done <"$HF_TMP/documented.txt"
+hf_log "ok: all $(wc -l <"$HF_TMP/documented.txt") documented operations answered 2xx"
+
+# ---- 3. undocumented methods: 405 with the documented Allow ----------------
+jq -r '.paths | keys[]' "$HF_TMP/openapi.json" | while read -r p; do
+  url=$(sed -e "s/{id}/$E/" -e 's/{action}/pause/' <<<"$p")
+  want=$(jq -r --arg p "$p" '.paths[$p] | keys | map(select(. == "get" or . == "post")) | map(ascii_upcase) | sort | join(",")' \
+    "$HF_TMP/openapi.json")
+  hdr=$(curl -s -m 3 -o /dev/null -D - -X DELETE -H "Authorization: Bearer $U" "$HF_URL$url" | tr -d '\r')
+  code=$(head -1 <<<"$hdr" | awk '{print $2}')
+  [[ $code == 405 ]] || hf_fail "DELETE $url answered $code, expected 405"
+  allow=$(sed -n 's/^[Aa]llow: *//p' <<<"$hdr" | tr -d ' ' | tr ',' '\n' | grep -vx HEAD | sort | paste -sd, -)
+  [[ $allow == "$want" ]] || hf_fail "DELETE $url: Allow '$allow', openapi.yaml documents '$want'"
+done
+hf_log "ok: undocumented methods answer 405 with Allow = the documented methods"
+
+# ---- 4. docs/api.md is generated from the YAML -----------------------------
+PATH=$(dirname "$py"):$PATH "$py" "$root/scripts/gen-api-doc" --check || hf_fail "docs/api.md is stale: run scripts/gen-api-doc"
+hf_log "ok: docs/api.md matches scripts/gen-api-doc output"
+hf_log "PASS"
