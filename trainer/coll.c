@@ -553,6 +553,44 @@ end:
     return rc;
 }
 
+/*
+ * Direct (pairwise) reduce-scatter + allgather: rank r owns segment r; at
+ * step k it sends segment r+k to rank r+k and adds rank r-k's copy of
+ * segment r into its own; then it sends its finished segment to every
+ * other rank and receives theirs. The same bytes per rank as the ring, but
+ * no forwarding chain: everything a rank sends in the first half is ready
+ * at once, which helps when ranks outnumber cores and run in turns. The
+ * allgather sends are gated byte by byte on the last reduce step (steps
+ * are received in order, so its progress means every earlier one is done).
+ */
+static int pairwise_allreduce(tr_coll *c, float *buf, size_t n, const stream_op *o)
+{
+    int p = c->world, r = c->rank;
+    int ns = 2 * (p - 1);
+    step *st = calloc((size_t)ns, sizeof *st);
+    if (!st) return tr_coll_fail(c, HF_ENOMEM, "out of memory");
+    size_t maxseg = n / (size_t)p + 1;
+    int rc = scratch_ensure(c, maxseg * 4 < 8u << 20 ? maxseg * 4 : 8u << 20);
+    if (rc) goto end;
+    size_t moff, mcnt;
+    seg_bounds(n, p, r, &moff, &mcnt);
+    for (int k = 1; k < p; k++) {
+        int to = (r + k) % p, from = (r - k + p) % p;
+        size_t off, cnt;
+        seg_bounds(n, p, to, &off, &cnt);
+        st[k - 1] = (step){.send_peer = to, .sptr = (const char *)(buf + off), .slen = cnt * 4, .gate = -1,
+                           .recv_peer = from, .rptr = (char *)(buf + moff), .rlen = mcnt * 4, .reduce = 1};
+        seg_bounds(n, p, from, &off, &cnt);
+        st[p - 2 + k] = (step){.send_peer = to, .sptr = (const char *)(buf + moff), .slen = mcnt * 4,
+                               .gate = p - 2, .recv_peer = from, .rptr = (char *)(buf + off),
+                               .rlen = cnt * 4, .reduce = 0};
+    }
+    rc = stream_run(c, o, st, ns);
+end:
+    free(st);
+    return rc;
+}
+
 /* Exchange with one partner: send sbuf, receive into rbuf (same length). */
 static int xchg(tr_coll *c, const stream_op *o, int stepno, int sp, const void *sbuf, size_t slen,
                 int rp, void *rbuf, size_t rlen)
@@ -614,10 +652,10 @@ static int tcp_allreduce(tr_coll *c, float *buf, size_t n, int redop, char algo)
     stream_op o = {.op = OP_ALLREDUCE, .seq = c->seq++, .bytes = (uint64_t)n * 4, .aux = (uint32_t)redop};
     int rc = 0;
     if (c->world > 1 && n > 0) {
-        if (algo == 'r' || (algo != 'd' && n * 4 >= c->small_bytes && n >= (size_t)c->world))
-            rc = ring_allreduce(c, buf, n, &o);
-        else
-            rc = doubling_allreduce(c, buf, n, &o);
+        if (!algo) algo = n * 4 >= c->small_bytes && n >= (size_t)c->world ? c->large_algo : 'd';
+        if (algo == 'r') rc = ring_allreduce(c, buf, n, &o);
+        else if (algo == 'p') rc = pairwise_allreduce(c, buf, n, &o);
+        else rc = doubling_allreduce(c, buf, n, &o);
     }
     if (!rc && redop == TR_COLL_AVG && c->world > 1) {
         float inv = 1.0f / (float)c->world;
@@ -1008,6 +1046,9 @@ int tr_coll_open(const tr_coll_config *cfg, tr_coll **out, char *errbuf, size_t 
     c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 60000;
     c->small_bytes = cfg->small_bytes ? cfg->small_bytes : DEF_SMALL;
     c->chunk = DEF_CHUNK;
+    c->large_algo = 'r';
+    if (getenv("HF_COLL_ALGO") && (getenv("HF_COLL_ALGO")[0] == 'p' || getenv("HF_COLL_ALGO")[0] == 'r'))
+        c->large_algo = getenv("HF_COLL_ALGO")[0];
     if (getenv("HF_COLL_CHUNK")) tr_coll_tune(c, (size_t)atol(getenv("HF_COLL_CHUNK")), 0);
     c->seq = 1;
     if (c->backend == TR_COLL_MPI) {

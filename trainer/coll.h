@@ -101,7 +101,9 @@ void tr_coll_tune(tr_coll *c, size_t chunk_bytes, size_t small_bytes);
  * recursive doubling below. RET 0 or HF_E* (see tr_coll_errmsg).
  */
 int tr_coll_allreduce(tr_coll *c, float *buf, size_t n, int redop);
-/* Force one algorithm (tests and benchmarks): 'r' ring, 'd' doubling. */
+/* Force one algorithm (tests and benchmarks): 'r' ring, 'p' pairwise
+ * (direct reduce-scatter + allgather), 'd' recursive doubling; 0 chooses
+ * by size (HF_COLL_ALGO=p|r picks the large-message one). */
 int tr_coll_allreduce_algo(tr_coll *c, float *buf, size_t n, int redop, char algo);
 /* Copy bytes of root's buf into every rank's buf (pipelined chain). */
 int tr_coll_broadcast(tr_coll *c, void *buf, size_t bytes, int root);

@@ -25,6 +25,7 @@ struct tr_coll {
     int       timeout_ms;
     size_t    small_bytes;
     size_t    chunk;
+    char      large_algo;   /* 'r' ring or 'p' pairwise, at and above small_bytes */
     uint32_t  seq;          /* next collective's sequence number */
     int       broken;       /* an error happened: every later call fails */
     int       rr;           /* round-robin cursor for tr_coll_wait_any */

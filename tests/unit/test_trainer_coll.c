@@ -170,6 +170,13 @@ static void test_allreduce_ring(void **state)
     for (int p = 2; p <= 5; p++) assert_int_equal(run_world(p, body_allreduce, &algo), 0);
 }
 
+static void test_allreduce_pairwise(void **state)
+{
+    (void)state;
+    char algo = 'p';
+    for (int p = 2; p <= 5; p++) assert_int_equal(run_world(p, body_allreduce, &algo), 0);
+}
+
 static void test_allreduce_doubling(void **state)
 {
     (void)state;
@@ -431,6 +438,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_allreduce_ring),
+        cmocka_unit_test(test_allreduce_pairwise),
         cmocka_unit_test(test_allreduce_doubling),
         cmocka_unit_test(test_allreduce_auto_small_chunks),
         cmocka_unit_test(test_broadcast_allgather),
