@@ -122,6 +122,53 @@ int agent_link_heartbeat(agent_link *l, const json_t *body, json_t **reply, char
     return HF_OK;
 }
 
+struct agent_poll {
+    hf_http *http;
+};
+
+agent_poll *agent_poll_new(const char *url, const char *token, const char *cafile, long timeout_ms,
+                           const atomic_int *cancel)
+{
+    agent_poll *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    /* the request lasts up to the wait itself plus an ordinary timeout */
+    if (!(p->http = hf_http_new(url, token, AGENT_POLL_WAIT_MS + timeout_ms, 0))) {
+        free(p);
+        return NULL;
+    }
+    if (cafile) hf_http_set_cafile(p->http, cafile);
+    hf_http_set_cancel(p->http, cancel);
+    return p;
+}
+
+void agent_poll_free(agent_poll *p)
+{
+    if (!p) return;
+    hf_http_free(p->http);
+    free(p);
+}
+
+int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, char *err, size_t errlen)
+{
+    char path[128];
+    long status = 0;
+    json_t *resp = NULL;
+    int rc;
+
+    *pending = 0;
+    if (wait_ms > AGENT_POLL_WAIT_MS) wait_ms = AGENT_POLL_WAIT_MS;
+    snprintf(path, sizeof path, "/api/v1/agents/%lld/wait?timeout_ms=%lld", (long long)id, (long long)wait_ms);
+    if ((rc = hf_http_request(p->http, "GET", path, NULL, &status, &resp, err, errlen))) return rc;
+    if (status != 200) rc = status_error(status, resp, "wait", err, errlen);
+    else if (!json_is_boolean(json_object_get(resp, "pending"))) {
+        snprintf(err, errlen, "wait: reply without a boolean \"pending\"");
+        rc = HF_EPARSE;
+    } else *pending = json_is_true(json_object_get(resp, "pending"));
+    if (rc == HF_EINVAL) rc = HF_EHTTP;
+    json_decref(resp);
+    return rc;
+}
+
 void agent_reply_free(agent_reply *r)
 {
     if (!r) return;

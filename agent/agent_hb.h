@@ -15,6 +15,7 @@
 #include "hf_json.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,22 @@ void agent_link_forget(agent_link *l);
  * scheduler refused this body: retrying it cannot help); HF_EAUTH, HF_EHTTP, HF_ECONN,
  * HF_ETIMEOUT, HF_EPARSE (200 without a JSON object). */
 int agent_link_heartbeat(agent_link *l, const json_t *body, json_t **reply, char *err, size_t errlen);
+
+/* The doorbell long-poll (GET /api/v1/agents/{id}/wait): its own HTTP
+ * handle, used by the long-poll thread only. The scheduler answers
+ * {"pending": true} as soon as an assignment or kill waits for this agent's
+ * next heartbeat, else {"pending": false} after wait_ms. */
+#define AGENT_POLL_WAIT_MS 25000
+
+typedef struct agent_poll agent_poll;
+
+/* cancel: a flag that aborts a request in progress (shutdown). RET NULL on OOM. */
+agent_poll *agent_poll_new(const char *url, const char *token, const char *cafile, long timeout_ms,
+                           const atomic_int *cancel);
+void agent_poll_free(agent_poll *p);
+/* RET 0 with *pending set; HF_ENOTFOUND (404: unknown agent, or a scheduler
+ * without the route), HF_EAUTH, HF_EHTTP, HF_ECONN, HF_ETIMEOUT, HF_EPARSE. */
+int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, char *err, size_t errlen);
 
 typedef struct agent_killreq {
     int64_t trial_id, attempt, grace_ms;   /* grace_ms < 0: the agent's default */

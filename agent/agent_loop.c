@@ -12,6 +12,17 @@
  * also registers again after any connection failure or timeout before its
  * next heartbeat (idempotent: same name, same id), so a scheduler that was
  * restarted hears the running list first.
+ *
+ * Doorbell: a third thread keeps a long-poll open
+ * (GET /api/v1/agents/{id}/wait, own HTTP handle); when the scheduler says
+ * work is pending it wakes the heartbeat thread, which heartbeats at once
+ * and gets the assignments or kills in that reply (the only delivery path).
+ *
+ * Duplicate-safe heartbeats: every heartbeat carries this process's random
+ * "instance" id and a "batch" number. A batch that failed (timeout after
+ * the scheduler may have committed it, 5xx, connection lost) is sent again
+ * with the same number and the same items, so the scheduler can recognise
+ * it and acknowledge it without storing its metrics and logs twice.
  */
 #include "agent.h"
 #include "agent_gpu.h"
@@ -23,6 +34,7 @@
 #include "hf_time.h"
 
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -39,12 +51,17 @@
 #define AGENT_BACKOFF_MAX_MS   5000
 #define AGENT_URGENT_GAP_MS    20      /* min gap between event-triggered heartbeats */
 #define AGENT_FINAL_FLUSH_MS   3000    /* last heartbeat at shutdown */
+#define AGENT_POLL_BACKOFF_MAX 30000   /* long-poll retry cap */
+#define AGENT_POLL_HB_WAIT_MS  2000    /* after "pending": wait for the heartbeat that fetches it */
 
 typedef struct agent {
     const agent_cfg *cfg;
     agent_outbox    *ob;
     agent_sup       *sup;
     agent_link      *link;
+    agent_poll      *poll;             /* long-poll thread's HTTP handle */
+    atomic_int       cancel;           /* aborts the long-poll in flight */
+    char             instance[24];     /* random id of this process run */
     int              wake[2];          /* heartbeat thread -> main loop */
 
     pthread_mutex_t  mu;               /* guards everything below */
@@ -54,6 +71,9 @@ typedef struct agent {
     agent_reply     *inbox;            /* replies waiting for the main loop */
     size_t           ninbox, capinbox;
     int64_t          interval_ms;
+    pthread_cond_t   pcv;              /* long-poll thread waits here */
+    int64_t          agent_id;         /* 0 = not registered (for the long-poll thread) */
+    uint64_t         hb_done;          /* heartbeats answered 200 */
 } agent;
 
 static volatile sig_atomic_t got_term;
@@ -135,6 +155,28 @@ static void local_address(const char *url, char *out, size_t outlen)
 
 /* ------------------------------------------------------ heartbeat thread */
 
+/* Wait on cv up to ms (caller holds mu). */
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void set_agent_id(agent *ag, int64_t id)
+{
+    pthread_mutex_lock(&ag->mu);
+    ag->agent_id = id;
+    pthread_cond_broadcast(&ag->pcv);
+    pthread_mutex_unlock(&ag->mu);
+}
+
 /* Wait up to ms or until woken (urgent/stop). Caller holds mu. */
 static void wait_locked(agent *ag, int64_t ms)
 {
@@ -176,8 +218,10 @@ static void *hb_main(void *arg)
 {
     agent *ag = arg;
     char err[1024];
-    int64_t backoff = 0, last_warn = 0, last_send = 0;
+    int64_t backoff = 0, last_warn = 0, last_send = 0, batch = 0;
     uint64_t failures = 0;
+    json_t *held = NULL;           /* a batch sent without an answer: sent again as is */
+    agent_outbox_mark mark;
 
     for (;;) {
         pthread_mutex_lock(&ag->mu);
@@ -199,22 +243,28 @@ static void *hb_main(void *arg)
                     iv = ag->interval_ms;
                     pthread_mutex_unlock(&ag->mu);
                 }
+                set_agent_id(ag, agent_link_id(ag->link));
             }
             json_decref(running);
         } else rc = HF_OK;
 
         json_t *reply = NULL;
-        agent_outbox_mark mark;
         if (rc == HF_OK) {
-            json_t *body = agent_outbox_take(ag->ob, &mark);
-            if (!body) rc = HF_ENOMEM;
+            if (held) {
+                /* same batch number and items; only the running list is fresh */
+                json_object_set_new(held, "running", agent_outbox_running(ag->ob));
+            } else if ((held = agent_outbox_take(ag->ob, &mark))) {
+                json_object_set_new(held, "instance", json_string(ag->instance));
+                json_object_set_new(held, "batch", json_integer(++batch));
+            }
+            if (!held) rc = HF_ENOMEM;
             else {
                 last_send = hf_mono_ms();
-                rc = agent_link_heartbeat(ag->link, body, &reply, err, sizeof err);
-                json_decref(body);
+                rc = agent_link_heartbeat(ag->link, held, &reply, err, sizeof err);
             }
             if (rc == HF_ENOTFOUND) {
                 hf_warn("scheduler does not know agent id any more (%s): registering again", err);
+                set_agent_id(ag, 0);
                 continue;   /* re-register at once, listing running trials */
             }
             if (rc == HF_EINVAL) {
@@ -222,11 +272,19 @@ static void *hb_main(void *arg)
                 hf_error("scheduler refused a heartbeat (%s): dropping its %zu events, %zu metrics, %zu logs",
                          err, mark.n_events, mark.n_metrics, mark.n_logs);
                 agent_outbox_ack(ag->ob, &mark);
+                json_decref(held);
+                held = NULL;
                 rc = HF_EHTTP;     /* and back off like any failure */
             }
         }
         if (rc == HF_OK) {
             agent_outbox_ack(ag->ob, &mark);
+            json_decref(held);
+            held = NULL;
+            pthread_mutex_lock(&ag->mu);
+            ag->hb_done++;
+            pthread_cond_broadcast(&ag->pcv);
+            pthread_mutex_unlock(&ag->mu);
             if (failures) hf_info("scheduler reachable again after %llu failed attempts", (unsigned long long)failures);
             failures = 0;
             backoff = 0;
@@ -251,7 +309,10 @@ static void *hb_main(void *arg)
             failures++;
             /* When it answers again, register first: a restarted scheduler
              * learns which trials still run here before anything else. */
-            if (rc == HF_ECONN || rc == HF_ETIMEOUT) agent_link_forget(ag->link);
+            if (rc == HF_ECONN || rc == HF_ETIMEOUT) {
+                agent_link_forget(ag->link);
+                set_agent_id(ag, 0);
+            }
             int64_t now = hf_mono_ms();
             if (failures == 1 || now - last_warn >= 30000) {
                 agent_outbox_stats st;
@@ -287,10 +348,70 @@ static void *hb_main(void *arg)
         ag->urgent = 0;
         pthread_mutex_unlock(&ag->mu);
     }
+    json_decref(held);
+    return NULL;
+}
+
+/* ------------------------------------------------------ long-poll thread */
+
+static void *poll_main(void *arg)
+{
+    agent *ag = arg;
+    char err[1024];
+    int64_t backoff = 0;
+    uint64_t failures = 0;
+
+    pthread_mutex_lock(&ag->mu);
+    while (!ag->stop) {
+        if (!ag->agent_id) {
+            cond_wait_ms(&ag->pcv, &ag->mu, 1000);   /* until registered */
+            continue;
+        }
+        int64_t id = ag->agent_id;
+        pthread_mutex_unlock(&ag->mu);
+        int pending = 0;
+        int rc = agent_poll_wait(ag->poll, id, AGENT_POLL_WAIT_MS, &pending, err, sizeof err);
+        pthread_mutex_lock(&ag->mu);
+        if (ag->stop) break;
+        if (rc == HF_OK) {
+            if (failures) hf_debug("long-poll works again after %llu failures", (unsigned long long)failures);
+            failures = 0;
+            backoff = 0;
+            if (!pending) continue;
+            /* Work waits: heartbeat now, and do not ask again before that
+             * heartbeat was answered (it fetches the work). */
+            uint64_t seen = ag->hb_done;
+            int64_t t0 = hf_mono_ms();
+            ag->urgent = 1;
+            pthread_cond_signal(&ag->cv);
+            while (!ag->stop && ag->hb_done == seen && hf_mono_ms() - t0 < AGENT_POLL_HB_WAIT_MS)
+                cond_wait_ms(&ag->pcv, &ag->mu, AGENT_POLL_HB_WAIT_MS - (hf_mono_ms() - t0));
+            continue;
+        }
+        /* The heartbeat thread reports an unreachable scheduler; here a
+         * debug line is enough (a scheduler without the route answers 404:
+         * heartbeats alone then deliver the work). */
+        if (failures++ == 0) hf_debug("long-poll failed (%s); retrying with backoff", err);
+        backoff = backoff ? backoff * 2 : 250;
+        if (backoff > AGENT_POLL_BACKOFF_MAX) backoff = AGENT_POLL_BACKOFF_MAX;
+        cond_wait_ms(&ag->pcv, &ag->mu, backoff);
+    }
+    pthread_mutex_unlock(&ag->mu);
     return NULL;
 }
 
 /* -------------------------------------------------------------- main loop */
+
+/* A random id for this process run (heartbeat "instance"). */
+static void make_instance(char *out, size_t outlen)
+{
+    uint64_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, &v, sizeof v) != (ssize_t)sizeof v)
+        v = ((uint64_t)hf_wall_ms() << 20) ^ (uint64_t)getpid() ^ (uint64_t)hf_mono_us();
+    if (fd >= 0) close(fd);
+    snprintf(out, outlen, "%016llx", (unsigned long long)v);
+}
 
 static void handle_inbox(agent *ag, int stopping)
 {
@@ -344,14 +465,17 @@ int agent_run(const agent_cfg *cfg)
     agent ag;
     char workdir[AGENT_PATH_MAX], self_dir[AGENT_PATH_MAX] = "", token[512] = "", host[256], name[256], err[512];
     json_t *gpus = NULL, *info = NULL;
-    pthread_t hb;
-    int hb_started = 0, rc = HF_OK;
+    pthread_t hb, pt;
+    int hb_started = 0, poll_started = 0, rc = HF_OK;
 
     memset(&ag, 0, sizeof ag);
     ag.cfg = cfg;
     ag.wake[0] = ag.wake[1] = -1;
     pthread_mutex_init(&ag.mu, NULL);
     pthread_cond_init(&ag.cv, NULL);
+    pthread_cond_init(&ag.pcv, NULL);
+    atomic_init(&ag.cancel, 0);
+    make_instance(ag.instance, sizeof ag.instance);
     ag.interval_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 1000;
 
     /* work directory: created, then made absolute */
@@ -395,7 +519,9 @@ int agent_run(const agent_cfg *cfg)
     }
     ag.link = agent_link_new(cfg->scheduler, token[0] ? token : NULL, cfg->ca_file, (long)cfg->http_timeout_ms, info);
     info = NULL;   /* owned (or freed) by agent_link_new */
-    if (!ag.link) {
+    ag.poll = agent_poll_new(cfg->scheduler, token[0] ? token : NULL, cfg->ca_file, (long)cfg->http_timeout_ms,
+                             &ag.cancel);
+    if (!ag.link || !ag.poll) {
         hf_error("cannot initialise the HTTP client");
         rc = HF_ENOMEM;
         goto end;
@@ -420,6 +546,12 @@ int agent_run(const agent_cfg *cfg)
         goto end;
     }
     hb_started = 1;
+    if (pthread_create(&pt, NULL, poll_main, &ag)) {
+        hf_error("cannot start the long-poll thread");
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    poll_started = 1;
 
     int stopping = 0;
     int64_t stop_started = 0;
@@ -457,17 +589,21 @@ int agent_run(const agent_cfg *cfg)
     }
     hf_info("stopped after %lld ms", (long long)(hf_mono_ms() - stop_started));
 end:
-    if (hb_started) {
+    if (hb_started || poll_started) {
         pthread_mutex_lock(&ag.mu);
         ag.stop = 1;
+        atomic_store(&ag.cancel, 1);
         pthread_cond_signal(&ag.cv);
+        pthread_cond_broadcast(&ag.pcv);
         pthread_mutex_unlock(&ag.mu);
-        pthread_join(hb, NULL);
+        if (hb_started) pthread_join(hb, NULL);
+        if (poll_started) pthread_join(pt, NULL);
     }
     term_fd = -1;
     handle_inbox(&ag, 1);
     agent_sup_free(ag.sup);
     agent_link_free(ag.link);
+    agent_poll_free(ag.poll);
     agent_outbox_free(ag.ob);
     json_decref(info);
     json_decref(gpus);
@@ -475,5 +611,6 @@ end:
         if (ag.wake[i] >= 0) close(ag.wake[i]);
     pthread_mutex_destroy(&ag.mu);
     pthread_cond_destroy(&ag.cv);
+    pthread_cond_destroy(&ag.pcv);
     return rc;
 }

@@ -20,6 +20,7 @@ struct hf_http {
     char *cafile;
     long  timeout_ms;
     int   retries;
+    const atomic_int *cancel;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -65,6 +66,14 @@ void hf_http_set_cafile(hf_http *c, const char *cafile)
 }
 
 void hf_http_set_retries(hf_http *c, int retries) { c->retries = retries < 0 ? 0 : retries; }
+void hf_http_set_cancel(hf_http *c, const atomic_int *flag) { c->cancel = flag; }
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt; (void)dn; (void)ut; (void)un;
+    const atomic_int *flag = ud;
+    return atomic_load(flag) ? 1 : 0;
+}
 const char *hf_http_base(const hf_http *c) { return c->base; }
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
@@ -96,6 +105,11 @@ static int attempt(hf_http *c, const char *method, const char *url, const char *
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     if (c->cafile) curl_easy_setopt(h, CURLOPT_CAINFO, c->cafile);
+    if (c->cancel) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->cancel);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));

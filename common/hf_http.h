@@ -13,6 +13,7 @@
 #define HF_HTTP_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #define HF_HTTP_MAX_BODY (64u << 20)
@@ -26,6 +27,10 @@ void     hf_http_free(hf_http *c);
 /* Verify TLS against this CA file instead of the system store (NULL = system). */
 void     hf_http_set_cafile(hf_http *c, const char *cafile);
 void     hf_http_set_retries(hf_http *c, int retries);
+/* Abort a request in progress (HF_ECONN, "aborted") soon after *flag
+ * becomes non-zero (within about a second: libcurl's progress callback),
+ * so another thread can stop a long-poll. flag NULL = never. */
+void     hf_http_set_cancel(hf_http *c, const atomic_int *flag);
 const char *hf_http_base(const hf_http *c);
 
 /* Send method to base_url+path with body serialised as JSON (NULL = no body).

@@ -43,12 +43,17 @@ struct api {
     char       *web_root;       /* realpath of --web, or NULL */
     char       *cert, *key;     /* PEM in memory for MHD */
     int         port;
+    doorbell   *bell;
+    atomic_int  stopping;       /* /wait answers at once from now on */
 };
 
 typedef struct req {
     hf_buf  body;
     int     too_big;
     int64_t t0_us;
+    int     parked;            /* a /wait parked in the doorbell (suspended) */
+    int     is_wait;           /* not counted in the request latency histogram */
+    doorbell_waiter w;
 } req;
 
 typedef struct sse_ctx {
@@ -129,7 +134,7 @@ static enum MHD_Result send_rc(struct MHD_Connection *c, int rc, const hf_jerr *
 
 enum route_id {
     R_HEALTHZ, R_METRICS, R_EVENTS, R_EXPS, R_EXP, R_EXP_ACTION, R_EXP_TRIALS, R_EXP_TOP, R_EXP_EXPORT,
-    R_TRIAL, R_TRIAL_METRICS, R_TRIAL_LOGS, R_TRIAL_KILL, R_AGENTS, R_AGENT_HB, R_NONE
+    R_TRIAL, R_TRIAL_METRICS, R_TRIAL_LOGS, R_TRIAL_KILL, R_AGENTS, R_AGENT_HB, R_AGENT_WAIT, R_NONE
 };
 
 typedef struct route {
@@ -154,6 +159,7 @@ static const route routes[] = {
     {R_TRIAL_KILL, "/api/v1/trials/*/kill", "POST"},
     {R_AGENTS, "/api/v1/agents", "GET, POST"},
     {R_AGENT_HB, "/api/v1/agents/*/heartbeat", "POST"},
+    {R_AGENT_WAIT, "/api/v1/agents/*/wait", "GET"},
 };
 
 static int is_action(const char *seg, size_t n)
@@ -289,6 +295,49 @@ static enum MHD_Result serve_events(api *a, struct MHD_Connection *c)
     return ret;
 }
 
+/* ---------- agent long-poll (doorbell) ---------- */
+
+static void wait_park(void *arg) { MHD_suspend_connection(arg); }
+static void wait_wake(void *arg) { MHD_resume_connection(arg); }
+
+/* GET /api/v1/agents/{id}/wait?timeout_ms=N: {"pending": true} as soon as
+ * the agent has an assignment or kill waiting for its next heartbeat, else
+ * {"pending": false} after N ms. The request is parked in the doorbell and
+ * suspended (no thread held); the core's ring or the cron's expiry resumes
+ * it, and libmicrohttpd then calls the handler again, landing here with
+ * rq->parked set. */
+static enum MHD_Result serve_wait(api *a, struct MHD_Connection *c, int64_t id, req *rq)
+{
+    hf_jerr e;
+    int64_t timeout;
+    int pending = 0;
+    if (rq->parked) {
+        int st = doorbell_state(a->bell, &rq->w);
+        doorbell_unpark(a->bell, &rq->w);
+        rq->parked = 0;
+        return send_json(c, 200, json_pack("{sb}", "pending", st == DOORBELL_RUNG));
+    }
+    hf_jerr_clear(&e);
+    if (query_int(c, "timeout_ms", 0, DOORBELL_MAX_WAIT_MS, 25000, &timeout, &e)) return send_jerr(c, 400, &e);
+    int rc = sched_agent_pending(a->s, id, &pending);
+    if (rc == HF_ENOTFOUND) return send_err(c, 404, NULL, "unknown agent %lld: register again", (long long)id);
+    if (rc) return send_rc(c, rc, NULL, "agent");
+    if (pending || timeout == 0 || !a->bell || atomic_load(&a->stopping))
+        return send_json(c, 200, json_pack("{sb}", "pending", pending));
+    rq->is_wait = 1;
+    rq->w.agent_id = id;
+    rq->w.deadline_mono = hf_mono_ms() + timeout;
+    rq->w.wake = wait_wake;
+    rq->w.arg = c;
+    if (doorbell_park(a->bell, &rq->w, wait_park))
+        return send_err(c, 503, NULL, "too many waiting agents (limit %d)", DOORBELL_MAX_WAITERS);
+    rq->parked = 1;
+    /* Work queued between the check above and parking rang nobody: check
+     * again now that a ring would find us. */
+    if (sched_agent_pending(a->s, id, &pending) == 0 && pending) doorbell_ring(a->bell, id);
+    return MHD_YES;
+}
+
 /* ---------- static files ---------- */
 
 static enum MHD_Result serve_static(api *a, struct MHD_Connection *c, const char *url)
@@ -372,7 +421,7 @@ static enum MHD_Result dispatch(api *a, struct MHD_Connection *c, const char *ur
             atomic_fetch_add(&metrics.http_requests[4], 1);
             return ret;
         }
-        int agent_route = (rt->id == R_AGENTS && !is_get) || rt->id == R_AGENT_HB;
+        int agent_route = (rt->id == R_AGENTS && !is_get) || rt->id == R_AGENT_HB || rt->id == R_AGENT_WAIT;
         if (agent_route && role != AUTH_AGENT)
             return send_err(c, 403, NULL, "this route needs an agent token");
         if (!agent_route && role == AUTH_AGENT && !is_get)
@@ -517,6 +566,9 @@ static enum MHD_Result dispatch(api *a, struct MHD_Connection *c, const char *ur
             ret = rc ? send_rc(c, rc, &e, "agent") : send_json(c, 201, out);
         }
         break;
+    case R_AGENT_WAIT:
+        ret = serve_wait(a, c, id, rq);
+        break;
     case R_AGENT_HB:
         rc = sched_agent_heartbeat(a->s, id, body, &out, &e);
         ret = rc ? send_rc(c, rc, &e, "agent") : send_json(c, 200, out);
@@ -560,10 +612,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls; (void)c; (void)toe;
+    (void)c; (void)toe;
+    api *a = cls;
     req *rq = *con_cls;
     if (!rq) return;
-    metrics_observe(&metrics.request_latency, hf_mono_us() - rq->t0_us);
+    if (rq->parked) doorbell_unpark(a->bell, &rq->w);
+    if (!rq->is_wait) metrics_observe(&metrics.request_latency, hf_mono_us() - rq->t0_us);
     hf_buf_free(&rq->body);
     free(rq);
     *con_cls = NULL;
@@ -638,6 +692,7 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
     a->st = st;
     a->ev = ev;
     a->au = au;
+    a->bell = cfg->bell;
     if (api_parse_listen(cfg->listen, host, sizeof host, &port)) {
         snprintf(err, errlen, "--listen %s: expected ADDR:PORT", cfg->listen ? cfg->listen : "");
         goto fail;
@@ -712,6 +767,8 @@ int api_port(const api *a) { return a->port; }
 void api_stop(api *a)
 {
     if (!a) return;
+    atomic_store(&a->stopping, 1);
+    if (a->bell) doorbell_expire(a->bell, INT64_MAX);   /* no suspended /wait left for MHD_stop_daemon */
     if (a->d) MHD_stop_daemon(a->d);
     free(a->web_root);
     free(a->cert);

@@ -11,6 +11,7 @@
 #define HF_API_H
 
 #include "scheduler/auth.h"
+#include "scheduler/doorbell.h"
 #include "scheduler/events.h"
 #include "scheduler/sched.h"
 #include "scheduler/store.h"
@@ -25,6 +26,7 @@ typedef struct api_config {
     const char *web_dir;       /* NULL = no static files */
     const char *tls_cert, *tls_key;   /* both or neither */
     int         threads;       /* pool size */
+    doorbell   *bell;          /* agents' long-poll waiters; NULL = /wait answers at once */
 } api_config;
 
 typedef struct api api;

@@ -17,6 +17,7 @@ struct cron {
     int             stop;
     sched          *s;
     events_hub     *ev;
+    doorbell       *bell;
 };
 
 static void *cron_main(void *arg)
@@ -33,6 +34,7 @@ static void *cron_main(void *arg)
         if (c->stop) break;
         pthread_mutex_unlock(&c->lock);
         sched_tick(c->s);
+        if (c->bell) doorbell_expire(c->bell, hf_mono_ms());
         if (hf_mono_ms() - last_ka >= CRON_KEEPALIVE_MS) {
             events_keepalive(c->ev);
             last_ka = hf_mono_ms();
@@ -43,7 +45,7 @@ static void *cron_main(void *arg)
     return NULL;
 }
 
-cron *cron_start(sched *s, events_hub *ev)
+cron *cron_start(sched *s, events_hub *ev, doorbell *bell)
 {
     cron *c = calloc(1, sizeof *c);
     if (!c) return NULL;
@@ -55,6 +57,7 @@ cron *cron_start(sched *s, events_hub *ev)
     pthread_mutex_init(&c->lock, NULL);
     c->s = s;
     c->ev = ev;
+    c->bell = bell;
     if (pthread_create(&c->th, NULL, cron_main, c) != 0) {
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->lock);

@@ -1,11 +1,13 @@
 /*
  * cron.h — the scheduler's periodic housekeeping (Redis's serverCron):
  * a thread that calls sched_tick every CRON_TICK_MS (agent expiry,
- * assignment timeouts, a dispatch pass) and sends SSE keepalives.
+ * assignment timeouts, a dispatch pass), expires agents' long-poll waiters
+ * (doorbell.h) and sends SSE keepalives.
  */
 #ifndef HF_CRON_H
 #define HF_CRON_H
 
+#include "scheduler/doorbell.h"
 #include "scheduler/events.h"
 #include "scheduler/sched.h"
 
@@ -14,7 +16,8 @@
 
 typedef struct cron cron;
 
-cron *cron_start(sched *s, events_hub *ev);
+/* bell may be NULL. */
+cron *cron_start(sched *s, events_hub *ev, doorbell *bell);
 void  cron_stop(cron *c);
 
 #endif

@@ -65,6 +65,7 @@ typedef struct trial_rank {
     int        exited;
     int        exit_code;
     int64_t    sent_mono;     /* when the assignment went out */
+    int64_t    sent_batch;    /* heartbeat batch whose reply carried it (0 = none) */
     int64_t    kill_sent_mono;
 } trial_rank;
 
@@ -123,6 +124,8 @@ typedef struct agent {
     json_t     *gpus;         /* owned */
     int         alive;
     int64_t     last_hb_mono, last_hb_wall, registered_at;
+    char        hb_instance[65];   /* agent process run of the last committed batch */
+    int64_t     hb_batch;          /* its number */
     place_agent pa;
 } agent;
 
@@ -139,6 +142,11 @@ struct sched {
     json_t         *pending;  /* [[type, data]...] published after commit */
     int64_t         pass;
     int64_t         next_port;
+    /* Doorbell: agents that got an assignment or a kill in the current
+     * transaction, rung after it commits (sched_set_doorbell). */
+    void          (*bell)(void *ctx, int64_t agent_id);
+    void           *bell_ctx;
+    int64_t        *rings;  size_t nrings, crings;
 };
 
 /* ---------- small helpers ---------- */
@@ -258,9 +266,30 @@ static void emit(sched *s, const char *type, json_t *data /* stolen */)
     json_array_append_new(s->pending, json_pack("[so]", type, data));
 }
 
+/* Remember to ring agent_id's doorbell when this transaction commits. */
+static void ring_note(sched *s, int64_t agent_id)
+{
+    if (!s->bell) return;
+    for (size_t i = 0; i < s->nrings; i++)
+        if (s->rings[i] == agent_id) return;
+    if (grow((void **)&s->rings, &s->crings, s->nrings + 1, sizeof *s->rings)) return;   /* heartbeat delivers it */
+    s->rings[s->nrings++] = agent_id;
+}
+
+/* The reply being built for agent_id carries everything pending for it. */
+static void ring_forget(sched *s, int64_t agent_id)
+{
+    for (size_t i = 0; i < s->nrings; i++)
+        if (s->rings[i] == agent_id) {
+            s->rings[i] = s->rings[--s->nrings];
+            return;
+        }
+}
+
 static void txn_begin(sched *s)
 {
     json_array_clear(s->pending);
+    s->nrings = 0;
     s->txn_rc = store_begin(s->st);
 }
 
@@ -279,6 +308,7 @@ static int txn_end(sched *s)
                  store_errmsg(s->st));
         store_rollback(s->st);
         json_array_clear(s->pending);
+        s->nrings = 0;
         sched_unload(s);
         if (sched_load(s, err, sizeof err)) hf_error("reload after failed transaction: %s", err);
         s->txn_rc = 0;
@@ -289,6 +319,8 @@ static int txn_end(sched *s)
     json_array_foreach(s->pending, i, p)
         events_publish(s->ev, json_string_value(json_array_get(p, 0)), json_array_get(p, 1));
     json_array_clear(s->pending);
+    for (size_t k = 0; k < s->nrings && s->bell; k++) s->bell(s->bell_ctx, s->rings[k]);
+    s->nrings = 0;
     return 0;
 }
 
@@ -551,7 +583,10 @@ static void trial_request_kill(sched *s, trial *t, int target, const char *reaso
     if (t->kill_state >= 0 && !(target == T_CANCELED && t->kill_state != T_CANCELED)) return;
     t->kill_state = target;
     snprintf(t->kill_reason, sizeof t->kill_reason, "%s", reason);
-    for (int r = 0; r < t->nranks; r++) t->ranks[r].kill_sent_mono = 0;
+    for (int r = 0; r < t->nranks; r++) {
+        t->ranks[r].kill_sent_mono = 0;
+        if (t->ranks[r].st != R_NEW && !t->ranks[r].exited) ring_note(s, t->ranks[r].agent_id);
+    }
     trial_save(s, t);
     event_row(s, t->exp->id, t->id, "KILL_REQUESTED", reason);
 }
@@ -654,6 +689,7 @@ static int trial_place(sched *s, trial *t)
         tr->ngpu = pr[r].ngpu;
         memcpy(tr->gpu, pr[r].gpu, sizeof tr->gpu);
         tr->st = R_NEW;
+        ring_note(s, tr->agent_id);
         x->slots_in_use += S;
         json_t *g = json_array();
         for (int k = 0; k < tr->ngpu; k++) json_array_append_new(g, json_integer(tr->gpu[k]));
@@ -1012,7 +1048,7 @@ static int sched_load(sched *s, char *err, size_t errlen)
     sqlite3_finalize(st);
 
     if (sqlite3_prepare_v2(db, "SELECT id,name,host,slots,gpus,version,state,registered_at,last_heartbeat "
-                               "FROM agents ORDER BY id", -1, &st, NULL) != SQLITE_OK) goto dberr;
+                               ",hb_instance,hb_batch FROM agents ORDER BY id", -1, &st, NULL) != SQLITE_OK) goto dberr;
     while (sqlite3_step(st) == SQLITE_ROW) {
         agent *a = calloc(1, sizeof *a);
         if (!a || grow((void **)&s->agents, &s->cagents, s->nagents + 1, sizeof *s->agents)) {
@@ -1032,6 +1068,8 @@ static int sched_load(sched *s, char *err, size_t errlen)
         a->registered_at = sqlite3_column_int64(st, 7);
         a->last_hb_wall = sqlite3_column_int64(st, 8);
         a->last_hb_mono = now_mono;
+        snprintf(a->hb_instance, sizeof a->hb_instance, "%s", col_text(st, 9));
+        a->hb_batch = sqlite3_column_int64(st, 10);
         s->agents[s->nagents++] = a;
     }
     sqlite3_finalize(st);
@@ -1210,6 +1248,7 @@ void sched_free(sched *s)
     free(s->trials);
     free(s->live);
     free(s->agents);
+    free(s->rings);
     json_decref(s->pending);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -1632,6 +1671,7 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
                 if (!t->ranks) break;
             } else {
                 tr->st = R_NEW;   /* send the assignment again */
+                ring_note(s, a->id);
             }
         }
     }
@@ -1659,10 +1699,18 @@ end:
 static int heartbeat_check(const json_t *body, hf_jerr *e, json_t **running, json_t **events, json_t **mets,
                            json_t **logs)
 {
-    static const char *const keys[] = {"running", "events", "metrics", "logs", "time", "slots_free", NULL};
+    static const char *const keys[] = {"running", "events", "metrics", "logs", "time", "slots_free",
+                                       "instance", "batch", NULL};
     int rc;
+    const char *inst = NULL;
+    int64_t batch = 0;
     if (!json_is_object(body)) return hf_jerr_set(e, "", NULL, "expected a JSON object");
     if ((rc = hf_json_only_keys(body, "", keys, e))) return rc;
+    if ((rc = hf_json_get_string(body, "", "instance", 0, 64, &inst, e))) return rc;
+    if ((rc = hf_json_get_int(body, "", "batch", 0, 1, INT64_MAX, &batch, e))) return rc;
+    if (inst && !*inst) return hf_jerr_set(e, "", "instance", "must not be empty");
+    if (!inst != !json_object_get(body, "batch")) return hf_jerr_set(e, "", inst ? "batch" : "instance",
+                                                                      "instance and batch go together");
     if ((rc = check_running(body, e, running))) return rc;
     if ((rc = hf_json_get_array(body, "", "events", 0, MAX_HB_ITEMS, events, e))) return rc;
     if ((rc = hf_json_get_array(body, "", "metrics", 0, MAX_HB_ITEMS, mets, e))) return rc;
@@ -1850,6 +1898,27 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     json_t *it;
     uint64_t dropped = 0, reports = 0, points = 0, nlogs = 0;
 
+    /* Duplicate-safe: a batch this agent process already got committed
+     * (its reply was lost, e.g. a timeout) is acknowledged without storing
+     * its items again; the assignments of that lost reply are sent again. */
+    const char *inst = json_string_value(json_object_get(body, "instance"));
+    int64_t batch = inst ? json_integer_value(json_object_get(body, "batch")) : 0;
+    int repeated = inst && strcmp(inst, a->hb_instance) == 0 && batch <= a->hb_batch;
+    if (repeated) {
+        atomic_fetch_add(&metrics.heartbeats_repeated, 1);
+        hf_info("agent %s: heartbeat batch %lld of instance %s already stored; acknowledging it again",
+                a->name, (long long)batch, inst);
+        mets = logs = events = NULL;   /* the loops below skip them */
+    } else if (inst) {
+        snprintf(a->hb_instance, sizeof a->hb_instance, "%s", inst);
+        a->hb_batch = batch;
+        sqlite3_stmt *st = store_stmt(s->st, ST_AGENT_BATCH);
+        sqlite3_bind_text(st, 1, inst, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, batch);
+        sqlite3_bind_int64(st, 3, a->id);
+        db_exec(s, st);
+    }
+
     /* Metrics and logs first: a trial's last reports arrive in the same
      * heartbeat as its exit and must be stored before it is finished. */
     json_array_foreach(mets, i, it) {
@@ -1985,11 +2054,14 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
                 if (tr->st != R_NEW) tr->kill_sent_mono = mono;
                 continue;
             }
-            if (tr->st == R_NEW) {
+            if (tr->st == R_NEW || (repeated && tr->st == R_SENT && batch > 0 && tr->sent_batch == batch)) {
                 json_array_append_new(assign, assignment(s, t, tr));
-                tr->st = R_SENT;
+                if (tr->st == R_NEW) {
+                    tr->st = R_SENT;
+                    rank_save(s, t, tr);
+                }
                 tr->sent_mono = mono;
-                rank_save(s, t, tr);
+                tr->sent_batch = batch;
             }
         }
     }
@@ -2007,6 +2079,7 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     }
     for (size_t k = 0; k < s->nexps && !busy; k++)
         if (s->exps[k]->state == E_ACTIVE && s->exps[k]->counts[T_QUEUED] > 0) busy = 1;
+    ring_forget(s, a->id);   /* this reply carries all of it */
     rc = txn_end(s);
     if (rc == 0) {
         atomic_fetch_add(&metrics.metric_reports, reports);
@@ -2018,6 +2091,36 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     } else {
         json_decref(assign);
         json_decref(kill);
+    }
+end:
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+void sched_set_doorbell(sched *s, void (*ring)(void *ctx, int64_t agent_id), void *ctx)
+{
+    pthread_mutex_lock(&s->lock);
+    s->bell = ring;
+    s->bell_ctx = ctx;
+    pthread_mutex_unlock(&s->lock);
+}
+
+int sched_agent_pending(sched *s, int64_t agent_id, int *pending)
+{
+    int rc = 0;
+    *pending = 0;
+    pthread_mutex_lock(&s->lock);
+    if (!agent_find(s, agent_id)) {
+        rc = HF_ENOTFOUND;
+        goto end;
+    }
+    for (size_t k = 0; k < s->nlive && !*pending; k++) {
+        trial *t = s->live[k];
+        for (int r = 0; r < t->nranks; r++) {
+            trial_rank *tr = &t->ranks[r];
+            if (tr->agent_id != agent_id || tr->exited) continue;
+            if (t->kill_state >= 0 ? tr->st != R_NEW && tr->kill_sent_mono == 0 : tr->st == R_NEW) *pending = 1;
+        }
     }
 end:
     pthread_mutex_unlock(&s->lock);

@@ -12,6 +12,7 @@
 #include "scheduler/api.h"
 #include "scheduler/auth.h"
 #include "scheduler/cron.h"
+#include "scheduler/doorbell.h"
 #include "scheduler/events.h"
 #include "scheduler/sched.h"
 #include "scheduler/store.h"
@@ -24,6 +25,8 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_flag;
+
+static void ring_agent(void *ctx, int64_t agent_id) { doorbell_ring(ctx, agent_id); }
 
 static void on_signal(int sig)
 {
@@ -68,6 +71,7 @@ int main(int argc, char **argv)
     auth *au = NULL;
     api *a = NULL;
     cron *cr = NULL;
+    doorbell *bell = NULL;
 
     hf_log_init("hyperfarm-scheduler");
     rc = hf_config_parse(opts, argc, argv, &npos, err, sizeof err);
@@ -117,9 +121,12 @@ int main(int argc, char **argv)
     sc.max_log_lines = max_log_lines;
     if (sc.assign_timeout_ms < 3 * agent_timeout) sc.assign_timeout_ms = 3 * agent_timeout;
     if (!ev || (rc = sched_new(&sc, st, ev, &s, err, sizeof err))) { hf_error("core: %s", err); goto end; }
-    api_config ac = {.listen = listen, .web_dir = web, .tls_cert = tls_cert, .tls_key = tls_key, .threads = (int)threads};
+    if (!(bell = doorbell_new())) { hf_error("out of memory"); goto end; }
+    sched_set_doorbell(s, ring_agent, bell);
+    api_config ac = {.listen = listen, .web_dir = web, .tls_cert = tls_cert, .tls_key = tls_key, .threads = (int)threads,
+                     .bell = bell};
     if ((rc = api_start(&ac, s, st, ev, au, &a, err, sizeof err))) { hf_error("api: %s", err); goto end; }
-    if (!(cr = cron_start(s, ev))) { hf_error("cannot start the cron thread"); goto end; }
+    if (!(cr = cron_start(s, ev, bell))) { hf_error("cannot start the cron thread"); goto end; }
     hf_info("listening on %s://%s:%d (db %s, schema v%d%s%s)", tls_cert ? "https" : "http",
             strchr(listen, '[') ? "[::]" : (api_parse_listen(listen, host, sizeof host, &port), host), api_port(a), db,
             store_version(st), web ? ", web " : "", web ? web : "");
@@ -131,9 +138,11 @@ int main(int argc, char **argv)
     ret = 0;
 end:
     cron_stop(cr);
+    if (s) sched_set_doorbell(s, NULL, NULL);
     events_close_all(ev);
-    api_stop(a);
+    api_stop(a);   /* answers parked long-polls first */
     sched_free(s);
+    doorbell_free(bell);
     events_free(ev);
     store_close(st);
     auth_free(au);

@@ -96,6 +96,10 @@ int metrics_render(hf_buf *b, const sched_stats *st)
         rc = hf_buf_printf(b, "hyperfarm_http_requests_total{code=\"%dxx\"} %llu\n", i,
                            (unsigned long long)atomic_load(&metrics.http_requests[i]));
     if (rc == 0) rc = COUNTER(b, "hyperfarm_heartbeats_total", "Agent heartbeats handled.", metrics.heartbeats);
+    if (rc == 0)
+        rc = COUNTER(b, "hyperfarm_heartbeats_repeated_total",
+                     "Heartbeat batches received again after they were committed (acknowledged, not stored twice).",
+                     metrics.heartbeats_repeated);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_metric_reports_total", "Metric reports ingested.", metrics.metric_reports);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_metric_points_total", "Metric values stored.", metrics.metric_points);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_log_lines_total", "Log lines stored.", metrics.log_lines);

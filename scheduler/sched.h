@@ -72,6 +72,15 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
 int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t **out, hf_jerr *e);
 int sched_agent_list(sched *s, json_t **out);
 
+/* Doorbell (GET /agents/{id}/wait): ring(ctx, agent_id) is called, under
+ * the core lock and after the commit, for every agent that got a new
+ * assignment or kill in a transaction (not for the agent whose heartbeat
+ * reply carries it). ring NULL = none. It must not call into the core. */
+void sched_set_doorbell(sched *s, void (*ring)(void *ctx, int64_t agent_id), void *ctx);
+/* Has agent_id an assignment or a kill waiting for its next heartbeat?
+ * RET 0 or HF_ENOTFOUND (unknown agent). */
+int sched_agent_pending(sched *s, int64_t agent_id, int *pending);
+
 /* Cron: expire silent agents, time out unacknowledged assignments, run a
  * dispatch pass. Called every ~100 ms by cron.c. */
 void sched_tick(sched *s);

@@ -41,6 +41,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_AGENT_UPDATE] = "UPDATE agents SET host=?,slots=?,gpus=?,version=?,state=?,registered_at=?,"
                         "last_heartbeat=? WHERE id=?",
     [ST_AGENT_HB] = "UPDATE agents SET state=?,last_heartbeat=? WHERE id=?",
+    [ST_AGENT_BATCH] = "UPDATE agents SET hb_instance=?,hb_batch=? WHERE id=?",
     [ST_ALLOC_INSERT] = "INSERT INTO allocations(trial_id,attempt,rank,agent_id,slots,gpus,created_at) "
                         "VALUES(?,?,?,?,?,?,?)",
     [ST_ALLOC_UPDATE] = "UPDATE allocations SET started=?,exited=?,exit_code=? WHERE trial_id=? AND attempt=? AND rank=?",
