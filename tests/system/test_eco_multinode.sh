@@ -15,6 +15,10 @@
 #   - the result equals a standalone `hyperfarm-train --nproc 2` run with
 #     the same flags (same algorithm, same seed): the scheduler-placed run
 #     is the same distributed computation, just launched by two agents.
+# Part 2: a trial whose command is `mpirun -np 2 ... hyperfarm-train
+# --backend mpi` on one agent with 2 slots (workers 1, slots_per_worker 2)
+# completes with the same metrics. (mpirun across agents needs a host file
+# nobody writes yet: docs/deploy.md, section 6.)
 source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm-scheduler hyperfarm-agent hyperfarm-train
 hf_setup
