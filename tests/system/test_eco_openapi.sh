@@ -125,6 +125,11 @@ call "$A" POST '/api/v1/agents/{id}/heartbeat' "/api/v1/agents/$AG/heartbeat" "$
 call "$A" POST '/api/v1/agents/{id}/heartbeat' "/api/v1/agents/$AG/heartbeat" '{"bogus": 1}' 400
 call "$A" POST '/api/v1/agents/{id}/heartbeat' /api/v1/agents/999999/heartbeat '{"running": []}' 404
 call "$U" GET /api/v1/agents /api/v1/agents "" 200
+wait_p='/api/v1/agents/{id}/wait'
+call "$A" GET "$wait_p" "/api/v1/agents/$AG/wait?timeout_ms=0" "" 200
+call "$A" GET "$wait_p" "/api/v1/agents/$AG/wait?timeout_ms=-1" "" 400
+call "$U" GET "$wait_p" "/api/v1/agents/$AG/wait?timeout_ms=0" "" 403
+call "$A" GET "$wait_p" "/api/v1/agents/999999/wait?timeout_ms=0" "" 404
 
 call "$U" GET '/api/v1/trials/{id}' "/api/v1/trials/$T" "" 200
 call "$U" GET '/api/v1/trials/{id}' /api/v1/trials/999999 "" 404
