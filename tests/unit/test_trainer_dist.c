@@ -12,7 +12,8 @@
  * parameters are O(0.05); the only difference allowed is the order of
  * float additions in the gradient sums). Async with one worker applies the
  * same updates as the single process (K = 0, plain momentum SGD), so it is
- * held to the same tolerance; async with 2 workers only has to train.
+ * held to the same tolerance; async with 2 workers (K = 1, plain SGD) must
+ * reach at least the single process's validation accuracy minus 0.05.
  * Skips (exit 77 semantics via cmocka skip) when the dataset is missing.
  */
 #include <setjmp.h>
@@ -240,22 +241,32 @@ static void test_async_two_workers_train(void **s)
 {
     (void)s;
     if (!ref_params) { print_message("dataset missing: skipped\n"); skip(); }
-    char d[512];
+    /* plain SGD: stale momentum makes 30-step runs erratic; the momentum
+     * and Adam cases are measured on full runs (docs/distributed.md) */
+    char d[512], ds[512];
     snprintf(d, sizeof d, "%s/async-2w", tmpdir);
+    snprintf(ds, sizeof ds, "%s/single-sgd", tmpdir);
     tr_options o;
-    base_options(&o, d);
+    base_options(&o, ds);
+    o.momentum = 0;
+    o.lr = 0.1;
+    assert_int_equal(run_single(&o), 0);
+    size_t n;
+    float *ref = load_params(&o, ds, &n);
+    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", d);
     o.staleness = 1;
     assert_int_equal(run_dist(&o, "async", 3, 1), 0);
-    size_t n;
     float *p = load_params(&o, d, &n);
     /* different updates than the single process, but as good a model */
-    double diff = max_diff(p, ref_params, n);
+    double diff = max_diff(p, ref, n);
     double acc_async = last_metric("async-0.out", "\"val_acc\":"), acc_single = last_metric("single-0.out", "\"val_acc\":");
     print_message("async 2 workers K=1: max |param - single| = %.3g, val_acc %.3f vs single %.3f\n", diff, acc_async,
                   acc_single);
     assert_true(diff > 0);
-    /* 30 steps only: early training is noisy; the 1-point target is for full runs (docs) */
-    assert_true(acc_single > 0.6 && fabs(acc_async - acc_single) < 0.1);
+    /* not worse than one process (early on it is often better: the second
+     * worker's half-step already sees the first one's) */
+    assert_true(acc_single > 0.6 && acc_async >= acc_single - 0.05);
+    free(ref);
     /* the chief reported staleness */
     assert_true(last_metric("async-0.out", "\"stale_grads\":") >= 0);
     free(p);
