@@ -133,7 +133,7 @@ static enum MHD_Result send_rc(struct MHD_Connection *c, int rc, const hf_jerr *
 /* ---------- routing ---------- */
 
 enum route_id {
-    R_HEALTHZ, R_METRICS, R_EVENTS, R_EXPS, R_EXP, R_EXP_ACTION, R_EXP_TRIALS, R_EXP_TOP, R_EXP_EXPORT,
+    R_HEALTHZ, R_METRICS, R_EVENTS, R_EXPS, R_EXP, R_EXP_ACTION, R_EXP_TRIALS, R_EXP_TOP, R_EXP_EXPORT, R_EXP_METRICS,
     R_TRIAL, R_TRIAL_METRICS, R_TRIAL_LOGS, R_TRIAL_KILL, R_AGENTS, R_AGENT_HB, R_AGENT_WAIT, R_NONE
 };
 
@@ -152,6 +152,7 @@ static const route routes[] = {
     {R_EXP_TRIALS, "/api/v1/experiments/*/trials", "GET"},
     {R_EXP_TOP, "/api/v1/experiments/*/top", "GET"},
     {R_EXP_EXPORT, "/api/v1/experiments/*/export", "GET"},
+    {R_EXP_METRICS, "/api/v1/experiments/*/metrics", "GET"},
     {R_EXP_ACTION, "/api/v1/experiments/*/@", "POST"},
     {R_TRIAL, "/api/v1/trials/*", "GET"},
     {R_TRIAL_METRICS, "/api/v1/trials/*/metrics", "GET"},
@@ -522,6 +523,21 @@ static enum MHD_Result dispatch(api *a, struct MHD_Connection *c, const char *ur
         }
         json_decref(sum);
         json_decref(trials);
+        break;
+    }
+    case R_EXP_METRICS: {
+        int64_t after, maxp;
+        const char *name = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "name");
+        if (query_int(c, "after", 0, INT64_MAX, 0, &after, &e) ||
+            query_int(c, "max_points", 0, 100000, 0, &maxp, &e)) { ret = send_jerr(c, 400, &e); break; }
+        if (!name || !*name || strlen(name) > 64) { ret = send_err(c, 400, "name", "required: a metric name"); break; }
+        rc = sched_experiment_get(a->s, id, &out);   /* 404 for an unknown experiment */
+        json_decref(out);
+        out = NULL;
+        if (rc) { ret = send_rc(c, rc, NULL, "experiment"); break; }
+        if (maxp > 0 && maxp < 3) maxp = 3;
+        rc = query_experiment_metrics(a->st, id, name, after, maxp, &out);
+        ret = rc ? send_rc(c, rc, NULL, "experiment") : send_json(c, 200, out);
         break;
     }
     case R_TRIAL:

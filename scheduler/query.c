@@ -137,6 +137,91 @@ end:
     return rc;
 }
 
+/* Close one trial's series into the "series" array. */
+static int series_emit(json_t *arr, int64_t trial_id, series *s, int64_t max_points, size_t **idx)
+{
+    size_t m = s->n, *ix = NULL;
+    if (max_points > 0) {
+        free(*idx);
+        if (!(*idx = malloc((s->n + 3) * sizeof **idx))) return HF_ENOMEM;
+        m = downsample_lttb(s->x, s->y, s->n, (size_t)max_points, *idx);
+        ix = *idx;
+    }
+    json_t *pts = json_array();
+    for (size_t j = 0; pts && j < m; j++) {
+        size_t i = ix ? ix[j] : j;
+        json_t *x = s->has_step[i] ? json_integer(s->step[i]) : s->has_epoch[i] ? json_real(s->epoch[i])
+                                                                               : json_integer(s->seq[i]);
+        json_array_append_new(pts, json_pack("[of]", x, s->y[i]));
+    }
+    json_t *o = json_pack("{sIsosI}", "trial_id", (json_int_t)trial_id, "points", pts, "downsampled_from",
+                          (json_int_t)s->n);
+    if (!o || json_array_append_new(arr, o)) return HF_ENOMEM;
+    s->n = 0;
+    return 0;
+}
+
+int query_experiment_metrics(store *sto, int64_t exp_id, const char *name, int64_t after, int64_t max_points,
+                             json_t **out)
+{
+    sqlite3 *db = store_reader_get(sto);
+    if (!db) return HF_EDB;
+    sqlite3_stmt *st = NULL;
+    series ser;
+    size_t *idx = NULL;
+    int rc = HF_EDB, src;
+    int64_t next = after, scanned = 0, cur = 0;
+    json_t *arr = json_array();
+    memset(&ser, 0, sizeof ser);
+    /* trials_exp then metrics_trial_name: rows come grouped by trial, in seq order */
+    if (sqlite3_prepare_v2(db, "SELECT m.trial_id,m.seq,m.step,m.epoch,m.value,m.time FROM trials t "
+                               "JOIN metrics m ON m.trial_id=t.id AND m.name=?2 AND m.seq>?3 "
+                               "WHERE t.experiment_id=?1 ORDER BY t.id, m.seq LIMIT ?4",
+                           -1, &st, NULL) != SQLITE_OK) goto end;
+    sqlite3_bind_int64(st, 1, exp_id);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, after);
+    sqlite3_bind_int64(st, 4, QUERY_MAX_SCAN + 1);
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (++scanned > QUERY_MAX_SCAN) break;
+        int64_t tid = sqlite3_column_int64(st, 0);
+        if (tid != cur && ser.n && (rc = series_emit(arr, cur, &ser, max_points, &idx))) goto end;
+        cur = tid;
+        /* series_add reads seq,?,step,epoch,value,time at columns 0,2,3,4,5: shift by one */
+        if (ser.n == ser.cap) {
+            size_t nc = ser.cap ? ser.cap * 2 : 256;
+#define GROW(f) do { void *p = realloc(ser.f, nc * sizeof *ser.f); if (!p) { rc = HF_ENOMEM; goto end; } ser.f = p; } while (0)
+            GROW(seq); GROW(step); GROW(time); GROW(x); GROW(y); GROW(epoch); GROW(has_step); GROW(has_epoch);
+#undef GROW
+            ser.cap = nc;
+        }
+        size_t i = ser.n++;
+        ser.seq[i] = sqlite3_column_int64(st, 1);
+        ser.has_step[i] = sqlite3_column_type(st, 2) != SQLITE_NULL;
+        ser.step[i] = sqlite3_column_int64(st, 2);
+        ser.has_epoch[i] = sqlite3_column_type(st, 3) != SQLITE_NULL;
+        ser.epoch[i] = sqlite3_column_double(st, 3);
+        ser.y[i] = sqlite3_column_double(st, 4);
+        ser.time[i] = sqlite3_column_int64(st, 5);
+        ser.x[i] = ser.has_step[i] ? (double)ser.step[i] : ser.has_epoch[i] ? ser.epoch[i] : (double)ser.seq[i];
+        if (i > 0 && ser.x[i] < ser.x[i - 1]) ser.x[i] = ser.x[i - 1];   /* LTTB wants x non-decreasing */
+        if (ser.seq[i] > next) next = ser.seq[i];
+    }
+    if (src != SQLITE_ROW && src != SQLITE_DONE) { rc = store_rc(src); goto end; }
+    if (ser.n && (rc = series_emit(arr, cur, &ser, max_points, &idx))) goto end;
+    *out = json_pack("{sssosIsb}", "name", name, "series", arr, "next", (json_int_t)next, "truncated",
+                     scanned > QUERY_MAX_SCAN);
+    arr = NULL;
+    rc = *out ? 0 : HF_ENOMEM;
+end:
+    json_decref(arr);
+    series_free(&ser);
+    free(idx);
+    sqlite3_finalize(st);
+    store_reader_put(sto, db);
+    return rc;
+}
+
 int query_logs(store *sto, int64_t trial_id, int64_t after, int64_t limit, json_t **out)
 {
     sqlite3 *db = store_reader_get(sto);

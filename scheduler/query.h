@@ -22,6 +22,14 @@
  * reduced to at most max_points points (LTTB over step). */
 int query_metrics(store *st, int64_t trial_id, const char *name, int64_t after, int64_t limit,
                   int64_t max_points, json_t **out);
+/* One metric of every trial of an experiment, for the dashboard's learning
+ * curves in one request: {"name", "series": [{"trial_id", "points":
+ * [[x, value]...], "downsampled_from"}...], "next": seq, "truncated"}.
+ * x is the step, else the epoch, else the row's seq. Rows with seq > after
+ * only (after 0 = all); max_points > 0 reduces each trial's series with
+ * LTTB. At most QUERY_MAX_SCAN rows are read ("truncated": true beyond). */
+int query_experiment_metrics(store *st, int64_t exp_id, const char *name, int64_t after, int64_t max_points,
+                             json_t **out);
 /* {"logs": [...], "next": seq} */
 int query_logs(store *st, int64_t trial_id, int64_t after, int64_t limit, json_t **out);
 /* Add "events" and "checkpoints" arrays to the trial object t. */

@@ -79,6 +79,12 @@ t PUT /api/v1/trials/1/kill                       ; expect 405
 grep -qi '^Allow: POST' <<<"$HDRS" || hf_fail "405 without Allow: POST"
 t GET /api/v1/trials/424242                       ; expect 404
 t GET /api/v1/trials/424242/metrics               ; expect 404
+t GET '/api/v1/experiments/424242/metrics?name=val_acc' ; expect 404
+t GET /api/v1/experiments/1/metrics               ; expect 400 name
+t GET '/api/v1/experiments/1/metrics?name=val_acc&max_points=-1' ; expect 400 max_points
+t POST '/api/v1/experiments/1/metrics?name=val_acc' ; expect 405
+t GET '/api/v1/agents/424242/wait?timeout_ms=10'  ; expect 404
+t GET '/api/v1/agents/1/wait?timeout_ms=abc'      ; expect 400 timeout_ms
 t GET /api/v1/trials/424242/logs                  ; expect 404
 t POST /api/v1/trials/424242/kill                 ; expect 404
 t GET /api/v1/trials/abc                          ; expect 400 id
@@ -155,6 +161,7 @@ t POST /api/v1/experiments "$GOOD" "$A"          ; expect 403
 t POST /api/v1/experiments/1/cancel '' "$A"      ; expect 403
 t POST /api/v1/agents '{"name":"u1","slots":1}' "$U" ; expect 403
 t POST /api/v1/agents/1/heartbeat '{}' "$U"      ; expect 403
+t GET '/api/v1/agents/1/wait?timeout_ms=0' '' "$U" ; expect 403
 t POST /api/v1/agents '{"name":"a2","slots":1}' "$A" ; expect 201
 t GET /metrics                                   ; expect 401
 t GET /metrics '' "$U"                           ; expect 200

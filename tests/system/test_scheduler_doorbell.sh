@@ -105,6 +105,10 @@ count() {
 count
 hf_assert_eq "$nl" 2 "log rows after batch 2 sent twice"
 hf_assert_eq "$nm" 1 "metric rows after batch 2 sent twice"
+# the experiment-wide metrics route (dashboard learning curves) sees it once too
+hf_get "/api/v1/experiments/$id2/metrics?name=val_acc&max_points=100" \
+  | hf_jq_assert ".name == \"val_acc\" and (.series | length) == 1 and .series[0].trial_id == $tid2
+      and .series[0].points == [[1, 0.5]] and .next > 0 and .truncated == false" "experiment metrics route"
 body3=$(jq '.batch = 3 | .events = [] | .metrics = [] | .logs = [.logs[0] | .line = "three"]' <<<"$body2")
 hb "$body3"
 count

@@ -7,10 +7,11 @@
  *   derived from the trials' budgets)
  *   the trial table: sortable, filterable, hyperparameters as columns
  *
- * Scale: built for 1,000 trials and 1,000,000 metric points. Each trial's
- * curve is fetched once with max_points so the server downsamples (the total
- * stays near POINT_BUDGET whatever the trial count), at most 6 requests in
- * flight, drawing as batches land; afterwards live `metric` events append.
+ * Scale: built for 1,000 trials and 1,000,000 metric points. Every trial's
+ * curve comes in one request (GET /experiments/{id}/metrics?name=&max_points=)
+ * that the server downsamples per trial (the total stays near POINT_BUDGET
+ * whatever the trial count); afterwards live `metric` events append, and a
+ * reconnect fetches only the rows after the last seq seen (&after=).
  * Redraws are throttled (slower when there are many series); the table is
  * rebuilt as one HTML string.
  */
@@ -180,25 +181,22 @@
     function perTrialPoints() {
       return Math.max(30, Math.min(2000, Math.floor(POINT_BUDGET / Math.max(1, S.trials.size))));
     }
-    const xOf = (m) => (m.step != null ? m.step : (m.epoch != null ? m.epoch : m.seq));
 
-    async function fetchCurve(tid, metric, gen) {
+    /* One trial's series from the experiment-wide metrics route: points are
+     * [x, value] with x = step, else epoch, else seq. */
+    function addSeries(tid, points) {
       const c = curveOf(tid);
-      const url = `/api/v1/trials/${tid}/metrics?name=${encodeURIComponent(metric)}&max_points=${perTrialPoints()}` +
-        (c.loaded ? `&after=${c.next}` : '');
-      const r = await HF.api.get(url);
-      if (gen !== S.gen || S.closed) return;
-      const rows = (r.metrics || []).filter((m) => m.name === undefined || m.name === metric);
-      const add = rows.map((m) => [xOf(m), m.value]).filter((p) => p[0] != null && typeof p[1] === 'number');
+      const add = (points || []).filter((p) => p[0] != null && typeof p[1] === 'number');
       if (!c.loaded) {
         // Keep live points that arrived while fetching if they lie past the fetched ones.
         const lastX = add.length ? add[add.length - 1][0] : -Infinity;
         c.pts = add.concat(c.pts.filter((p) => p[0] > lastX));
-      } else c.pts.push(...add);
-      if (r.next != null) c.next = Math.max(c.next, r.next);
+      } else {
+        const last = c.pts[c.pts.length - 1];
+        c.pts.push(...add.filter((p) => !last || p[0] > last[0]));
+      }
       c.loaded = true;
       capCurve(c);
-      renderCurves();
     }
     /* Live points are appended without downsampling; halve a curve that grows
      * past twice its share so memory and draw time stay bounded. */
@@ -212,13 +210,20 @@
 
     async function loadCurves(incremental) {
       if (!S.metric) return;
-      if (!incremental) { S.gen = (S.gen || 0) + 1; S.curves.clear(); }
+      if (!incremental || !S.curvesNext) { S.gen = (S.gen || 0) + 1; S.curves.clear(); S.curvesNext = 0; }
       const gen = S.gen;
       const ids = [...S.trials.keys()].sort((a, b) => b - a);
       const t0 = performance.now();
       curvesNote.textContent = `loading ${ids.length} curves…`;
       try {
-        await HF.pool(ids, 6, (tid) => fetchCurve(tid, S.metric, gen), () => gen !== S.gen || S.closed);
+        const url = `/api/v1/experiments/${id}/metrics?name=${encodeURIComponent(S.metric)}` +
+          `&max_points=${perTrialPoints()}` + (S.curvesNext ? `&after=${S.curvesNext}` : '');
+        const r = await HF.api.get(url);
+        if (gen !== S.gen || S.closed) return;
+        for (const s of r.series || []) addSeries(s.trial_id, s.points);
+        for (const tid of ids) curveOf(tid).loaded = true;   // trials without points yet
+        if (r.next != null) S.curvesNext = Math.max(S.curvesNext, r.next);
+        renderCurves();
       } catch (e) { if (e.status !== 401) HF.toast('loading curves failed: ' + e.message, true); }
       if (gen !== S.gen || S.closed) return;
       let n = 0; for (const c of S.curves.values()) n += c.pts.length;
