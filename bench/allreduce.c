@@ -362,12 +362,12 @@ int main(int argc, char **argv)
                 double alg = (double)b.sizes[k] / rs[m]->secs / 1e9;
                 bus[m] = alg * 2.0 * (p - 1) / p;
                 if (p == 1) bus[m] = alg;
-                printf("%-4s np=%d size=%-7s time_us %10.1f algbw %7.3f busbw %7.3f check %s\n", names[m], p, sz,
+                printf("%s np=%d size=%s time_us %.1f algbw %.3f busbw %.3f check %s\n", names[m], p, sz,
                        rs[m]->secs * 1e6, alg, bus[m], rs[m]->ok ? "ok" : "WRONG");
                 if (!rs[m]->ok) failures++;
             }
             if (bus[0] > 0 && (bus[1] > 0 || bus[2] > 0)) {
-                printf("ratio np=%d size=%-7s", p, sz);
+                printf("ratio np=%d size=%s", p, sz);
                 if (bus[1] > 0) printf(" tcp/mpi %.2f", bus[0] / bus[1]);
                 if (bus[2] > 0) printf(" tcp/gloo %.2f", bus[0] / bus[2]);
                 printf("\n");

@@ -705,9 +705,7 @@ int tr_coll_allgather(tr_coll *c, const void *send, void *recv, size_t bytes)
     int p = c->world, r = c->rank;
     char *out = recv;
     if (send != out + (size_t)r * bytes) memmove(out + (size_t)r * bytes, send, bytes);
-    if (c->backend == TR_COLL_NCCL) {
-        /* nccl here reduces host buffers only: fall back to the tcp mesh */
-    }
+    /* nccl: allgather runs on the tcp mesh, which stays up beside it */
     stream_op o = {.op = OP_ALLGATHER, .seq = c->seq++, .bytes = bytes * (uint64_t)p, .aux = 0};
     if (p == 1) return 0;
     int next = (r + 1) % p, prev = (r + p - 1) % p;

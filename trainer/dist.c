@@ -476,8 +476,13 @@ int dist_run_sync(tr_rank *r)
                 if (rows > 0) {
                     loss = tr_model_step(m, y, rows, gb, &lc, bucketer_on_grad, &b, &hits);
                 } else {
-                    memset(m->grads, 0, m->n_params * sizeof(float));   /* empty share of a short batch */
-                    bucketer_on_grad(&b, 0, m->n_params);
+                    /* empty share of a short last batch: zero gradients, handed
+                     * over layer by layer as backward would, so the buckets (and
+                     * so the collectives) are the same on every rank */
+                    memset(m->grads, 0, m->n_params * sizeof(float));
+                    for (int li = m->n_layers - 1; li >= 0; li--)
+                        if (m->layers[li].param_count)
+                            bucketer_on_grad(&b, m->layers[li].param_off, m->layers[li].param_count);
                 }
             }
             b.ctl[0] = (float)local_stop;
