@@ -506,6 +506,17 @@ static int scratch_ensure(tr_coll *c, size_t need)
     return 0;
 }
 
+/* Staging for received floats before they are added: they are added as
+ * soon as they arrive, so a few chunks suffice; keeping it small keeps it in
+ * L2 (writes to fresh lines would cost a read from memory first). */
+static size_t scratch_size(const tr_coll *c, size_t seg_bytes)
+{
+    size_t want = 2 * c->chunk;
+    const char *env = getenv("HF_COLL_SCRATCH");
+    if (env && atol(env) > 0) want = (size_t)atol(env);
+    return seg_bytes < want ? seg_bytes : want;
+}
+
 static int check_usable(tr_coll *c, const char *what)
 {
     if (c->broken)
@@ -531,7 +542,7 @@ static int ring_allreduce(tr_coll *c, float *buf, size_t n, const stream_op *o)
     step *st = calloc((size_t)ns, sizeof *st);
     if (!st) return tr_coll_fail(c, HF_ENOMEM, "out of memory");
     size_t maxseg = n / (size_t)p + 1;
-    int rc = scratch_ensure(c, maxseg * 4 < 8u << 20 ? maxseg * 4 : 8u << 20);
+    int rc = scratch_ensure(c, scratch_size(c, maxseg * 4));
     if (rc) goto end;
     for (int s = 0; s < ns; s++) {
         int sseg = ((r - s) % p + p) % p, rseg = ((r - s - 1) % p + p) % p;
@@ -570,7 +581,7 @@ static int pairwise_allreduce(tr_coll *c, float *buf, size_t n, const stream_op 
     step *st = calloc((size_t)ns, sizeof *st);
     if (!st) return tr_coll_fail(c, HF_ENOMEM, "out of memory");
     size_t maxseg = n / (size_t)p + 1;
-    int rc = scratch_ensure(c, maxseg * 4 < 8u << 20 ? maxseg * 4 : 8u << 20);
+    int rc = scratch_ensure(c, scratch_size(c, maxseg * 4));
     if (rc) goto end;
     size_t moff, mcnt;
     seg_bounds(n, p, r, &moff, &mcnt);
