@@ -179,7 +179,7 @@ bench: all
 NP ?= 4
 SIZE_MIB ?= 64
 bench-allreduce: $(BIN)/bench/allreduce
-	HF_ROOT=$(CURDIR) $(BIN)/bench/allreduce --np $(NP) --sizes $(SIZE_MIB)M
+	HF_ROOT=$(CURDIR) $(BIN)/bench/allreduce --np $(NP) --sizes $(SIZE_MIB)M --rounds 3
 .PHONY: bench-allreduce
 
 FUZZ_SECONDS ?= 30
