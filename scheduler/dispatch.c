@@ -859,8 +859,40 @@ static experiment *pick_experiment(sched *s)
     return best;
 }
 
+/* Backfill: the head-of-line experiment x cannot place its next trial.
+ * Reserve where that gang will run (placement_reserve) by holding the free
+ * slots it needs there for the rest of this pass (hold[i] per agent in
+ * s->agents order), so trials behind it in the order only take slots that
+ * do not delay it. RET 1 when something was reserved. */
+static int reserve_for(sched *s, const experiment *x, int *hold)
+{
+    place_agent *pa = calloc(s->nagents + 1, sizeof *pa);
+    int *res = calloc(s->nagents + 1, sizeof *res), *idx = calloc(s->nagents + 1, sizeof *idx);
+    int n = 0, any = 0;
+    if (!pa || !res || !idx) goto end;
+    for (size_t i = 0; i < s->nagents; i++)
+        if (s->agents[i]->alive) { pa[n] = s->agents[i]->pa; pa[n].excluded = 0; idx[n++] = (int)i; }
+    if (placement_reserve(pa, n, (int)x->spec.workers, (int)x->spec.slots_per_worker, res)) goto end;
+    for (int k = 0; k < n; k++) {
+        place_agent *a = &s->agents[idx[k]]->pa;
+        int free_slots = a->slots - a->slots_used;
+        int h = res[k] < free_slots ? res[k] : free_slots;
+        if (h <= 0) continue;
+        a->slots_used += h;
+        hold[idx[k]] = h;
+        any = 1;
+    }
+end:
+    free(pa);
+    free(res);
+    free(idx);
+    return any;
+}
+
 static void dispatch_pass(sched *s)
 {
+    int *hold = calloc(s->nagents + 1, sizeof *hold);   /* backfill holds, released at the end */
+    int reserved = 0;
     s->pass++;
     for (int iter = 0; iter < 10000 && s->txn_rc == 0; iter++) {
         experiment *x = pick_experiment(s);
@@ -873,7 +905,12 @@ static void dispatch_pass(sched *s)
             /* Create only what can be placed now (a new trial decided with
              * more results in hand is a better trial), unless nothing runs:
              * then ask anyway, to learn whether the search is over. */
-            if (act > 0 && !capacity_for(s, x)) { x->pass = s->pass; continue; }
+            if (act > 0 && !capacity_for(s, x)) {
+                x->pass = s->pass;
+                if (!reserved && hold && !x->searcher_done && (int64_t)x->ntrials < x->max_trials)
+                    reserved = reserve_for(s, x, hold);
+                continue;
+            }
             t = searcher_next(s, x, &finished);
             if (!t) {
                 if (finished && exp_active_count(x) == 0 && x->counts[T_PAUSED] == 0)
@@ -882,8 +919,13 @@ static void dispatch_pass(sched *s)
                 continue;
             }
         }
-        if (trial_place(s, t)) x->pass = s->pass;
+        if (trial_place(s, t)) {
+            x->pass = s->pass;
+            if (!reserved && hold) reserved = reserve_for(s, x, hold);
+        }
     }
+    for (size_t i = 0; hold && i < s->nagents; i++) s->agents[i]->pa.slots_used -= hold[i];
+    free(hold);
 }
 
 /* ---------- objective and metric ingestion ---------- */

@@ -71,6 +71,45 @@ int placement_gang(place_agent *a, int n, int workers, int spw, place_rank *out)
     return HF_OK;
 }
 
+int placement_reserve(const place_agent *a, int n, int workers, int spw, int *reserve)
+{
+    if (workers <= 0 || spw <= 0 || spw > PLACE_MAX_GPUS || n < 0) return HF_EINVAL;
+    int total = 0, best = -1, best_now = -1;
+    for (int i = 0; i < n; i++) {
+        place_agent idle = a[i];
+        idle.slots_used = 0;
+        idle.gpu_used = 0;
+        int c = placement_capacity(&idle, spw), now = placement_capacity(&a[i], spw);
+        reserve[i] = 0;
+        total += c;
+        if (c >= workers && now > best_now) { best = i; best_now = now; }
+    }
+    if (total < workers) return HF_ENOTFOUND;
+    if (best >= 0) {
+        reserve[best] = workers * spw;
+        return HF_OK;
+    }
+    /* Span agents: most free now first, then largest when idle. */
+    int left = workers;
+    while (left > 0) {
+        int pick = -1, pick_now = -1, pick_idle = -1;
+        for (int i = 0; i < n; i++) {
+            if (reserve[i]) continue;
+            place_agent idle = a[i];
+            idle.slots_used = 0;
+            idle.gpu_used = 0;
+            int c = placement_capacity(&idle, spw), now = placement_capacity(&a[i], spw);
+            if (c == 0) continue;
+            if (now > pick_now || (now == pick_now && c > pick_idle)) { pick = i; pick_now = now; pick_idle = c; }
+        }
+        if (pick < 0) break;   /* cannot happen: total >= workers */
+        int w = pick_idle < left ? pick_idle : left;
+        reserve[pick] = w * spw;
+        left -= w;
+    }
+    return HF_OK;
+}
+
 void placement_release(place_agent *a, int n, int workers, int spw, const place_rank *out)
 {
     for (int r = 0; r < workers; r++) {

@@ -42,6 +42,16 @@ int placement_capacity(const place_agent *a, int spw);
  * not fit RET HF_ENOTFOUND and a[] is unchanged. HF_EINVAL for bad sizes. */
 int placement_gang(place_agent *a, int n, int workers, int spw, place_rank *out);
 
+/* Backfill reservation (Slurm-style) for a gang that does not fit now:
+ * plan it over the agents as if they were idle, preferring agents with the
+ * most free capacity now (least to drain), one agent when one can take it
+ * all (the one with most free now), else as few as possible. reserve[i] =
+ * slots of agent i the gang will use; the caller lets other trials use only
+ * an agent's free slots beyond reserve[i], so none delays the gang.
+ * RET 0, HF_ENOTFOUND when the gang cannot fit even on an idle farm (then
+ * nothing is reserved), HF_EINVAL for bad sizes. */
+int placement_reserve(const place_agent *a, int n, int workers, int spw, int *reserve);
+
 /* Give back what out[0..workers) took (the inverse of placement_gang). */
 void placement_release(place_agent *a, int n, int workers, int spw, const place_rank *out);
 
