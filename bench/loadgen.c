@@ -84,7 +84,7 @@ typedef struct lg_opts {
 
 static lg_opts opt = {
     .agents = 200, .slots = 8, .trials = 8000, .experiments = 0, .reports = 40,
-    .per_hb = 2, .values = 2, .threads = 4, .hb_ms = -1, .eager = 1, .probe_hz = 20,
+    .per_hb = 2, .values = 2, .threads = 0, .hb_ms = -1, .eager = 1, .probe_hz = 20,
     .max_seconds = 600, .name_prefix = "lg",
 };
 
@@ -279,7 +279,10 @@ static void agent_on_reply(lg_worker *w, lg_agent *a, const char *resp, size_t r
         atomic_fetch_add(&assigns_total, 1);
         lg_slot *sl = slot_find(a, tid);
         if (sl) {       /* already ours: a duplicate assignment */
-            atomic_fetch_add(&overassigns, 1);
+            if (atomic_fetch_add(&overassigns, 1) < 5)
+                fprintf(stderr, "loadgen: agent %s-agent-%05d got trial %lld attempt %lld again (slot state %d, "
+                        "attempt %d)\n", opt.name_prefix, a->idx, (long long)tid, (long long)att, sl->state,
+                        sl->attempt);
             continue;
         }
         /* The free slot that has been free the longest takes it. */
@@ -288,7 +291,9 @@ static void agent_on_reply(lg_worker *w, lg_agent *a, const char *resp, size_t r
             if (a->slot[s].state == SLOT_FREE && (!best || a->slot[s].free_since < best->free_since))
                 best = &a->slot[s];
         if (!best) {
-            atomic_fetch_add(&overassigns, 1);
+            if (atomic_fetch_add(&overassigns, 1) < 5)
+                fprintf(stderr, "loadgen: agent %s-agent-%05d got trial %lld but has no free slot\n",
+                        opt.name_prefix, a->idx, (long long)tid);
             buf_item(&a->events, "{\"trial_id\":%lld,\"attempt\":%lld,\"type\":\"start_failed\","
                      "\"time\":%" PRId64 ",\"error\":\"loadgen: no free slot\"}",
                      (long long)tid, (long long)att, now_wall);
@@ -308,11 +313,15 @@ static void agent_on_reply(lg_worker *w, lg_agent *a, const char *resp, size_t r
     }
     arr = json_object_get(j, "kill");
     json_array_foreach(arr, i, it) {
-        json_int_t tid = 0;
-        if (json_unpack(it, "{s:I}", "trial_id", &tid)) continue;
+        json_int_t tid = 0, katt = 0;
+        const char *reason = "?";
+        if (json_unpack(it, "{s:I,s?I,s?s}", "trial_id", &tid, "attempt", &katt, "reason", &reason)) continue;
         lg_slot *sl = slot_find(a, tid);
         if (!sl || sl->state == SLOT_EXITING) continue;
-        atomic_fetch_add(&kills_total, 1);
+        if (atomic_fetch_add(&kills_total, 1) < 5)
+            fprintf(stderr, "loadgen: agent %s-agent-%05d told to kill trial %lld attempt %lld (ours: attempt %d, "
+                    "state %d): %s\n", opt.name_prefix, a->idx, (long long)tid, (long long)katt, sl->attempt,
+                    sl->state, reason);
         buf_item(&a->events, "{\"trial_id\":%" PRId64 ",\"attempt\":%d,\"type\":\"exited\","
                  "\"time\":%" PRId64 ",\"exit_code\":143,\"signal\":15}",
                  sl->trial_id, sl->attempt, now_wall);
@@ -473,7 +482,9 @@ static void *worker_main(void *arg)
         a->next_hb = hf_mono_ms() + (a->idx * 997) % (a->interval_ms > 0 ? a->interval_ms : 1000);
     }
     while (!atomic_load(&stop_flag)) {
-        int64_t now = hf_mono_ms(), next = now + 20;
+        /* next_hb is only ever changed by this thread, so sleeping until
+         * the earliest one is exact (capped to notice stop_flag). */
+        int64_t now = hf_mono_ms(), next = now + 200;
         for (int i = w->index; i < opt.agents && !atomic_load(&stop_flag); i += opt.threads) {
             lg_agent *a = &agents[i];
             if (a->id <= 0) continue;
@@ -484,7 +495,7 @@ static void *worker_main(void *arg)
             if (a->next_hb < next) next = a->next_hb;
         }
         now = hf_mono_ms();
-        if (next > now) hf_sleep_ms(next - now > 20 ? 20 : next - now);
+        if (next > now) hf_sleep_ms(next - now);
     }
     return NULL;
 }
@@ -801,6 +812,50 @@ end:
     return n;
 }
 
+/* Sum of the experiments' trial counts as the scheduler sees them.
+ * RET 1 when every experiment is in a final state, 0 when not, -1 on error. */
+static long last_counts[3];
+static int have_counts;
+
+static int sched_counts(long *completed, long *failed, long *other)
+{
+    hf_http *h = hf_http_new(base_url, opt.user_token, 30000, 0);
+    char *resp = NULL, err[256];
+    size_t rlen = 0, i;
+    long st = 0;
+    int all_final = -1;
+    json_t *j = NULL, *arr, *e;
+    *completed = *failed = *other = 0;
+    if (!h) return -1;
+    if (hf_http_request_raw(h, "GET", "/api/v1/experiments", NULL, &st, &resp, &rlen, err, sizeof err) ||
+        st != 200) {
+        if (have_counts) { *completed = last_counts[0]; *failed = last_counts[1]; *other = last_counts[2]; }
+        goto end;
+    }
+    j = json_loadb(resp, rlen, 0, NULL);
+    arr = json_object_get(j, "experiments");
+    all_final = json_array_size(arr) > 0;
+    json_array_foreach(arr, i, e) {
+        const char *state = json_string_value(json_object_get(e, "state"));
+        json_t *c = json_object_get(e, "counts"), *v;
+        const char *k;
+        if (!state || (strcmp(state, "COMPLETED") && strcmp(state, "CANCELED"))) all_final = 0;
+        json_object_foreach(c, k, v) {
+            long n = (long)json_integer_value(v);
+            if (!strcmp(k, "completed")) *completed += n;
+            else if (!strcmp(k, "failed")) *failed += n;
+            else *other += n;
+        }
+    }
+    last_counts[0] = *completed; last_counts[1] = *failed; last_counts[2] = *other;
+    have_counts = 1;
+end:
+    json_decref(j);
+    free(resp);
+    hf_http_free(h);
+    return all_final;
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *f)
@@ -816,7 +871,9 @@ static void usage(FILE *f)
         "  --values N         metric values per report (default 2)\n"
         "  --hb-ms N          heartbeat period: -1 the scheduler's (default), 0 back to back\n"
         "  --no-eager         do not heartbeat at once after accepting/finishing a trial\n"
-        "  --threads N        worker threads (default 4)\n"
+        "  --threads N        worker threads (default: one per agent, at most 1024; real\n"
+        "                     agents heartbeat independently, and agents sharing a\n"
+        "                     thread delay each other's heartbeats under load)\n"
         "  --probe-hz N       user GETs per second during the load (default 20; 0 off)\n"
         "  --max-seconds N    stop after N seconds even if trials remain (default 600)\n"
         "  --url URL          use a running scheduler (default: spawn one)\n"
@@ -877,10 +934,11 @@ int main(int argc, char **argv)
     }
     if (opt.agents < 1 || opt.slots < 1 || opt.slots > LG_MAX_SLOTS || opt.trials < 1 ||
         opt.reports < 1 || opt.per_hb < 1 || opt.values < 1 || opt.values > 32 ||
-        opt.threads < 1 || opt.threads > 256 || opt.max_seconds < 1) {
+        opt.threads < 0 || opt.threads > 1024 || opt.max_seconds < 1) {
         fprintf(stderr, "loadgen: option out of range (slots 1..%d, values 1..32)\n", LG_MAX_SLOTS);
         return 2;
     }
+    if (opt.threads == 0) opt.threads = opt.agents > 1024 ? 1024 : opt.agents;
     if (opt.threads > opt.agents) opt.threads = opt.agents;
     nexp = opt.experiments > 0 ? opt.experiments : (opt.trials + 999) / 1000;
     if (nexp > opt.trials) nexp = opt.trials;
@@ -909,12 +967,16 @@ int main(int argc, char **argv)
         for (int s = 0; s < LG_MAX_SLOTS; s++) agents[i].slot[s].disp = -1;
     }
     t_start_wall = hf_wall_ms();
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 512 << 10);   /* up to 1024 threads */
     for (int i = 0; i < opt.threads; i++) {
         workers[i].index = i;
         workers[i].http = hf_http_new(base_url, opt.agent_token, 30000, 0);
-        if (!workers[i].http || pthread_create(&workers[i].th, NULL, worker_main, &workers[i])) break;
+        if (!workers[i].http || pthread_create(&workers[i].th, &attr, worker_main, &workers[i])) break;
         nworkers++;
     }
+    pthread_attr_destroy(&attr);
     /* Wait for every agent to be registered, then submit the experiments. */
     int64_t t_reg = hf_mono_ms();
     for (;;) {
@@ -957,6 +1019,14 @@ int main(int argc, char **argv)
             last_progress = now;
         }
         if (done >= opt.trials) break;
+        if (now - last_progress < 1000) {   /* just printed: also ask the scheduler */
+            long nc, nf, no;
+            if (sched_counts(&nc, &nf, &no) == 1) {
+                printf("loadgen: the scheduler reports every experiment finished (%ld completed, %ld failed)\n",
+                       nc, nf);
+                break;
+            }
+        }
         if (now - t0 > (int64_t)opt.max_seconds * 1000) {
             printf("loadgen: stopping at --max-seconds %d with %ld of %d trials done\n", opt.max_seconds, done,
                    opt.trials);
@@ -1020,7 +1090,12 @@ stop:
         }
         double per_m = points > 0 ? (double)(dbsz + walsz) / (double)points * 1e6 / 1048576.0 : 0;
 
+        long sc_c = 0, sc_f = 0, sc_o = 0;
+        /* the scheduler may apply the last exits a moment after acknowledging them */
+        for (int i = 0; i < 20 && sched_counts(&sc_c, &sc_f, &sc_o) != 1; i++) hf_sleep_ms(250);
         printf("\n== loadgen results ==\n");
+        printf("scheduler's trial counts completed %ld, failed %ld, other %ld%s\n", sc_c, sc_f, sc_o,
+               sc_f ? "  ** trials FAILED: see over-assignments, kills and the scheduler's log **" : "");
         printf("trials completed        %ld of %d in %.1f s (%ld assignments, %ld over-assigned, %ld kills)\n",
                done, opt.trials, elapsed, atomic_load(&assigns_total), atomic_load(&overassigns),
                atomic_load(&kills_total));
@@ -1059,12 +1134,12 @@ stop:
                "\"hb_p50_ms\":%.2f,\"hb_p99_ms\":%.2f,\"api_p50_ms\":%.2f,\"api_p99_ms\":%.2f,"
                "\"dispatch_p50_ms\":%.2f,\"dispatch_p99_ms\":%.2f,\"rss_peak_kb\":%ld,\"rss_hwm_kb\":%ld,"
                "\"db_bytes\":%lld,\"mib_per_million_points\":%.2f,\"db_metric_rows\":%lld,"
-               "\"hb_failed\":%ld}\n",
+               "\"hb_failed\":%ld,\"sched_completed\":%ld,\"sched_failed\":%ld}\n",
                opt.agents, opt.slots, opt.trials, done, elapsed, reports, points, rps, best5,
                lat_pct(&hb, 50), lat_pct(&hb, 99), lat_pct(&probe_all, 50), lat_pct(&probe_all, 99),
                lat_pct(&disp, 50), lat_pct(&disp, 99), rss_peak, hwm, dbsz + walsz, per_m, rows,
-               atomic_load(&hb_failed));
-        rc = done >= opt.trials ? 0 : 3;
+               atomic_load(&hb_failed), sc_c, sc_f);
+        rc = done >= opt.trials && sc_f == 0 ? 0 : 3;
         if (rows >= 0 && rows < points) rc = 4;
         free(hb.v);
         free(disp.v);
