@@ -19,7 +19,8 @@ ft_require hyperfarm-scheduler hyperfarm-agent tests/fake_trial jq curl
 
 mode=${FT_LEAK_MODE:-auto}
 if [[ $mode == auto ]]; then
-  if ldd "$HF_BIN/hyperfarm-scheduler" 2>/dev/null | grep -q libasan; then mode=lsan
+  libs=$(ldd "$HF_BIN/hyperfarm-scheduler" 2>/dev/null)   # (not piped into grep -q: pipefail + SIGPIPE)
+  if [[ $libs == *libasan* ]]; then mode=lsan
   elif command -v valgrind >/dev/null; then mode=valgrind
   else ft_skip "neither a sanitizer build in \$HF_BIN nor valgrind"; fi
 fi
@@ -43,7 +44,8 @@ esac
 slog=$FT_DIR/scheduler.log
 "${wrap[@]}" "$HF_BIN/hyperfarm-scheduler" --listen "127.0.0.1:$FT_PORT" --db "$FT_DB" >"$slog" 2>&1 &
 SCHED_PID=$!; FT_PIDS+=("$SCHED_PID")
-ft_wait 60 "scheduler /healthz" ft_healthy
+up() { kill -0 "$SCHED_PID" 2>/dev/null || ft_fail "the scheduler exited at start"; ft_healthy; }
+ft_wait 60 "scheduler /healthz" up
 mkdir -p "$FT_DIR/work"
 "${wrap[@]}" "$HF_BIN/hyperfarm-agent" --scheduler "$FT_URL" --name leak-a1 --slots 2 --gpus none \
   --workdir "$FT_DIR/work" >"$FT_DIR/agent.log" 2>&1 &
