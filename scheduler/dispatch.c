@@ -14,9 +14,10 @@
  *
  * The dispatch pass (dispatch_pass) runs after every change that may free
  * or need capacity: it picks experiments by priority, then by fair share
- * (slots in use divided by weight), asks the searcher for trials while
- * below max_concurrent_trials and max_trials, and places each trial as a
- * gang (placement.c). Placed ranks are delivered in the agent's next
+ * (slots in use divided by weight), places its queued trials, or asks the
+ * searcher for a new one only when below max_concurrent_trials and
+ * max_trials and when free slots can take it at once, and places each
+ * trial as a gang (placement.c). Placed ranks are delivered in the agent's next
  * heartbeat reply; agents are told to heartbeat every heartbeat_fast_ms
  * while they have work, kills or queued trials, so an assignment or a
  * searcher STOP reaches the agent within that interval.
@@ -785,12 +786,20 @@ static trial *trial_create(sched *s, experiment *x, search_new *nw)
     return t;
 }
 
+/* The QUEUED trial to place next: one that ran before (an ASHA promotion,
+ * a restart, a trial resumed after a pause) before one never placed, each
+ * in creation order. */
 static trial *first_queued(experiment *x)
 {
+    trial *fresh = NULL;
     if (x->counts[T_QUEUED] == 0) return NULL;
-    for (size_t i = 0; i < x->ntrials; i++)
-        if (x->trials[i]->state == T_QUEUED) return x->trials[i];
-    return NULL;
+    for (size_t i = 0; i < x->ntrials; i++) {
+        trial *t = x->trials[i];
+        if (t->state != T_QUEUED) continue;
+        if (t->attempt > 0) return t;
+        if (!fresh) fresh = t;
+    }
+    return fresh;
 }
 
 /* Ask the searcher for work. RET a QUEUED trial, or NULL (x->pass set). */
@@ -902,13 +911,16 @@ static void dispatch_pass(sched *s)
             int finished = 0;
             int64_t act = exp_active_count(x);
             if (act >= x->spec.max_concurrent && act > 0) { x->pass = s->pass; continue; }
-            /* Create only what can be placed now (a new trial decided with
-             * more results in hand is a better trial), unless nothing runs:
-             * then ask anyway, to learn whether the search is over. */
-            if (act > 0 && !capacity_for(s, x)) {
+            /* Ask the searcher only for a trial that can be placed now: a
+             * trial decided with more results in hand is a better trial,
+             * and a freed slot then goes to whatever the searcher wants
+             * most (ASHA: a promotion) instead of to a queue decided
+             * earlier. Capacity is counted after the backfill holds of
+             * this pass. Once max_trials exist next() can only finish the
+             * search or promote, so it is asked anyway (to end it). */
+            if (!capacity_for(s, x) && (int64_t)x->ntrials < x->max_trials) {
                 x->pass = s->pass;
-                if (!reserved && hold && !x->searcher_done && (int64_t)x->ntrials < x->max_trials)
-                    reserved = reserve_for(s, x, hold);
+                if (!reserved && hold && !x->searcher_done) reserved = reserve_for(s, x, hold);
                 continue;
             }
             t = searcher_next(s, x, &finished);

@@ -149,7 +149,22 @@ int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
         if (g == 0) { rc = hf_jerr_set(e, "searcher", "max_trials", "required"); goto end; }
         spec->max_trials = (int64_t)g;
     }
-    spec->max_concurrent = search_cfg_int(sc, "max_concurrent_trials", spec->max_trials);
+    /* Default concurrency. The dispatcher creates a trial only when it can
+     * be placed at once, so free slots bound every experiment anyway; this
+     * cap is what one experiment may take of a large farm. Grid and random
+     * lose nothing by running everything at once (max_trials); PBT runs
+     * one generation of population_size members. TPE and ASHA decide from
+     * results: every trial started before earlier ones report is one TPE
+     * draws with less knowledge, and one bottom-rung trial ASHA starts
+     * where a promotion might have gone; they default to
+     * SEARCH_DEFAULT_CONCURRENCY in flight. */
+    int64_t dflt = spec->max_trials;
+    if (!strcmp(spec->searcher_name, "pbt")) dflt = search_cfg_int(sc, "population_size", 8);
+    else if (!strcmp(spec->searcher_name, "tpe") || !strcmp(spec->searcher_name, "asha"))
+        dflt = SEARCH_DEFAULT_CONCURRENCY;
+    if (dflt > spec->max_trials) dflt = spec->max_trials;
+    if (dflt < 1) dflt = 1;
+    spec->max_concurrent = search_cfg_int(sc, "max_concurrent_trials", dflt);
     spec->max_epochs = search_cfg_int(sc, "max_epochs", 0);
     if (json_is_integer(json_object_get(sc, "seed"))) {
         spec->seed = (uint64_t)json_integer_value(json_object_get(sc, "seed"));

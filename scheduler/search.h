@@ -120,6 +120,11 @@ void search_median_on_done(search_median *m, int64_t trial_id, int outcome);
  * and calls on_done again when it ends. A SEARCH_CREATE answer must be
  * acted on: searchers record the decision when they make it. */
 
+/* Default max_concurrent_trials of the adaptive searchers (tpe, asha);
+ * grid and random default to max_trials, pbt to population_size, all
+ * capped at max_trials (experiment.c). */
+#define SEARCH_DEFAULT_CONCURRENCY 16
+
 /* Keys of the "searcher" object common to every algorithm; an algorithm's
  * validate rejects keys that are neither these nor its own. */
 #define SEARCH_COMMON_KEYS "name", "max_trials", "max_concurrent_trials", "seed", \

@@ -137,6 +137,10 @@ call "$U" GET '/api/v1/trials/{id}/metrics' "/api/v1/trials/$T/metrics?name=val_
 jq -e '.metrics | length == 1' >/dev/null <<<"$BODY_OUT" || hf_fail "the fake agent's metric is not stored: $BODY_OUT"
 call "$U" GET '/api/v1/trials/{id}/metrics' "/api/v1/trials/$T/metrics?limit=0" "" 400
 call "$U" GET '/api/v1/trials/{id}/metrics' /api/v1/trials/999999/metrics "" 404
+xm='/api/v1/experiments/{id}/metrics'
+call "$U" GET "$xm" "/api/v1/experiments/$E/metrics?name=val_acc&max_points=10" "" 200
+call "$U" GET "$xm" "/api/v1/experiments/$E/metrics" "" 400
+call "$U" GET "$xm" "/api/v1/experiments/999999/metrics?name=val_acc" "" 404
 call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs" "" 200
 call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs?limit=0" "" 400
 call "$U" GET '/api/v1/trials/{id}/logs' /api/v1/trials/999999/logs "" 404

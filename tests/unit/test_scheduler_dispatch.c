@@ -1,0 +1,257 @@
+/*
+ * test_scheduler_dispatch.c — trials are created only when they can run:
+ * the dispatcher asks a searcher for a new trial only when that trial could
+ * be placed now, and an ASHA promotion takes a freed slot before any new
+ * trial (the real core on a real store; the agents are played by calling
+ * the heartbeat entry point directly, as in test_scheduler_backfill.c).
+ *
+ *   - 1 agent with 2 slots, a TPE and an ASHA experiment with max_trials 20
+ *     and no max_concurrent_trials: at most 2 trials exist before any
+ *     report, however many heartbeats and ticks pass; none on a farm
+ *     without free slots; the default max_concurrent_trials is reported.
+ *   - ASHA (eta 2, rungs 1 and 2 epochs): when the second rung-0 result
+ *     arrives, the freed slot goes to the promotion of the better trial
+ *     (same trial id, attempt 2, budget 2), not to a new trial.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "hf_err.h"
+#include "hf_log.h"
+#include "scheduler/sched.h"
+#include "scheduler/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static int setup(void **st)
+{
+    (void)st;
+    snprintf(dir, sizeof dir, "/tmp/hf_dispatch_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    hf_log_set_level(HF_LOG_WARN);
+    return 0;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+typedef struct run { int64_t trial, attempt, agent, budget; } run;
+static run runs[64];
+static int nruns;
+
+/* Heartbeat agent aid with events and metrics (JSON array texts); record
+ * the reply's assignments, RET how many there were. */
+static int hb(sched *c, int64_t aid, const char *events, const char *metrics)
+{
+    char body[4096];
+    snprintf(body, sizeof body, "{\"running\": [], \"events\": %s, \"metrics\": %s}", events, metrics);
+    json_t *b = json_loads(body, 0, NULL), *out = NULL;
+    assert_non_null(b);
+    hf_jerr e;
+    assert_int_equal(sched_agent_heartbeat(c, aid, b, &out, &e), 0);
+    json_t *as = json_object_get(out, "assign");
+    for (size_t i = 0; i < json_array_size(as); i++) {
+        json_t *a = json_array_get(as, i);
+        const char *me = json_string_value(json_object_get(json_object_get(a, "env"), "HYPERFARM_MAX_EPOCHS"));
+        assert_true(nruns < 64);
+        runs[nruns++] = (run){json_integer_value(json_object_get(a, "trial_id")),
+                              json_integer_value(json_object_get(a, "attempt")), aid, me ? atoll(me) : 0};
+    }
+    int n = (int)json_array_size(as);
+    json_decref(out);
+    json_decref(b);
+    return n;
+}
+
+/* r started, reported objective v at epoch ep, and exited 0. */
+static int finish(sched *c, const run *r, int ep, double v)
+{
+    char ev[512], met[512];
+    snprintf(ev, sizeof ev,
+             "[{\"trial_id\": %lld, \"attempt\": %lld, \"type\": \"started\", \"time\": 1, \"pid\": 100},"
+             " {\"trial_id\": %lld, \"attempt\": %lld, \"type\": \"exited\", \"time\": 2, \"pid\": 100,"
+             " \"exit_code\": 0}]", (long long)r->trial, (long long)r->attempt, (long long)r->trial,
+             (long long)r->attempt);
+    snprintf(met, sizeof met, "[{\"trial_id\": %lld, \"attempt\": %lld, \"step\": %d, \"epoch\": %d,"
+             " \"values\": {\"m\": %g}}]", (long long)r->trial, (long long)r->attempt, ep * 10, ep, v);
+    return hb(c, r->agent, ev, met);
+}
+
+static int64_t submit(sched *c, const char *json)
+{
+    json_t *e = json_loads(json, 0, NULL);
+    assert_non_null(e);
+    hf_jerr je;
+    int64_t id = 0;
+    int rc = sched_experiment_submit(c, e, &id, &je);
+    if (rc) fprintf(stderr, "submit: %s: %s\n", je.field, je.msg);
+    assert_int_equal(rc, 0);
+    json_decref(e);
+    return id;
+}
+
+static int64_t reg(sched *c, const char *name, int slots)
+{
+    char body[128];
+    snprintf(body, sizeof body, "{\"name\": \"%s\", \"slots\": %d}", name, slots);
+    json_t *b = json_loads(body, 0, NULL), *out = NULL;
+    hf_jerr je;
+    assert_int_equal(sched_agent_register(c, b, "127.0.0.1", &out, &je), 0);
+    int64_t id = json_integer_value(json_object_get(out, "id"));
+    json_decref(out);
+    json_decref(b);
+    return id;
+}
+
+static int64_t ntrials(sched *c, int64_t exp)
+{
+    json_t *out = NULL;
+    assert_int_equal(sched_experiment_trials(c, exp, &out), 0);
+    int64_t n = (int64_t)json_array_size(json_object_get(out, "trials"));
+    json_decref(out);
+    return n;
+}
+
+static int64_t exp_int(sched *c, int64_t exp, const char *key)
+{
+    json_t *out = NULL;
+    assert_int_equal(sched_experiment_get(c, exp, &out), 0);
+    int64_t v = json_integer_value(json_object_get(out, key));
+    json_decref(out);
+    return v;
+}
+
+static void open_core(const char *name, store **s, sched **c)
+{
+    char path[320], err[256] = "";
+    snprintf(path, sizeof path, "%s/%s.db", dir, name);
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    assert_int_equal(store_open(path, s, err, sizeof err), 0);
+    assert_int_equal(sched_new(&cfg, *s, NULL, c, err, sizeof err), 0);
+    nruns = 0;
+}
+
+#define SPACE "\"hyperparameters\": {\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}," \
+              "\"trial\": {\"command\": [\"true\"]}}"
+
+static void test_created_only_when_placeable(void **state)
+{
+    (void)state;
+    store *s = NULL;
+    sched *c = NULL;
+    open_core("placeable", &s, &c);
+
+    /* No agent yet: nothing can be placed, so nothing is created. */
+    int64_t xt = submit(c, "{\"name\": \"tpe\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                           "\"searcher\": {\"name\": \"tpe\", \"max_trials\": 20, \"seed\": 1}," SPACE);
+    assert_int_equal(ntrials(c, xt), 0);
+    assert_int_equal(exp_int(c, xt, "max_concurrent_trials"), 16);   /* the adaptive default */
+
+    int64_t a1 = reg(c, "a1", 2);
+    for (int i = 0; i < 5; i++) {
+        hb(c, a1, "[]", "[]");
+        sched_tick(c);
+    }
+    assert_int_equal(ntrials(c, xt), 2);
+    assert_int_equal(nruns, 2);
+
+    /* A second (ASHA) experiment on the full farm: no slot, no trial. */
+    int64_t xa = submit(c, "{\"name\": \"asha\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                           "\"searcher\": {\"name\": \"asha\", \"max_trials\": 20, \"max_epochs\": 4, \"seed\": 1},"
+                           SPACE);
+    for (int i = 0; i < 5; i++) {
+        hb(c, a1, "[]", "[]");
+        sched_tick(c);
+    }
+    assert_int_equal(ntrials(c, xa), 0);
+    assert_int_equal(ntrials(c, xt), 2);
+
+    /* A 2-slot agent joins: ASHA gets both (fair share), no more. */
+    int64_t a2 = reg(c, "a2", 2);
+    for (int i = 0; i < 5; i++) {
+        hb(c, a2, "[]", "[]");
+        sched_tick(c);
+    }
+    assert_int_equal(ntrials(c, xa), 2);
+    assert_int_equal(ntrials(c, xt), 2);
+    assert_int_equal(nruns, 4);
+
+    /* Random keeps max_trials as its default (parallelism costs it nothing). */
+    int64_t xr = submit(c, "{\"name\": \"rnd\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                           "\"searcher\": {\"name\": \"random\", \"max_trials\": 40, \"seed\": 1}," SPACE);
+    assert_int_equal(exp_int(c, xr, "max_concurrent_trials"), 40);
+    assert_int_equal(ntrials(c, xr), 0);
+
+    sched_free(c);
+    store_close(s);
+}
+
+static void test_promotion_before_new_trial(void **state)
+{
+    (void)state;
+    store *s = NULL;
+    sched *c = NULL;
+    open_core("promote", &s, &c);
+    int64_t a1 = reg(c, "a1", 2);
+    int64_t x = submit(c, "{\"name\": \"asha\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                          "\"searcher\": {\"name\": \"asha\", \"max_trials\": 20, \"max_epochs\": 2,"
+                          " \"min_epochs\": 1, \"reduction_factor\": 2, \"seed\": 3}," SPACE);
+    hb(c, a1, "[]", "[]");
+    assert_int_equal(nruns, 2);
+    assert_int_equal(ntrials(c, x), 2);
+    run t1 = runs[0], t2 = runs[1];
+    assert_int_equal(t1.budget, 1);
+
+    /* t1 ends rung 0 (1 epoch) alone: nothing to promote, a new trial t3. */
+    assert_int_equal(finish(c, &t1, 1, 0.9), 1);
+    assert_int_equal(ntrials(c, x), 3);
+    run t3 = runs[2];
+    assert_true(t3.trial != t1.trial && t3.trial != t2.trial);
+
+    /* t2 ends rung 0 worse: t1 is the top 1 of 2 and is promoted into the
+     * freed slot (attempt 2, budget 2); no new trial is created. */
+    assert_int_equal(finish(c, &t2, 1, 0.5), 1);
+    run p = runs[3];
+    assert_int_equal(p.trial, t1.trial);
+    assert_int_equal(p.attempt, 2);
+    assert_int_equal(p.budget, 2);
+    assert_int_equal(ntrials(c, x), 3);
+
+    /* t3 ends rung 0 best: the next promotion is t3 (top 1 of 3), again
+     * before any new trial. */
+    assert_int_equal(finish(c, &t3, 1, 0.95), 1);
+    run p3 = runs[4];
+    assert_int_equal(p3.trial, t3.trial);
+    assert_int_equal(p3.budget, 2);
+    assert_int_equal(ntrials(c, x), 3);
+
+    /* The promoted t1 finishes its top rung: now a new trial. */
+    assert_int_equal(finish(c, &p, 2, 0.91), 1);
+    assert_int_equal(ntrials(c, x), 4);
+    assert_int_equal(runs[5].budget, 1);
+
+    sched_free(c);
+    store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_created_only_when_placeable),
+        cmocka_unit_test(test_promotion_before_new_trial),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
