@@ -281,10 +281,41 @@ void agent_outbox_set_running(agent_outbox *ob, json_t *running)
     pthread_mutex_unlock(&ob->mu);
 }
 
+/* Is (trial, attempt, rank) of event ev already in the running array r? */
+static int running_has(const json_t *r, const json_t *ev)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(r, i, x) {
+        if (json_equal(json_object_get(x, "trial_id"), json_object_get(ev, "trial_id"))
+            && json_equal(json_object_get(x, "attempt"), json_object_get(ev, "attempt"))
+            && json_equal(json_object_get(x, "rank"), json_object_get(ev, "rank")))
+            return 1;
+    }
+    return 0;
+}
+
+/* The running list as the scheduler must see it: live processes, plus
+ * trials whose end ("exited", "start_failed") is still waiting in the
+ * outbox. Until the scheduler has stored that end, the trial is running as
+ * far as it knows; leaving it out of a re-registration (after a scheduler
+ * restart) would make the scheduler declare it lost and fail it, and then
+ * drop the real exit event as stale. */
 json_t *agent_outbox_running(agent_outbox *ob)
 {
     pthread_mutex_lock(&ob->mu);
     json_t *r = json_deep_copy(ob->running);
+    for (ob_item *it = ob->events.head; r && it; it = it->next) {
+        const char *type = json_string_value(json_object_get(it->j, "type"));
+        if (!type || (strcmp(type, "exited") && strcmp(type, "start_failed")) || running_has(r, it->j))
+            continue;
+        json_t *pid = json_object_get(it->j, "pid");
+        json_t *rank = json_object_get(it->j, "rank");
+        json_array_append_new(r, json_pack("{s:O, s:O, s:I, s:I}", "trial_id", json_object_get(it->j, "trial_id"),
+                                           "attempt", json_object_get(it->j, "attempt"),
+                                           "pid", (json_int_t)(json_is_integer(pid) ? json_integer_value(pid) : 0),
+                                           "rank", (json_int_t)(json_is_integer(rank) ? json_integer_value(rank) : 0)));
+    }
     pthread_mutex_unlock(&ob->mu);
     return r;
 }
