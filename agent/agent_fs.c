@@ -185,29 +185,13 @@ int agent_fs_copy_tree(const char *src, const char *dst, char *err, size_t errle
     return copy_tree(src, dst, 0, &files, err, errlen);
 }
 
-int agent_fs_write_control(const char *path, int should_stop, const char *reason)
+int agent_fs_write_file(const char *path, const char *text, size_t len)
 {
     char tmp[AGENT_PATH_MAX + 8];
     int rc = HF_OK, fd = -1;
-    char *text = NULL;
-    json_t *o = json_pack("{s:b, s:s?, s:I}", "should_stop", should_stop, "reason", reason,
-                          "time", (json_int_t)hf_wall_ms());
-
-    if (!o || !(text = json_dumps(o, JSON_COMPACT))) {
-        rc = HF_ENOMEM;
-        goto end;
-    }
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        rc = HF_EINVAL;
-        goto end;
-    }
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        rc = hf_err_from_errno(errno);
-        goto end;
-    }
-    size_t len = strlen(text);
-    text[len] = '\0';
-    if (write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd)) {
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return HF_EINVAL;
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) return hf_err_from_errno(errno);
+    if ((len && write(fd, text, len) != (ssize_t)len) || fsync(fd)) {
         rc = hf_err_from_errno(errno);
         goto end;
     }
@@ -219,6 +203,24 @@ end:
         close(fd);
         unlink(tmp);
     }
+    return rc;
+}
+
+int agent_fs_write_control(const char *path, int should_stop, const char *reason)
+{
+    int rc;
+    char *text = NULL, *line = NULL;
+    json_t *o = json_pack("{s:b, s:s?, s:I}", "should_stop", should_stop, "reason", reason,
+                          "time", (json_int_t)hf_wall_ms());
+
+    if (!o || !(text = json_dumps(o, JSON_COMPACT)) || asprintf(&line, "%s\n", text) < 0) {
+        line = NULL;
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    rc = agent_fs_write_file(path, line, strlen(line));
+end:
+    free(line);
     free(text);
     json_decref(o);
     return rc;

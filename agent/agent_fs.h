@@ -7,6 +7,8 @@
  *     <workdir>/experiments/7/trials/5/               the trial's working directory (cwd)
  *     <workdir>/experiments/7/trials/5/checkpoints/   HYPERFARM_CHECKPOINT_DIR
  *     <workdir>/experiments/7/trials/5/control.json   {"should_stop": false|true, "reason": ...}
+ *     <workdir>/experiments/7/trials/5/hostfile       rank 0 of an mpirun-launcher trial only
+ *                                                     (HYPERFARM_HOSTFILE; Open MPI "host slots=N" lines)
  *
  * Paths from the scheduler are untrusted: they must be relative, made of
  * non-empty components without "." or "..", of printable characters, and
@@ -33,6 +35,10 @@ int agent_fs_mkdirs(const char *path);
  * AGENT_COPY_MAX_*. Existing files in dst are overwritten.
  * RET 0 or an HF_E* code with a message in err. */
 int agent_fs_copy_tree(const char *src, const char *dst, char *err, size_t errlen);
+
+/* Atomically (write path.tmp, fsync, rename) write len bytes of text to
+ * path. RET 0 or an HF_E* code. */
+int agent_fs_write_file(const char *path, const char *text, size_t len);
 
 /* Atomically (write temp, fsync, rename) write the control file:
  * {"should_stop": should_stop, "reason": reason|null, "time": ms}. */

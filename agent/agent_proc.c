@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,7 +83,70 @@ void agent_spec_free(agent_spec *s)
     for (char **p = s->env; p && *p; p++) free(*p);
     free(s->argv);
     free(s->env);
+    free(s->hostfile);
     free(s);
+}
+
+/* A host name or address as Open MPI's host file takes it: letters,
+ * digits, '.', '-', '_', ':' (IPv6), 1..255 bytes. Nothing else can reach
+ * the file (no spaces, newlines or '#'). */
+static int host_ok(const char *h)
+{
+    size_t n = strlen(h);
+    if (n == 0 || n > 255 || h[0] == '-') return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = h[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-'
+              || c == '_' || c == ':'))
+            return 0;
+    }
+    return 1;
+}
+
+/* "launcher", "hold", "hosts" of an assignment. RET 0 or HF_EINVAL. */
+static int parse_launcher(const json_t *a, const char *path, agent_spec *s, hf_jerr *e)
+{
+    const char *l = NULL;
+    json_t *hosts = NULL, *hold = json_object_get(a, "hold");
+    char fp[256], ip[256];
+    hf_buf b;
+    int rc;
+    if ((rc = hf_json_get_string(a, path, "launcher", 0, 16, &l, e))) return rc;
+    if ((rc = hf_json_get_array(a, path, "hosts", 0, AGENT_MAX_HOSTS, &hosts, e))) return rc;
+    if (hold && !json_is_boolean(hold)) return hf_jerr_set(e, path, "hold", "must be a boolean");
+    if (!l) {
+        if (hosts || json_is_true(hold)) return hf_jerr_set(e, path, "launcher", "required with hosts or hold");
+        return 0;
+    }
+    if (strcmp(l, "mpirun")) return hf_jerr_set(e, path, "launcher", "must be \"mpirun\", got \"%s\"", l);
+    s->launcher = 1;
+    s->hold = json_is_true(hold);
+    if (s->hold) return 0;
+    if (!hosts || json_array_size(hosts) == 0)
+        return hf_jerr_set(e, path, "hosts", "required (non-empty) for the rank that runs mpirun");
+    hf_buf_init(&b, (size_t)AGENT_MAX_HOSTS * 300);
+    hf_jpath(fp, sizeof fp, path, "hosts");
+    for (size_t i = 0; i < json_array_size(hosts); i++) {
+        json_t *h = json_array_get(hosts, i);
+        const char *name = NULL;
+        int64_t slots = 0;
+        hf_jpath_index(ip, sizeof ip, fp, i);
+        if (!json_is_object(h)) { rc = hf_jerr_set(e, ip, NULL, "must be an object"); goto end; }
+        if ((rc = hf_json_get_string(h, ip, "host", 1, 255, &name, e))) goto end;
+        if (!host_ok(name)) {
+            rc = hf_jerr_set(e, ip, "host", "not a host name or address ([A-Za-z0-9._:-])");
+            goto end;
+        }
+        if ((rc = hf_json_get_int(h, ip, "slots", 1, 1, 100000, &slots, e))) goto end;
+        if ((rc = hf_buf_printf(&b, "%s slots=%lld\n", name, (long long)slots))) {
+            rc = hf_jerr_set(e, ip, NULL, "out of memory");
+            goto end;
+        }
+    }
+    if (!(s->hostfile = strndup(b.data ? b.data : "", b.len))) rc = hf_jerr_set(e, path, NULL, "out of memory");
+end:
+    hf_buf_free(&b);
+    return rc;
 }
 
 static int env_name_ok(const char *k)
@@ -128,6 +192,7 @@ agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
         || hf_json_get_int(a, path, "rank", 0, 0, 100000, &s->rank, e)
         || hf_json_get_int(a, path, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &s->grace_ms, e))
         goto fail;
+    if (parse_launcher(a, path, s, e)) goto fail;
     /* copy_checkpoint_from: optional string or null (PBT exploit). */
     json_t *cfj = json_object_get(a, "copy_checkpoint_from");
     if (cfj && !json_is_null(cfj)
@@ -351,7 +416,8 @@ static int env_is(const char *e, const char *n)
 
 /* The agent-controlled names that the scheduler's env cannot override. */
 static const char *const agent_env[] = {"HYPERFARM_CHECKPOINT_DIR", "HYPERFARM_CONTROL_FILE",
-                                        "HYPERFARM_ATTEMPT", "CUDA_VISIBLE_DEVICES", "PATH", NULL};
+                                        "HYPERFARM_ATTEMPT", "HYPERFARM_HOSTFILE", "CUDA_VISIBLE_DEVICES",
+                                        "PATH", NULL};
 
 static int env_agent_owned(const char *e)
 {
@@ -364,7 +430,7 @@ static int env_agent_owned(const char *e)
  * the agent set, plus the spec's env, plus the agent's variables. The
  * strings in *strs are owned (free each, then the arrays). */
 static char **build_env(const agent_sup *s, const agent_spec *sp, const char *ckpt, const char *control,
-                        char ***strs_out, const char **path_out)
+                        const char *hostfile, char ***strs_out, const char **path_out)
 {
     size_t nenv = 0, nsp = 0, k = 0, ns = 0;
     while (environ[nenv]) nenv++;
@@ -392,6 +458,7 @@ static char **build_env(const agent_sup *s, const agent_spec *sp, const char *ck
     if (asprintf(&strs[ns++], "HYPERFARM_CONTROL_FILE=%s", control) < 0) goto fail;
     if (asprintf(&strs[ns++], "HYPERFARM_ATTEMPT=%lld", (long long)sp->attempt) < 0) goto fail;
     if (asprintf(&strs[ns++], "CUDA_VISIBLE_DEVICES=%s", gpus) < 0) goto fail;
+    if (hostfile && asprintf(&strs[ns++], "HYPERFARM_HOSTFILE=%s", hostfile) < 0) goto fail;
     if (s->self_dir[0]) {
         if (asprintf(&strs[ns++], "PATH=%s%s%s", s->self_dir, oldpath ? ":" : "", oldpath ? oldpath : "") < 0)
             goto fail;
@@ -409,6 +476,44 @@ fail:
     return NULL;
 }
 
+/* argv of an mpirun-launcher rank 0 with every "{hostfile}" replaced by
+ * the host file's path (NULL-terminated, strings owned; free with
+ * argv_free). RET NULL on OOM or an argument over AGENT_ARG_MAX. */
+static char **argv_subst(char *const *argv, const char *hostfile)
+{
+    static const char tok[] = "{hostfile}";
+    size_t n = 0, tl = sizeof tok - 1, hl = strlen(hostfile);
+    while (argv[n]) n++;
+    char **out = calloc(n + 1, sizeof *out);
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        hf_buf b;
+        const char *p = argv[i], *q;
+        hf_buf_init(&b, AGENT_ARG_MAX + 1);
+        int rc = 0;
+        while (!rc && (q = strstr(p, tok))) {
+            rc = hf_buf_add(&b, p, (size_t)(q - p));
+            if (!rc) rc = hf_buf_add(&b, hostfile, hl);
+            p = q + tl;
+        }
+        if (!rc) rc = hf_buf_add(&b, p, strlen(p) + 1);
+        if (rc || !(out[i] = strdup(b.data))) {
+            hf_buf_free(&b);
+            for (size_t k = 0; k < i; k++) free(out[k]);
+            free(out);
+            return NULL;
+        }
+        hf_buf_free(&b);
+    }
+    return out;
+}
+
+static void argv_free(char **v)
+{
+    for (char **p = v; p && *p; p++) free(*p);
+    free(v);
+}
+
 static void start_failed(agent_sup *s, const agent_spec *sp, const char *msg)
 {
     hf_warn("trial %lld attempt %lld: start failed: %s", (long long)sp->trial_id, (long long)sp->attempt, msg);
@@ -420,7 +525,8 @@ static void start_failed(agent_sup *s, const agent_spec *sp, const char *msg)
 int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen)
 {
     char ckpt[AGENT_PATH_MAX], dir[AGENT_PATH_MAX], control[AGENT_PATH_MAX], prog[AGENT_PATH_MAX];
-    char why[512], **envp = NULL, **strs = NULL;
+    char hostfile[AGENT_PATH_MAX];
+    char why[512], **envp = NULL, **strs = NULL, **argv = NULL;
     const char *path = NULL;
     int out[2] = {-1, -1}, errp[2] = {-1, -1}, ep[2] = {-1, -1};
     int rc = HF_OK, copy_rc = HF_OK;
@@ -474,12 +580,30 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
         snprintf(err, errlen, "write %s: %s", control, hf_strerror(rc));
         goto fail;
     }
-    if (!(envp = build_env(s, sp, ckpt, control, &strs, &path))) {
+    hostfile[0] = '\0';
+    if (sp->launcher && !sp->hold && sp->hostfile) {
+        if (snprintf(hostfile, sizeof hostfile, "%s/hostfile", dir) >= (int)sizeof hostfile) {
+            snprintf(err, errlen, "checkpoint_dir: path too long");
+            rc = HF_EINVAL;
+            goto fail;
+        }
+        if ((rc = agent_fs_write_file(hostfile, sp->hostfile, strlen(sp->hostfile)))) {
+            snprintf(err, errlen, "write %s: %s", hostfile, hf_strerror(rc));
+            goto fail;
+        }
+        if (!(argv = argv_subst(sp->argv, hostfile))) {
+            snprintf(err, errlen, "argv: out of memory or an argument over %d bytes", AGENT_ARG_MAX);
+            rc = HF_ENOMEM;
+            goto fail;
+        }
+    }
+    if (!(envp = build_env(s, sp, ckpt, control, hostfile[0] ? hostfile : NULL, &strs, &path))) {
         snprintf(err, errlen, "out of memory");
         rc = HF_ENOMEM;
         goto fail;
     }
-    int perr = path_lookup(sp->argv[0], path, prog, sizeof prog);
+    int perr = sp->hold ? 0 : path_lookup(sp->argv[0], path, prog, sizeof prog);
+    if (sp->hold) snprintf(prog, sizeof prog, "(holding %lld slots for mpirun)", (long long)sp->slots);
     if (perr) {
         snprintf(err, errlen, "execvp %s: %s", sp->argv[0], strerror(perr));
         rc = HF_ECHILD;
@@ -513,8 +637,19 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
         int nul = open("/dev/null", O_RDONLY);
         if (nul < 0 || dup2(nul, 0) < 0 || dup2(out[1], 1) < 0 || dup2(errp[1], 2) < 0) code = errno;
         else if (chdir(dir)) code = errno;
+        if (!code && sp->hold) {
+            /* A holder: no program, so no exec closes the agent's fds
+             * (sockets, pipes): close them all, which also closes the
+             * exec-error pipe (= success), then wait for the SIGTERM that
+             * releases the slots. */
+#ifdef SYS_close_range
+            if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+#endif
+                for (int fd = 3; fd < 65536; fd++) close(fd);
+            for (;;) pause();
+        }
         if (!code) {
-            execve(prog, sp->argv, envp);
+            execve(prog, argv ? argv : sp->argv, envp);
             code = errno;
         }
         ssize_t w = write(ep[1], &code, sizeof code);
@@ -567,6 +702,17 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
     push_event(s, json_pack("{s:I, s:I, s:I, s:s, s:I, s:i}", "trial_id", (json_int_t)t->trial_id,
                             "attempt", (json_int_t)t->attempt, "rank", (json_int_t)t->rank, "type", "started",
                             "time", (json_int_t)hf_wall_ms(), "pid", (int)pid));
+    char one_line[512] = "";
+    for (size_t i = 0, k = 0; sp->hostfile && sp->hostfile[i] && k + 3 < sizeof one_line; i++) {
+        if (sp->hostfile[i] != '\n') one_line[k++] = sp->hostfile[i];
+        else if (sp->hostfile[i + 1]) one_line[k++] = ',', one_line[k++] = ' ';
+        one_line[k] = '\0';
+    }
+    if (sp->hold)
+        trial_note(s, t, "rank %lld: holding %lld slot(s) on this agent for the mpirun started by rank 0",
+                   (long long)sp->rank, (long long)sp->slots);
+    else if (hostfile[0])
+        trial_note(s, t, "mpirun launcher: host file %s (HYPERFARM_HOSTFILE): %s", hostfile, one_line);
     if (sp->copy_from[0] && copy_rc)
         trial_note(s, t, "copy_checkpoint_from %s failed (%s); the trial starts without it",
                    sp->copy_from, why);
@@ -585,6 +731,7 @@ end:
     for (int i = 0; strs && i < 8; i++) free(strs[i]);
     free(strs);
     free(envp);
+    argv_free(argv);
     return rc;
 }
 

@@ -10,6 +10,8 @@
  * written by the SIGCHLD handler, and an optional extra fd of the caller.
  *
  * A trial process:
+ *   - (a holder rank of an mpirun-launcher trial: a forked placeholder that
+ *     only waits for its SIGTERM; no program is run, see agent_spec)
  *   - is started with fork + execve of an argv array (never a shell), the
  *     program found on the PATH of the trial's environment, whose first
  *     entry is the directory of the agent's own binary;
@@ -49,6 +51,7 @@
 #define AGENT_LOG_RATE    2000          /* log lines per second per trial */
 #define AGENT_DRAIN_MS    2000          /* wait for pipe EOF after the leader exits */
 #define AGENT_GRACE_MAX_MS (3600 * 1000)
+#define AGENT_MAX_HOSTS   1024          /* entries of an mpirun host file */
 
 /* One assignment, validated. */
 typedef struct agent_spec {
@@ -62,6 +65,15 @@ typedef struct agent_spec {
     int     gpus[AGENT_MAX_GPUS];
     int     ngpus;
     int64_t slots;
+    /* "launcher": "mpirun" (issue 8.2). Rank 0 (hold == 0) gets the
+     * placement as hostfile text ("host slots=N" lines, validated), writes
+     * it to <trial dir>/hostfile, exports HYPERFARM_HOSTFILE and replaces
+     * "{hostfile}" in argv with its path. Other ranks (hold == 1) start no
+     * program: a placeholder process holds the slots (reported running
+     * like any trial) until the scheduler's kill releases it. */
+    int     launcher;                     /* 1 = mpirun */
+    int     hold;
+    char   *hostfile;                     /* owned; NULL unless launcher && !hold */
 } agent_spec;
 
 /* Validate one element of a heartbeat reply's "assign" array (path names it

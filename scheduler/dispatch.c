@@ -562,6 +562,13 @@ static void trial_finish(sched *s, trial *t, int target, const char *detail)
     trial_done_notify(t, target);
 }
 
+/* Is tr a holder rank of a launcher (mpirun) trial whose rank 0 still
+ * runs? Such a rank is not sent kills yet: mpirun's daemons use its agent. */
+static int holder_waits(const trial *t, const trial_rank *tr)
+{
+    return t->exp->spec.launcher_mpirun && tr->rank != 0 && t->ranks && !t->ranks[0].exited;
+}
+
 /* Ask for the trial to end in state target (STOPPED, CANCELED, PAUSED or
  * FAILED). Unplaced trials change at once; placed ones get a kill in
  * their agents' next heartbeat replies and change when they exit. */
@@ -580,13 +587,17 @@ static void trial_request_kill(sched *s, trial *t, int target, const char *reaso
         trial_finish(s, t, target, reason);
         return;
     }
-    /* A pause or user kill overrides a weaker pending one (stop -> cancel). */
+    /* A pause or user kill overrides a weaker pending one (stop -> cancel),
+     * except once mpirun (rank 0 of a launcher trial) has ended: its exit
+     * decided the outcome, and only the holders are left to release. */
     if (t->kill_state >= 0 && !(target == T_CANCELED && t->kill_state != T_CANCELED)) return;
+    if (t->kill_state >= 0 && t->exp->spec.launcher_mpirun && t->ranks && t->ranks[0].exited) return;
     t->kill_state = target;
     snprintf(t->kill_reason, sizeof t->kill_reason, "%s", reason);
     for (int r = 0; r < t->nranks; r++) {
         t->ranks[r].kill_sent_mono = 0;
-        if (t->ranks[r].st != R_NEW && !t->ranks[r].exited) ring_note(s, t->ranks[r].agent_id);
+        if (t->ranks[r].st != R_NEW && !t->ranks[r].exited && !holder_waits(t, &t->ranks[r]))
+            ring_note(s, t->ranks[r].agent_id);
     }
     trial_save(s, t);
     event_row(s, t->exp->id, t->id, "KILL_REQUESTED", reason);
@@ -599,18 +610,31 @@ static void rank_exited(sched *s, trial *t, trial_rank *r, int code, const char 
     r->exited = 1;
     r->exit_code = code;
     rank_save(s, t, r);
-    if (code != 0 && t->kill_state < 0) {
-        /* A failed worker fails the gang: stop the others, then restart. */
-        int others = 0;
+    int others = 0;
+    for (int k = 0; k < t->nranks; k++)
+        if (!t->ranks[k].exited && t->ranks[k].st != R_NEW) others = 1;
+    if (t->exp->spec.launcher_mpirun && r->rank == 0 && others) {
+        /* mpirun (rank 0) ended: its exit code is the trial's outcome, and
+         * the holders on the other agents are released now. A kill already
+         * pending (STOP, cancel, pause) was held back from them until now. */
+        if (t->kill_state < 0)
+            trial_request_kill(s, t, code == 0 ? T_COMPLETED : T_FAILED,
+                               code == 0 ? "mpirun exited: releasing held slots" : why ? why : "mpirun failed");
         for (int k = 0; k < t->nranks; k++)
-            if (!t->ranks[k].exited && t->ranks[k].st != R_NEW) others = 1;
-        if (others) trial_request_kill(s, t, T_FAILED, why ? why : "worker failed");
+            if (!t->ranks[k].exited && t->ranks[k].st != R_NEW) {
+                t->ranks[k].kill_sent_mono = 0;
+                ring_note(s, t->ranks[k].agent_id);
+            }
+    } else if (code != 0 && t->kill_state < 0 && others) {
+        /* A failed worker fails the gang: stop the others, then restart. */
+        trial_request_kill(s, t, T_FAILED, why ? why : "worker failed");
     }
     for (int k = 0; k < t->nranks; k++)
         if (!t->ranks[k].exited && t->ranks[k].st != R_NEW) return;   /* others still running */
     int all_ok = 1;
     for (int k = 0; k < t->nranks; k++)
         if (!t->ranks[k].exited || t->ranks[k].exit_code != 0) all_ok = 0;
+    if (t->exp->spec.launcher_mpirun) all_ok = t->ranks[0].exited && t->ranks[0].exit_code == 0;
     t->has_exit = 1;
     t->exit_code = t->ranks[0].exited ? t->ranks[0].exit_code : code;
     char d[160];
@@ -1909,6 +1933,26 @@ static json_t *assignment(sched *s, trial *t, trial_rank *tr)
                            "experiment_id", (json_int_t)x->id, "rank", tr->rank, "argv", x->spec.argv, "env", env,
                            "checkpoint_dir", ckdir, "slots", tr->slots, "gpus", gpus,
                            "grace_ms", (json_int_t)x->spec.grace_ms);
+    /* Launcher trials: rank 0 runs the command (mpirun) with a host file
+     * of the placement, one entry per agent in rank order with as many
+     * slots as ranks placed there; the other ranks hold their slots. */
+    if (x->spec.launcher_mpirun) {
+        json_object_set_new(as, "launcher", json_string("mpirun"));
+        if (tr->rank == 0) {
+            json_t *hosts = json_array();
+            for (int r = 0; r < t->nranks; r++) {
+                int seen = 0, n = 0;
+                for (int q = 0; q < r; q++) seen |= t->ranks[q].agent_id == t->ranks[r].agent_id;
+                if (seen) continue;
+                for (int q = r; q < t->nranks; q++) n += t->ranks[q].agent_id == t->ranks[r].agent_id;
+                agent *ra = agent_find(s, t->ranks[r].agent_id);
+                json_array_append_new(hosts, json_pack("{sssi}", "host", ra ? ra->host : "127.0.0.1", "slots", n));
+            }
+            json_object_set_new(as, "hosts", hosts);
+        } else {
+            json_object_set_new(as, "hold", json_true());
+        }
+    }
     /* PBT exploit: start from a copy of the parent's newest checkpoint
      * (first attempt only; restarts resume from the trial's own). */
     if (t->parent > 0 && t->attempt == 1 && t->restarts == 0) {
@@ -2099,6 +2143,9 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
             if (tr->agent_id != a->id || tr->exited) continue;
             busy = 1;
             if (t->kill_state >= 0) {
+                /* A holder of a launcher trial keeps its slots until mpirun
+                 * (rank 0) has exited: mpirun's daemons run there. */
+                if (holder_waits(t, tr)) continue;
                 if (!killed_here && tr->st != R_NEW && (tr->kill_sent_mono == 0 || mono - tr->kill_sent_mono > 2000)) {
                     json_array_append_new(kill, json_pack("{sIsIsssI}", "trial_id", (json_int_t)t->id, "attempt",
                                                           (json_int_t)t->attempt, "reason", t->kill_reason,

@@ -17,7 +17,7 @@ static const char *const top_keys[] = {"name", "description", "objective", "sear
                                        "trial", "priority", "weight", "tags", NULL};
 static const char *const objective_keys[] = {"metric", "goal", NULL};
 static const char *const trial_keys[] = {"command", "resources", "distributed", "max_restarts", "env",
-                                         "grace_period_ms", NULL};
+                                         "grace_period_ms", "launcher", NULL};
 static const char *const resources_keys[] = {"workers", "slots_per_worker", NULL};
 static const char *const distributed_keys[] = {"mode", "backend", "ps", "staleness", NULL};
 
@@ -79,6 +79,13 @@ static int parse_trial(json_t *tr, exp_spec *spec, hf_jerr *e)
             return hf_jerr_set(e, "trial.distributed", "backend", "must be one of tcp, mpi, nccl");
         if ((rc = hf_json_get_int(dist, "trial.distributed", "ps", 0, 1, 64, &x, e))) return rc;
         if ((rc = hf_json_get_int(dist, "trial.distributed", "staleness", 0, 0, 1000, &x, e))) return rc;
+    }
+    if (json_object_get(tr, "launcher")) {
+        const char *l = NULL;
+        if ((rc = hf_json_get_string(tr, "trial", "launcher", 1, 16, &l, e))) return rc;
+        if (strcmp(l, "mpirun"))
+            return hf_jerr_set(e, "trial", "launcher", "must be \"mpirun\" (or absent), got \"%s\"", l);
+        spec->launcher_mpirun = 1;
     }
     if ((rc = hf_json_get_int(tr, "trial", "max_restarts", 0, 0, 100, &spec->max_restarts, e))) return rc;
     if ((rc = hf_json_get_int(tr, "trial", "grace_period_ms", 0, 0, 3600000, &spec->grace_ms, e))) return rc;

@@ -44,6 +44,8 @@ typedef struct exp_spec {
     int64_t     priority;        /* higher is placed first */
     double      weight;          /* fair-share weight among experiments of equal priority */
     int64_t     grace_ms;        /* SIGTERM grace before SIGKILL */
+    int         launcher_mpirun; /* trial.launcher == "mpirun": rank 0 runs the command
+                                    with a host file of the placement, other ranks hold */
     /* Owned. */
     search_space *sp;
 } exp_spec;

@@ -175,6 +175,16 @@ static void test_spec_validation(void **state)
         {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"gpus\":[\"0\"]}", "a.gpus[0]"},
         {"{\"trial_id\":0,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\"}", "a.trial_id"},
         {"[1]", "a"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"launcher\":\"srun\"}", "a.launcher"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"hold\":true}", "a.launcher"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"launcher\":\"mpirun\",\"hold\":1}", "a.hold"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"launcher\":\"mpirun\"}", "a.hosts"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"launcher\":\"mpirun\","
+         "\"hosts\":[{\"host\":\"a b\",\"slots\":1}]}", "a.hosts[0].host"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"launcher\":\"mpirun\","
+         "\"hosts\":[{\"host\":\"h\\nh2 slots=9\",\"slots\":1}]}", "a.hosts[0].host"},
+        {"{\"trial_id\":1,\"attempt\":1,\"argv\":[\"x\"],\"checkpoint_dir\":\"a\",\"launcher\":\"mpirun\","
+         "\"hosts\":[{\"host\":\"h\",\"slots\":0}]}", "a.hosts[0].slots"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         json_t *j = json_loads(bad[i].json, 0, NULL);
@@ -255,6 +265,71 @@ static void test_env_cwd_metrics(void **state)
     assert_non_null(c);
     assert_true(json_is_false(json_object_get(c, "should_stop")));
     json_decref(c);
+}
+
+/* mpirun launcher, rank 0: the host file is written next to the
+ * checkpoint dir, HYPERFARM_HOSTFILE names it, "{hostfile}" in argv is
+ * replaced by its path. */
+static void test_launcher_hostfile(void **state)
+{
+    fixture *fx = *state;
+    start(fx, spec_from("{\"trial_id\":20,\"attempt\":1,\"launcher\":\"mpirun\","
+                        "\"hosts\":[{\"host\":\"10.0.0.1\",\"slots\":1},{\"host\":\"node-b\",\"slots\":2}],"
+                        "\"argv\":[\"/bin/sh\",\"-c\",\"echo a1=$1; echo a2=$2; echo env=$HYPERFARM_HOSTFILE; cat $2\","
+                        "\"sh\",\"--hf={hostfile}\",\"{hostfile}\"],\"checkpoint_dir\":\"t20/ck\"}"));
+    run_until_done(fx, 10000);
+    json_t *ex = find_event(fx, 20, "exited");
+    assert_non_null(ex);
+    assert_int_equal(json_integer_value(json_object_get(ex, "exit_code")), 0);
+    char want[1200];
+    snprintf(want, sizeof want, "a1=--hf=%s/t20/hostfile", workdir);
+    assert_true(find_log(fx, want));
+    snprintf(want, sizeof want, "a2=%s/t20/hostfile", workdir);
+    assert_true(find_log(fx, want));
+    snprintf(want, sizeof want, "env=%s/t20/hostfile", workdir);
+    assert_true(find_log(fx, want));
+    assert_true(find_log(fx, "10.0.0.1 slots=1"));
+    assert_true(find_log(fx, "node-b slots=2"));
+    /* Without a launcher "{hostfile}" is an ordinary argument. */
+    start(fx, spec_from("{\"trial_id\":21,\"attempt\":1,\"argv\":[\"/bin/sh\",\"-c\",\"echo b1=$1\",\"sh\","
+                        "\"{hostfile}\"],\"checkpoint_dir\":\"t21/ck\"}"));
+    run_until_done(fx, 10000);
+    assert_true(find_log(fx, "b1={hostfile}"));
+    char path[1200];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/t21/hostfile", workdir);
+    assert_int_equal(stat(path, &sb), -1);
+}
+
+/* mpirun launcher, another rank: nothing is executed (the program does
+ * not even exist); a placeholder holds the slot, reported started and
+ * running, until a kill releases it. */
+static void test_launcher_holder(void **state)
+{
+    fixture *fx = *state;
+    start(fx, spec_from("{\"trial_id\":22,\"attempt\":1,\"rank\":1,\"launcher\":\"mpirun\",\"hold\":true,"
+                        "\"argv\":[\"no-such-program-hf\"],\"checkpoint_dir\":\"t22/ck\"}"));
+    int64_t t0 = hf_mono_ms();
+    while (hf_mono_ms() - t0 < 300) {
+        agent_sup_poll(fx->sup, 50, -1);
+        collect(fx);
+    }
+    json_t *st = find_event(fx, 22, "started");
+    assert_non_null(st);
+    assert_int_equal(json_integer_value(json_object_get(st, "rank")), 1);
+    pid_t pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
+    assert_true(pid > 0);
+    assert_int_equal(kill(pid, 0), 0);
+    assert_null(find_event(fx, 22, "exited"));
+    assert_null(find_event(fx, 22, "start_failed"));
+    assert_int_equal(agent_sup_count(fx->sup), 1);
+    assert_true(find_log(fx, "holding 1 slot(s)"));
+    assert_int_equal(agent_sup_kill(fx->sup, 22, 1, 2000, "launcher exited"), 0);
+    int64_t ms = run_until_done(fx, 5000);
+    assert_true(ms < 1000);   /* SIGTERM ends it at once */
+    json_t *ex = find_event(fx, 22, "exited");
+    assert_non_null(ex);
+    assert_int_equal(json_integer_value(json_object_get(ex, "signal")), SIGTERM);
 }
 
 static void test_exit_code_and_exec_failure(void **state)
@@ -524,6 +599,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_long_line_truncated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copy_checkpoint_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_superseded_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_launcher_hostfile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_launcher_holder, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,9 @@
  *   - ASHA (eta 2, rungs 1 and 2 epochs): when the second rung-0 result
  *     arrives, the freed slot goes to the promotion of the better trial
  *     (same trial id, attempt 2, budget 2), not to a new trial.
+ *   - trial.launcher "mpirun": rank 0's assignment carries the placement
+ *     ("hosts"), the others "hold"; kills reach holders only after rank 0
+ *     exited; rank 0's exit code decides the outcome; slots come back.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -247,11 +250,165 @@ static void test_promotion_before_new_trial(void **state)
     store_close(s);
 }
 
+/* Heartbeat aid with events (JSON text); RET the reply (caller frees). */
+static json_t *hb_reply(sched *c, int64_t aid, const char *events)
+{
+    char body[2048];
+    snprintf(body, sizeof body, "{\"running\": [], \"events\": %s}", events);
+    json_t *b = json_loads(body, 0, NULL), *out = NULL;
+    assert_non_null(b);
+    hf_jerr e;
+    assert_int_equal(sched_agent_heartbeat(c, aid, b, &out, &e), 0);
+    json_decref(b);
+    return out;
+}
+
+static void ev(char *buf, size_t len, int64_t trial, int rank, const char *type, int code)
+{
+    snprintf(buf, len, "[{\"trial_id\": %lld, \"attempt\": 1, \"rank\": %d, \"type\": \"%s\", \"time\": 1,"
+             " \"pid\": 100, \"exit_code\": %d}]", (long long)trial, rank, type, code);
+}
+
+static const char *trial_state(sched *c, int64_t tid, int64_t *exit_code)
+{
+    static char st[16];
+    json_t *out = NULL;
+    assert_int_equal(sched_trial_get(c, tid, &out), 0);
+    snprintf(st, sizeof st, "%s", json_string_value(json_object_get(out, "state")));
+    if (exit_code) *exit_code = json_integer_value(json_object_get(out, "exit_code"));
+    json_decref(out);
+    return st;
+}
+
+/* trial.launcher "mpirun": rank 0's assignment lists the placement as
+ * hosts, the other rank holds; a kill reaches the holder only after rank
+ * 0 (mpirun) exited; rank 0's exit code is the outcome. */
+static void test_mpirun_launcher(void **state)
+{
+    (void)state;
+    store *s = NULL;
+    sched *c = NULL;
+    open_core("launcher", &s, &c);
+    json_t *b = json_loads("{\"name\": \"h1\", \"slots\": 1, \"host\": \"10.0.0.1\"}", 0, NULL), *out = NULL;
+    hf_jerr je;
+    assert_int_equal(sched_agent_register(c, b, "127.0.0.1", &out, &je), 0);
+    int64_t a1 = json_integer_value(json_object_get(out, "id"));
+    json_decref(out);
+    json_decref(b);
+    b = json_loads("{\"name\": \"h2\", \"slots\": 1, \"host\": \"10.0.0.2\"}", 0, NULL);
+    assert_int_equal(sched_agent_register(c, b, "127.0.0.1", &out, &je), 0);
+    int64_t a2 = json_integer_value(json_object_get(out, "id"));
+    json_decref(out);
+    json_decref(b);
+
+    json_t *bad = json_loads("{\"name\": \"x\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                             "\"searcher\": {\"name\": \"random\", \"max_trials\": 1}, \"hyperparameters\": {},"
+                             "\"trial\": {\"command\": [\"true\"], \"launcher\": \"srun\"}}", 0, NULL);
+    int64_t bid = 0;
+    assert_int_equal(sched_experiment_submit(c, bad, &bid, &je), HF_EINVAL);
+    assert_string_equal(je.field, "trial.launcher");
+    json_decref(bad);
+
+    const char *exp = "{\"name\": \"mpi\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                      "\"searcher\": {\"name\": \"random\", \"max_trials\": 2, \"max_concurrent_trials\": 1},"
+                      "\"hyperparameters\": {},"
+                      "\"trial\": {\"command\": [\"mpirun\", \"--hostfile\", \"{hostfile}\", \"x\"],"
+                      "\"launcher\": \"mpirun\", \"resources\": {\"workers\": 2, \"slots_per_worker\": 1}}}";
+    int64_t x = submit(c, exp);
+    assert_int_equal(ntrials(c, x), 1);
+    json_t *r1 = hb_reply(c, a1, "[]"), *r2 = hb_reply(c, a2, "[]");
+    json_t *as1 = json_array_get(json_object_get(r1, "assign"), 0), *as2 = json_array_get(json_object_get(r2, "assign"), 0);
+    assert_non_null(as1);
+    assert_non_null(as2);
+    json_t *r0 = json_integer_value(json_object_get(as1, "rank")) == 0 ? as1 : as2;
+    json_t *rh = r0 == as1 ? as2 : as1;
+    int64_t agent0 = r0 == as1 ? a1 : a2, agenth = r0 == as1 ? a2 : a1;
+    int64_t tid = json_integer_value(json_object_get(r0, "trial_id"));
+    assert_string_equal(json_string_value(json_object_get(r0, "launcher")), "mpirun");
+    assert_string_equal(json_string_value(json_object_get(rh, "launcher")), "mpirun");
+    assert_null(json_object_get(r0, "hold"));
+    assert_true(json_is_true(json_object_get(rh, "hold")));
+    assert_null(json_object_get(rh, "hosts"));
+    char *hosts = json_dumps(json_object_get(r0, "hosts"), JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(hosts, agent0 == a1 ? "[{\"host\":\"10.0.0.1\",\"slots\":1},{\"host\":\"10.0.0.2\",\"slots\":1}]"
+                                            : "[{\"host\":\"10.0.0.2\",\"slots\":1},{\"host\":\"10.0.0.1\",\"slots\":1}]");
+    free(hosts);
+    json_decref(r1);
+    json_decref(r2);
+
+    /* Both start; a user kill goes to mpirun only, the holder keeps its slot. */
+    char e[512];
+    ev(e, sizeof e, tid, 0, "started", 0);
+    json_decref(hb_reply(c, agent0, e));
+    ev(e, sizeof e, tid, 1, "started", 0);
+    json_decref(hb_reply(c, agenth, e));
+    assert_string_equal(trial_state(c, tid, NULL), "RUNNING");
+    assert_int_equal(sched_trial_kill(c, tid, &out, &je), 0);
+    json_decref(out);
+    json_t *k0 = hb_reply(c, agent0, "[]"), *kh = hb_reply(c, agenth, "[]");
+    assert_int_equal(json_array_size(json_object_get(k0, "kill")), 1);
+    assert_int_equal(json_array_size(json_object_get(kh, "kill")), 0);
+    json_decref(k0);
+    json_decref(kh);
+    /* mpirun exits (SIGTERM): now the holder is told to go. */
+    ev(e, sizeof e, tid, 0, "exited", 143);
+    json_decref(hb_reply(c, agent0, e));
+    assert_string_equal(trial_state(c, tid, NULL), "RUNNING");
+    kh = hb_reply(c, agenth, "[]");
+    assert_int_equal(json_array_size(json_object_get(kh, "kill")), 1);
+    json_decref(kh);
+    ev(e, sizeof e, tid, 1, "exited", 143);
+    json_t *next = hb_reply(c, agenth, e);
+    assert_string_equal(trial_state(c, tid, NULL), "CANCELED");
+
+    /* The second trial: mpirun exits 0, the holder is released with a kill
+     * and its SIGTERM exit does not spoil the outcome: COMPLETED, code 0. */
+    /* (the holder's agent got its part in the reply to its exit) */
+    json_t *other = hb_reply(c, agenth == a1 ? a2 : a1, "[]");
+    json_t *all = json_array();
+    json_array_extend(all, json_object_get(next, "assign"));
+    json_array_extend(all, json_object_get(other, "assign"));
+    assert_int_equal(json_array_size(all), 2);
+    json_t *first = json_array_get(all, 0);
+    int first_on_h = json_array_size(json_object_get(next, "assign")) > 0;
+    int64_t first_agent = first_on_h ? agenth : (agenth == a1 ? a2 : a1);
+    agent0 = json_integer_value(json_object_get(first, "rank")) == 0 ? first_agent : (first_agent == a1 ? a2 : a1);
+    agenth = agent0 == a1 ? a2 : a1;
+    int64_t t2 = json_integer_value(json_object_get(first, "trial_id"));
+    assert_true(t2 != tid);
+    json_decref(all);
+    json_decref(other);
+    json_decref(next);
+    ev(e, sizeof e, t2, 0, "started", 0);
+    json_decref(hb_reply(c, agent0, e));
+    ev(e, sizeof e, t2, 1, "started", 0);
+    json_decref(hb_reply(c, agenth, e));
+    ev(e, sizeof e, t2, 0, "exited", 0);
+    json_decref(hb_reply(c, agent0, e));
+    kh = hb_reply(c, agenth, "[]");
+    assert_int_equal(json_array_size(json_object_get(kh, "kill")), 1);
+    json_decref(kh);
+    ev(e, sizeof e, t2, 1, "exited", 143);
+    json_decref(hb_reply(c, agenth, e));
+    int64_t code = -1;
+    assert_string_equal(trial_state(c, t2, &code), "COMPLETED");
+    assert_int_equal(code, 0);
+    assert_int_equal(sched_agent_list(c, &out), 0);
+    json_t *ag;
+    size_t i;
+    json_array_foreach(json_object_get(out, "agents"), i, ag)
+        assert_int_equal(json_integer_value(json_object_get(ag, "slots_used")), 0);
+    json_decref(out);
+    sched_free(c);
+    store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_created_only_when_placeable),
         cmocka_unit_test(test_promotion_before_new_trial),
+        cmocka_unit_test(test_mpirun_launcher),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
