@@ -17,8 +17,8 @@
 #     is the same distributed computation, just launched by two agents.
 # Part 2: a trial whose command is `mpirun -np 2 ... hyperfarm-train
 # --backend mpi` on one agent with 2 slots (workers 1, slots_per_worker 2)
-# completes with the same metrics. (mpirun across agents needs a host file
-# nobody writes yet: docs/deploy.md, section 6.)
+# completes with the same metrics. (mpirun across agents, with the host file
+# the agent writes: trial.launcher "mpirun", tests/system/test_sched_mpirun.sh.)
 source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm-scheduler hyperfarm-agent hyperfarm-train
 hf_setup
@@ -78,8 +78,8 @@ hf_log "ok: epoch 2 metrics equal the local --nproc 2 run's (val_acc $(jq -r .va
 
 # Part 2: Open MPI inside one agent. The trial's command is mpirun itself
 # (2 processes on this agent's 2 slots, --backend mpi); mpirun finds
-# hyperfarm-train on the PATH the agent gives the trial. Across agents
-# mpirun is not supported yet (no host file: docs/deploy.md section 6).
+# hyperfarm-train on the PATH the agent gives the trial. Across agents:
+# test_sched_mpirun.sh.
 if command -v mpirun >/dev/null && "$HF_BIN/hyperfarm-train" --help 2>&1 | grep -q "tcp|mpi"; then
   hf_start_agent a3 --slots 2
   mflags=("${flags[@]}")
