@@ -619,7 +619,7 @@ static void rank_exited(sched *s, trial *t, trial_rank *r, int code, const char 
          * pending (STOP, cancel, pause) was held back from them until now. */
         if (t->kill_state < 0)
             trial_request_kill(s, t, code == 0 ? T_COMPLETED : T_FAILED,
-                               code == 0 ? "mpirun exited: releasing held slots" : why ? why : "mpirun failed");
+                               code == 0 ? "mpirun exited" : why ? why : "mpirun failed");
         for (int k = 0; k < t->nranks; k++)
             if (!t->ranks[k].exited && t->ranks[k].st != R_NEW) {
                 t->ranks[k].kill_sent_mono = 0;
