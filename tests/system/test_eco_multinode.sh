@@ -20,6 +20,9 @@
 # completes with the same metrics. (mpirun across agents, with the host file
 # the agent writes: trial.launcher "mpirun", tests/system/test_sched_mpirun.sh.)
 source "$(dirname "$0")/lib.sh"
+# Open MPI allocates in components whose frames LSan names only with the slow
+# unwinder; tests/lsan.supp suppresses them by library name.
+[[ ${HF_VARIANT:-} == san ]] && export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
 hf_need hyperfarm-scheduler hyperfarm-agent hyperfarm-train
 hf_setup
 

@@ -24,6 +24,9 @@
 #   - an mpirun that fails ends the trial FAILED and releases both slots.
 # The OMPI_ALLOW_RUN_AS_ROOT pair is for this test machine (root) only.
 source "$(dirname "$0")/lib.sh"
+# Open MPI allocates in components whose frames LSan names only with the slow
+# unwinder; tests/lsan.supp suppresses them by library name.
+[[ ${HF_VARIANT:-} == san ]] && export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
 hf_need hyperfarm-scheduler hyperfarm-agent hyperfarm-train
 if ! command -v mpirun >/dev/null || ! "$HF_BIN/hyperfarm-train" --help 2>&1 | grep -q "tcp|mpi"; then
   echo "skip: mpirun or the trainer's mpi backend is missing"
