@@ -128,7 +128,10 @@ grep -q '^hyperfarm_heartbeats_repeated_total 3$' <<<"$prom" \
 # malformed: batch without instance
 hf_api POST "/api/v1/agents/$aid/heartbeat" '{"batch": 5, "running": []}'
 hf_assert_eq "$HF_STATUS" 400 "batch without instance"
-# survives a restart: the last batch is in the database
+# survives a restart (a crash: kill -9): the last batch is in the database.
+# (The old process must be gone first: hf_restart_scheduler reuses the port,
+# and a scheduler still listening there would answer in its place.)
+hf_stop_scheduler KILL
 hf_restart_scheduler
 hb "$(jq '.instance = "bbbb" | .batch = 1' <<<"$body3")"
 count
