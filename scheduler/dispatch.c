@@ -117,6 +117,7 @@ struct experiment {
     trial       **trials;     /* creation order */
     size_t        ntrials, cap;
     int64_t       pass;       /* dispatch pass in which it was found blocked */
+    int           waits_report;  /* searcher had nothing to run: a result may change that */
 };
 
 typedef struct agent {
@@ -127,6 +128,8 @@ typedef struct agent {
     int64_t     last_hb_mono, last_hb_wall, registered_at;
     char        hb_instance[65];   /* agent process run of the last committed batch */
     int64_t     hb_batch;          /* its number */
+    int         stale_slots;       /* slots held by processes of attempts it must kill (in pa.slots_used) */
+    trial     **on;  size_t non, con;  /* placed trials with a rank here (subset of sched.live) */
     place_agent pa;
 } agent;
 
@@ -148,6 +151,14 @@ struct sched {
     void          (*bell)(void *ctx, int64_t agent_id);
     void           *bell_ctx;
     int64_t        *rings;  size_t nrings, crings;
+    /* Incremental work: the dispatch pass runs only after something that
+     * can change its outcome (dispatch_dirty), at least every second from
+     * the tick; trials whose latest/best changed in this transaction. */
+    int             dispatch_dirty;
+    int64_t         last_pass_mono;
+    int64_t         pass_free;      /* free slots of alive agents in this pass, -1 = recount */
+    trial         **dirty;  size_t ndirty, cdirty;
+    int64_t         hb_fast_eff, hb_idle_eff;   /* intervals scaled to the number of agents */
 };
 
 /* ---------- small helpers ---------- */
@@ -234,6 +245,40 @@ static agent *agent_by_name(sched *s, const char *name)
     return NULL;
 }
 
+/* Per-agent index of placed trials, so a heartbeat touches only its own. */
+static void agent_link(sched *s, trial *t)
+{
+    for (int r = 0; r < t->nranks; r++) {
+        agent *a = agent_find(s, t->ranks[r].agent_id);
+        if (!a) continue;
+        size_t k = 0;
+        while (k < a->non && a->on[k] != t) k++;
+        if (k < a->non || grow((void **)&a->on, &a->con, a->non + 1, sizeof *a->on)) continue;
+        a->on[a->non++] = t;
+    }
+}
+
+static void agent_unlink(sched *s, trial *t)
+{
+    for (int r = 0; r < t->nranks; r++) {
+        agent *a = agent_find(s, t->ranks[r].agent_id);
+        if (!a) continue;
+        for (size_t k = 0; k < a->non; k++)
+            if (a->on[k] == t) { a->on[k] = a->on[--a->non]; break; }
+    }
+}
+
+/* A copy of an agent's list, for loops whose body may end trials. */
+static trial **agent_snapshot_on(const agent *a, size_t *n)
+{
+    trial **v = malloc((a->non + 1) * sizeof *v);
+    *n = 0;
+    if (!v) return NULL;
+    if (a->non) memcpy(v, a->on, a->non * sizeof *v);
+    *n = a->non;
+    return v;
+}
+
 static int is_terminal(int st) { return st == T_COMPLETED || st == T_FAILED || st == T_STOPPED || st == T_CANCELED; }
 static int is_active(int st) { return st == T_QUEUED || st == T_ASSIGNED || st == T_RUNNING; }
 static int exp_active_count(const experiment *x)
@@ -291,6 +336,8 @@ static void txn_begin(sched *s)
 {
     json_array_clear(s->pending);
     s->nrings = 0;
+    for (size_t i = 0; i < s->ndirty; i++) s->dirty[i]->dirty_metrics = 0;
+    s->ndirty = 0;
     s->txn_rc = store_begin(s->st);
 }
 
@@ -310,6 +357,7 @@ static int txn_end(sched *s)
         store_rollback(s->st);
         json_array_clear(s->pending);
         s->nrings = 0;
+        s->ndirty = 0;
         sched_unload(s);
         if (sched_load(s, err, sizeof err)) hf_error("reload after failed transaction: %s", err);
         s->txn_rc = 0;
@@ -388,8 +436,9 @@ static json_t *trial_view(sched *s, const trial *t)
 static json_t *agent_view(sched *s, const agent *a)
 {
     json_t *running = json_array();
-    for (size_t i = 0; i < s->nlive; i++) {
-        trial *t = s->live[i];
+    (void)s;
+    for (size_t i = 0; i < a->non; i++) {
+        trial *t = a->on[i];
         for (int r = 0; r < t->nranks; r++)
             if (t->ranks[r].agent_id == a->id && !t->ranks[r].exited)
                 json_array_append_new(running, json_pack("{sIsIsi}", "trial_id", (json_int_t)t->id, "attempt",
@@ -448,6 +497,7 @@ static void exp_save(sched *s, experiment *x)
     store_bind_opt_int(st, 4, x->ended_at > 0, x->ended_at);
     sqlite3_bind_int64(st, 5, x->id);
     db_exec(s, st);
+    s->dispatch_dirty = 1;
     emit(s, "experiment", exp_summary(x));
 }
 
@@ -455,6 +505,7 @@ static void exp_set_state(sched *s, experiment *x, int st, const char *detail)
 {
     if (x->state == st) return;
     x->state = st;
+    s->dispatch_dirty = 1;
     if (st == E_COMPLETED || st == E_CANCELED) x->ended_at = hf_wall_ms();
     else x->ended_at = 0;
     exp_save(s, x);
@@ -470,6 +521,7 @@ static void trial_set_state(sched *s, trial *t, int st, const char *detail)
     t->exp->counts[old]--;
     t->exp->counts[st]++;
     t->state = st;
+    s->dispatch_dirty = 1;
     if (st == T_QUEUED) t->ready_mono = hf_mono_ms();
     if (is_terminal(st)) t->ended_at = hf_wall_ms();
     else if (old != st && is_terminal(old)) t->ended_at = 0;
@@ -499,7 +551,8 @@ static void ranks_release(sched *s, trial *t)
         sqlite3_bind_int64(st, 3, t->attempt);
         db_exec(s, st);
     }
-    if (t->ranks) live_del(s, t);
+    if (t->ranks) { agent_unlink(s, t); live_del(s, t); }
+    s->dispatch_dirty = 1;
     free(t->ranks);
     t->ranks = NULL;
     t->nranks = 0;
@@ -660,9 +713,12 @@ static place_agent *agents_snapshot(sched *s, const trial *t, agent ***map, int 
     int k = 0, alive = 0;
     if (!pa || !m) { free(pa); free(m); *n = 0; *map = NULL; return NULL; }
     for (size_t i = 0; i < s->nagents; i++) alive += s->agents[i]->alive;
+    int spw = t ? (int)t->exp->spec.slots_per_worker : 1;
     for (size_t i = 0; i < s->nagents; i++) {
         agent *a = s->agents[i];
-        if (!a->alive) continue;
+        /* Agents that cannot take a worker change nothing in placement_gang
+         * (relative order is kept), and a busy farm has few that can. */
+        if (!a->alive || placement_capacity(&a->pa, spw) == 0) continue;
         pa[k] = a->pa;
         /* An agent that failed this trial twice in a row is avoided while
          * another agent exists. */
@@ -674,9 +730,25 @@ static place_agent *agents_snapshot(sched *s, const trial *t, agent ***map, int 
     return pa;
 }
 
+/* Free slots of alive agents, counted once per pass and after each
+ * placement or hold: an upper bound that rejects most checks at once. */
+static int64_t pass_free(sched *s)
+{
+    if (s->pass_free < 0) {
+        int64_t f = 0;
+        for (size_t i = 0; i < s->nagents; i++) {
+            const place_agent *p = &s->agents[i]->pa;
+            if (s->agents[i]->alive && p->slots > p->slots_used) f += p->slots - p->slots_used;
+        }
+        s->pass_free = f;
+    }
+    return s->pass_free;
+}
+
 static int capacity_for(sched *s, const experiment *x)
 {
     int64_t need = x->spec.workers, got = 0;
+    if (pass_free(s) < need * x->spec.slots_per_worker) return 0;
     for (size_t i = 0; i < s->nagents && got < need; i++)
         if (s->agents[i]->alive) got += placement_capacity(&s->agents[i]->pa, (int)x->spec.slots_per_worker);
     return got >= need;
@@ -696,6 +768,7 @@ static int trial_place(sched *s, trial *t)
     t->ranks = calloc((size_t)W, sizeof *t->ranks);
     if (!t->ranks) { rc = HF_ENOMEM; goto end; }
     for (int i = 0; i < n; i++) map[i]->pa = pa[i], map[i]->pa.excluded = 0;
+    s->pass_free = -1;
     t->nranks = W;
     live_add(s, t);
     t->attempt++;
@@ -734,6 +807,7 @@ static int trial_place(sched *s, trial *t)
         if (dl < sizeof detail - 80)
             snprintf(detail + dl, sizeof detail - dl, "%srank %d on %s", r ? ", " : "", r, map[pr[r].agent]->name);
     }
+    agent_link(s, t);
     trial_set_state(s, t, T_ASSIGNED, detail);
     rc = 0;
 end:
@@ -913,6 +987,7 @@ static int reserve_for(sched *s, const experiment *x, int *hold)
         if (h <= 0) continue;
         a->slots_used += h;
         hold[idx[k]] = h;
+        s->pass_free = -1;
         any = 1;
     }
 end:
@@ -924,9 +999,12 @@ end:
 
 static void dispatch_pass(sched *s)
 {
+    if (!s->dispatch_dirty) return;
     int *hold = calloc(s->nagents + 1, sizeof *hold);   /* backfill holds, released at the end */
     int reserved = 0;
     s->pass++;
+    s->pass_free = -1;
+    s->last_pass_mono = hf_mono_ms();
     for (int iter = 0; iter < 10000 && s->txn_rc == 0; iter++) {
         experiment *x = pick_experiment(s);
         if (!x) break;
@@ -944,10 +1022,12 @@ static void dispatch_pass(sched *s)
              * search or promote, so it is asked anyway (to end it). */
             if (!capacity_for(s, x) && (int64_t)x->ntrials < x->max_trials) {
                 x->pass = s->pass;
-                if (!reserved && hold && !x->searcher_done) reserved = reserve_for(s, x, hold);
+                /* No free slot at all: a reservation would hold nothing. */
+                if (!reserved && hold && !x->searcher_done && pass_free(s) > 0) reserved = reserve_for(s, x, hold);
                 continue;
             }
             t = searcher_next(s, x, &finished);
+            x->waits_report = !t && !finished;
             if (!t) {
                 if (finished && exp_active_count(x) == 0 && x->counts[T_PAUSED] == 0)
                     exp_set_state(s, x, E_COMPLETED, "search finished");
@@ -957,11 +1037,15 @@ static void dispatch_pass(sched *s)
         }
         if (trial_place(s, t)) {
             x->pass = s->pass;
-            if (!reserved && hold) reserved = reserve_for(s, x, hold);
+            if (!reserved && hold && pass_free(s) > 0) reserved = reserve_for(s, x, hold);
         }
     }
     for (size_t i = 0; hold && i < s->nagents; i++) s->agents[i]->pa.slots_used -= hold[i];
     free(hold);
+    s->pass_free = -1;
+    /* Changes made by this pass are its own outcome; only a later change
+     * (a freed slot, a new trial state, an agent...) needs another pass. */
+    if (s->txn_rc == 0) s->dispatch_dirty = 0;
 }
 
 /* ---------- objective and metric ingestion ---------- */
@@ -980,8 +1064,12 @@ static void trial_report(sched *s, trial *t, const char *name, double v, double 
     int lower = is_obj ? !x->spec.goal_max : lower_is_better(name);
     if (!b || (lower ? v < json_number_value(b) : v > json_number_value(b)))
         json_object_set_new(t->best, name, json_real(v));
-    t->dirty_metrics = 1;
+    if (!t->dirty_metrics && !grow((void **)&s->dirty, &s->cdirty, s->ndirty + 1, sizeof *s->dirty)) {
+        t->dirty_metrics = 1;
+        s->dirty[s->ndirty++] = t;
+    }
     if (!is_obj) return;
+    if (x->waits_report) s->dispatch_dirty = 1;   /* the searcher may want to run something now */
     if (!t->has_obj || norm(x, v) > norm(x, t->obj)) {
         t->has_obj = 1;
         t->obj = v;
@@ -1037,6 +1125,7 @@ static void agent_free(agent *a)
     free(a->host);
     free(a->version);
     json_decref(a->gpus);
+    free(a->on);
     free(a);
 }
 
@@ -1238,6 +1327,8 @@ static int sched_load(sched *s, char *err, size_t errlen)
         t->exp->slots_in_use += tr->slots;
     }
     sqlite3_finalize(st);
+    for (size_t i = 0; i < s->nlive; i++) agent_link(s, s->live[i]);
+    s->dispatch_dirty = 1;
     for (size_t i = 0; i < s->ntrials; i++) {
         trial *t = s->trials[i];
         for (int r = 0; r < t->nranks; r++)
@@ -1292,6 +1383,7 @@ void sched_config_defaults(sched_config *c)
     c->agent_timeout_ms = 10000;
     c->heartbeat_ms = 1000;
     c->heartbeat_fast_ms = 250;
+    c->heartbeat_rate = 1000;
     c->assign_timeout_ms = 60000;
     c->max_log_lines = 100000;
     c->max_log_line = 8192;
@@ -1312,6 +1404,8 @@ int sched_new(const sched_config *cfg, store *st, events_hub *ev, sched **out, c
     s->ev = ev;
     s->pending = json_array();
     s->next_port = s->cfg.port_base;
+    s->hb_fast_eff = s->cfg.heartbeat_fast_ms;
+    s->hb_idle_eff = s->cfg.heartbeat_ms;
     int rc = sched_load(s, err, errlen);
     if (rc) { sched_free(s); return rc; }
     *out = s;
@@ -1327,6 +1421,7 @@ void sched_free(sched *s)
     free(s->live);
     free(s->agents);
     free(s->rings);
+    free(s->dirty);
     json_decref(s->pending);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -1361,6 +1456,7 @@ int sched_experiment_submit(sched *s, const json_t *cfg_in, int64_t *id, hf_jerr
         *id = nx->id;
         event_row(s, nx->id, 0, "ACTIVE", "submitted");
         emit(s, "experiment", exp_summary(nx));
+        s->dispatch_dirty = 1;
         dispatch_pass(s);
     }
     rc = txn_end(s);   /* on failure the reload drops the unsaved experiment */
@@ -1425,6 +1521,7 @@ int sched_experiment_action(sched *s, int64_t id, const char *action, json_t **o
             exp_set_state(s, x, E_ACTIVE, "resumed by user");
             for (size_t i = 0; i < x->ntrials; i++)
                 if (x->trials[i]->state == T_PAUSED) trial_set_state(s, x->trials[i], T_QUEUED, "resume");
+            s->dispatch_dirty = 1;
             dispatch_pass(s);
         }
     } else if (strcmp(action, "cancel") == 0) {
@@ -1435,6 +1532,7 @@ int sched_experiment_action(sched *s, int64_t id, const char *action, json_t **o
             exp_set_state(s, x, E_CANCELED, "canceled by user");
             for (size_t i = 0; i < x->ntrials; i++)
                 if (!is_terminal(x->trials[i]->state)) trial_request_kill(s, x->trials[i], T_CANCELED, "cancel");
+            s->dispatch_dirty = 1;
             dispatch_pass(s);
         }
     } else {
@@ -1481,6 +1579,7 @@ int sched_experiment_extend(sched *s, int64_t id, const json_t *body, json_t **o
     char d[64];
     snprintf(d, sizeof d, "max_trials %lld", (long long)nm);
     event_row(s, x->id, 0, "EXTENDED", d);
+    s->dispatch_dirty = 1;
     dispatch_pass(s);
     rc = txn_end(s);
     x = exp_find(s, id);
@@ -1589,6 +1688,7 @@ int sched_trial_kill(sched *s, int64_t id, json_t **out, hf_jerr *e)
     }
     txn_begin(s);
     trial_request_kill(s, t, T_CANCELED, "user");
+    s->dispatch_dirty = 1;
     dispatch_pass(s);
     rc = txn_end(s);
     t = trial_find(s, id);
@@ -1643,6 +1743,37 @@ static int running_has(const json_t *running, int64_t tid, int64_t attempt, int 
         return 1;
     }
     return 0;
+}
+
+/* Does a still have a live rank of (tid, att)? Processes it lists that
+ * fail this are stale: they get a kill and hold their slots until gone. */
+static int agent_knows(sched *s, const agent *a, int64_t tid, int64_t att, trial **out)
+{
+    trial *t = trial_find(s, tid);
+    *out = t;
+    if (t && t->attempt == att && t->ranks)
+        for (int r = 0; r < t->nranks; r++)
+            if (t->ranks[r].agent_id == a->id && !t->ranks[r].exited) return 1;
+    return 0;
+}
+
+/* Count the slots of the stale processes in running[] as used on a. */
+static void agent_stale_update(sched *s, agent *a, const json_t *running)
+{
+    size_t i;
+    json_t *it;
+    int stale = 0;
+    json_array_foreach(running, i, it) {
+        trial *t;
+        if (agent_knows(s, a, json_integer_value(json_object_get(it, "trial_id")),
+                        json_integer_value(json_object_get(it, "attempt")), &t)) continue;
+        stale += t ? (int)t->exp->spec.slots_per_worker : 1;
+    }
+    if (stale == a->stale_slots) return;
+    a->pa.slots_used += stale - a->stale_slots;
+    if (a->pa.slots_used < 0) a->pa.slots_used = 0;
+    a->stale_slots = stale;
+    s->dispatch_dirty = 1;
 }
 
 int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json_t **out, hf_jerr *e)
@@ -1754,13 +1885,15 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
         }
     }
     free(snap);
+    agent_stale_update(s, a, running);
     emit(s, "agent", agent_view(s, a));
+    s->dispatch_dirty = 1;
     dispatch_pass(s);
     aid = a->id;
 fail_txn:
     rc = txn_end(s);
     if (rc == 0)
-        *out = json_pack("{sIsIso}", "id", (json_int_t)aid, "heartbeat_interval_ms", (json_int_t)s->cfg.heartbeat_fast_ms,
+        *out = json_pack("{sIsIso}", "id", (json_int_t)aid, "heartbeat_interval_ms", (json_int_t)s->hb_fast_eff,
                          "token", json_null());
     goto end;
 fail:
@@ -1989,12 +2122,14 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     }
     if (!a->alive) {
         a->alive = 1;
+        s->dispatch_dirty = 1;
         event_row(s, 0, 0, "AGENT_BACK", a->name);
         emit(s, "agent", agent_view(s, a));
     }
     size_t i;
     json_t *it;
     uint64_t dropped = 0, reports = 0, points = 0, nlogs = 0;
+    int64_t rej_metrics = 0, rej_points = 0, rej_logs = 0;   /* answered in "rejected": not stored */
 
     /* Duplicate-safe: a batch this agent process already got committed
      * (its reply was lost, e.g. a timeout) is acknowledged without storing
@@ -2021,7 +2156,7 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
      * heartbeat as its exit and must be stored before it is finished. */
     json_array_foreach(mets, i, it) {
         trial *t = item_trial(s, a, it);
-        if (!t || is_terminal(t->state)) { dropped++; continue; }
+        if (!t || is_terminal(t->state)) { dropped++; rej_metrics++; continue; }
         json_t *vals = json_object_get(it, "values"), *stj = json_object_get(it, "step"),
                *epj = json_object_get(it, "epoch"), *tj = json_object_get(it, "time");
         const char *ck = json_string_value(json_object_get(it, "checkpoint"));
@@ -2034,6 +2169,7 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
         json_object_foreach(vals, k, v) {
             if (!json_object_get(t->best, k) && (int64_t)json_object_size(t->best) >= s->cfg.max_metric_names) {
                 dropped++;
+                rej_points++;
                 continue;
             }
             sqlite3_bind_int64(st, 1, t->id);
@@ -2069,8 +2205,8 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     }
     json_array_foreach(logs, i, it) {
         trial *t = item_trial(s, a, it);
-        if (!t || is_terminal(t->state)) { dropped++; continue; }
-        if (t->log_lines >= s->cfg.max_log_lines) { t->logs_dropped++; dropped++; continue; }
+        if (!t || is_terminal(t->state)) { dropped++; rej_logs++; continue; }
+        if (t->log_lines >= s->cfg.max_log_lines) { t->logs_dropped++; dropped++; rej_logs++; continue; }
         json_t *lj = json_object_get(it, "line"), *tj = json_object_get(it, "time");
         const char *line = json_string_value(lj);
         size_t len = json_string_length(lj);
@@ -2085,11 +2221,10 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
         t->log_lines++;
         nlogs++;
     }
-    for (size_t k = 0; k < s->nlive; k++) {
-        /* Metrics only reach placed trials: one UPDATE per touched trial. */
-        trial *t = s->live[k];
-        if (t->dirty_metrics) trial_save_metrics(s, t);
-    }
+    /* One UPDATE per trial whose latest/best changed. */
+    for (size_t k = 0; k < s->ndirty; k++)
+        if (s->dirty[k]->dirty_metrics) trial_save_metrics(s, s->dirty[k]);
+    s->ndirty = 0;
 
     json_array_foreach(events, i, it) {
         trial *t = item_trial(s, a, it);
@@ -2130,12 +2265,15 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     }
 
     /* Build the reply: new assignments, kills (re-sent every 2 s until the
-     * rank exits), and kills for processes of attempts we no longer know. */
+     * rank exits), and kills for processes of attempts we no longer know.
+     * Slots those stale processes hold stay used until the agent stops
+     * listing them, so nothing new is placed on top of them. */
     json_t *assign = json_array(), *kill = json_array();
     int busy = 0;
+    agent_stale_update(s, a, running);
     dispatch_pass(s);
-    for (size_t k = 0; k < s->nlive; k++) {
-        trial *t = s->live[k];
+    for (size_t k = 0; k < a->non; k++) {
+        trial *t = a->on[k];
         if (!t->ranks) continue;
         int killed_here = 0;
         for (int r = 0; r < t->nranks; r++) {
@@ -2167,12 +2305,9 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
         }
     }
     json_array_foreach(running, i, it) {
-        trial *t = trial_find(s, json_integer_value(json_object_get(it, "trial_id")));
+        trial *t;
         int64_t att = json_integer_value(json_object_get(it, "attempt"));
-        int known = 0;
-        if (t && t->attempt == att && t->ranks)
-            for (int r = 0; r < t->nranks; r++)
-                if (t->ranks[r].agent_id == a->id && !t->ranks[r].exited) known = 1;
+        int known = agent_knows(s, a, json_integer_value(json_object_get(it, "trial_id")), att, &t);
         if (!known)
             json_array_append_new(kill, json_pack("{sOsIsssi}", "trial_id", json_object_get(it, "trial_id"),
                                                   "attempt", (json_int_t)att, "reason", "stale attempt",
@@ -2187,8 +2322,10 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
         atomic_fetch_add(&metrics.metric_points, points);
         atomic_fetch_add(&metrics.log_lines, nlogs);
         atomic_fetch_add(&metrics.items_dropped, dropped);
-        *out = json_pack("{sososI}", "assign", assign, "kill", kill, "heartbeat_interval_ms",
-                         (json_int_t)(busy || json_array_size(kill) ? s->cfg.heartbeat_fast_ms : s->cfg.heartbeat_ms));
+        *out = json_pack("{sososIs{sIsIsI}}", "assign", assign, "kill", kill, "heartbeat_interval_ms",
+                         (json_int_t)(busy || json_array_size(kill) ? s->hb_fast_eff : s->hb_idle_eff),
+                         "rejected", "metrics", (json_int_t)rej_metrics, "points", (json_int_t)rej_points,
+                         "logs", (json_int_t)rej_logs);
     } else {
         json_decref(assign);
         json_decref(kill);
@@ -2215,8 +2352,9 @@ int sched_agent_pending(sched *s, int64_t agent_id, int *pending)
         rc = HF_ENOTFOUND;
         goto end;
     }
-    for (size_t k = 0; k < s->nlive && !*pending; k++) {
-        trial *t = s->live[k];
+    agent *a = agent_find(s, agent_id);
+    for (size_t k = 0; k < a->non && !*pending; k++) {
+        trial *t = a->on[k];
         for (int r = 0; r < t->nranks; r++) {
             trial_rank *tr = &t->ranks[r];
             if (tr->agent_id != agent_id || tr->exited) continue;
@@ -2243,12 +2381,22 @@ void sched_tick(sched *s)
     pthread_mutex_lock(&s->lock);
     int64_t mono = hf_mono_ms();
     int changed = 0;
+    {   /* Heartbeat load stays near heartbeat_rate/s however many agents
+         * there are; the doorbell keeps dispatch prompt regardless. */
+        int64_t alive = 0, scaled = 0;
+        for (size_t i = 0; i < s->nagents; i++) alive += s->agents[i]->alive;
+        if (s->cfg.heartbeat_rate > 0) scaled = alive * 1000 / s->cfg.heartbeat_rate;
+        if (scaled > s->cfg.agent_timeout_ms / 4) scaled = s->cfg.agent_timeout_ms / 4;
+        s->hb_fast_eff = s->cfg.heartbeat_fast_ms > scaled ? s->cfg.heartbeat_fast_ms : scaled;
+        s->hb_idle_eff = s->cfg.heartbeat_ms > scaled ? s->cfg.heartbeat_ms : scaled;
+    }
     txn_begin(s);
     for (size_t i = 0; i < s->nagents; i++) {
         agent *a = s->agents[i];
         if (!a->alive || mono - a->last_hb_mono <= s->cfg.agent_timeout_ms) continue;
         a->alive = 0;
         changed = 1;
+        s->dispatch_dirty = 1;
         hf_warn("agent %s (%lld) lost: no heartbeat for %lld ms", a->name, (long long)a->id,
                 (long long)(mono - a->last_hb_mono));
         sqlite3_stmt *st = store_stmt(s->st, ST_AGENT_HB);
@@ -2258,18 +2406,24 @@ void sched_tick(sched *s)
         db_exec(s, st);
         event_row(s, 0, 0, "AGENT_LOST", a->name);
         size_t nsnap = 0;
-        trial **snap = live_snapshot(s, &nsnap);
+        int stale = 0;
+        trial **snap = agent_snapshot_on(a, &nsnap);
         for (size_t k = 0; k < nsnap; k++) {
             trial *t = snap[k];
             for (int r = 0; t->ranks && r < t->nranks; r++) {
                 trial_rank *tr = &t->ranks[r];
                 if (tr->agent_id != a->id || tr->exited) continue;
                 if (tr->st == R_NEW) tr->st = R_STARTED;   /* count it as gone */
+                else stale += tr->slots;   /* it may still run there */
                 rank_exited(s, t, tr, -1, "agent lost");
                 if (!t->ranks) break;
             }
         }
         free(snap);
+        /* Its processes may outlive the silence (a partition): their slots
+         * stay used until a heartbeat or registration lists what runs. */
+        a->stale_slots += stale;
+        a->pa.slots_used += stale;
         emit(s, "agent", agent_view(s, a));
     }
     /* Assignments an agent never started: fail the attempt. */
@@ -2288,6 +2442,9 @@ void sched_tick(sched *s)
         }
     }
     free(snap);
+    /* The pass runs after changes; the tick also runs one every second
+     * whatever happened (nothing should need it; it bounds a miss). */
+    if (mono - s->last_pass_mono >= 1000) s->dispatch_dirty = 1;
     dispatch_pass(s);
     (void)changed;
     txn_end(s);

@@ -38,7 +38,7 @@ int main(int argc, char **argv)
 {
     const char *listen = NULL, *db = NULL, *web = NULL, *token_file = NULL, *tls_cert = NULL, *tls_key = NULL;
     const char *log_level = NULL, *log_format = NULL, *config = NULL;
-    int64_t agent_timeout = 0, hb_ms = 0, hb_fast_ms = 0, threads = 0, max_log_lines = 0;
+    int64_t agent_timeout = 0, hb_ms = 0, hb_fast_ms = 0, hb_rate = 0, threads = 0, max_log_lines = 0;
     int print_config = 0;
     hf_cfg_opt opts[] = {
         {"listen", "HYPERFARM_LISTEN", HF_CFG_STR, &listen, "127.0.0.1:8080", 0, 0, "address:port to serve on (port 0: any)"},
@@ -53,6 +53,8 @@ int main(int argc, char **argv)
         {"heartbeat-ms", NULL, HF_CFG_INT, &hb_ms, "1000", 50, 60000, "heartbeat interval told to idle agents"},
         {"heartbeat-fast-ms", NULL, HF_CFG_INT, &hb_fast_ms, "250", 20, 60000,
          "heartbeat interval told to agents with trials, kills or queued work"},
+        {"heartbeat-rate", NULL, HF_CFG_INT, &hb_rate, "1000", 0, 1000000,
+         "heartbeats/s all agents together may send: intervals grow to agents*1000/rate ms (0: fixed)"},
         {"threads", NULL, HF_CFG_INT, &threads, "4", 1, 256, "HTTP thread pool size"},
         {"max-log-lines", NULL, HF_CFG_INT, &max_log_lines, "100000", 0, 100000000, "log lines kept per trial"},
         {"log-level", "HYPERFARM_LOG_LEVEL", HF_CFG_STR, &log_level, "info", 0, 0, "debug|info|warn|error"},
@@ -118,6 +120,7 @@ int main(int argc, char **argv)
     sc.agent_timeout_ms = agent_timeout;
     sc.heartbeat_ms = hb_ms;
     sc.heartbeat_fast_ms = hb_fast_ms;
+    sc.heartbeat_rate = hb_rate;
     sc.max_log_lines = max_log_lines;
     if (sc.assign_timeout_ms < 3 * agent_timeout) sc.assign_timeout_ms = 3 * agent_timeout;
     if (!ev || (rc = sched_new(&sc, st, ev, &s, err, sizeof err))) { hf_error("core: %s", err); goto end; }

@@ -31,6 +31,8 @@ typedef struct sched_config {
     int64_t agent_timeout_ms;       /* heartbeat silence before an agent is LOST */
     int64_t heartbeat_ms;           /* interval an idle agent is told to use */
     int64_t heartbeat_fast_ms;      /* interval while it has trials, kills or work queued */
+    int64_t heartbeat_rate;         /* heartbeats/s the whole farm may send: both intervals are
+                                       at least alive_agents * 1000 / rate ms (0 = no scaling) */
     int64_t assign_timeout_ms;      /* an assignment not started within this fails the attempt */
     int64_t max_log_lines;          /* per trial; further lines are dropped and counted */
     int64_t max_log_line;           /* bytes per line; longer lines are truncated */
