@@ -25,14 +25,65 @@ int tr_cuda_probe(char *why, size_t whylen)
 }
 
 #ifndef HF_HAVE_CUDA
+/* Without CUDA at build time: tr_cuda_new fails and nothing else is reached. */
 tr_cuda *tr_cuda_new(const tr_model *m, char *err, size_t el)
 {
     (void)m;
-    snprintf(err, el, "this hyperfarm-train was built without CUDA");
+    snprintf(err, el, "no usable CUDA GPU: this hyperfarm-train was built without CUDA");
     return NULL;
 }
 
 void tr_cuda_free(tr_cuda *c) { (void)c; }
+
+int tr_cuda_load(tr_cuda *c, const float *params, const float *bufs, const tr_optim *o)
+{
+    (void)c; (void)params; (void)bufs; (void)o;
+    return HF_EUNSUP;
+}
+
+int tr_cuda_store(tr_cuda *c, float *params, float *bufs, tr_optim *o)
+{
+    (void)c; (void)params; (void)bufs; (void)o;
+    return HF_EUNSUP;
+}
+
+int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y, int B,
+                             int scale_B, double *loss, int *hits)
+{
+    (void)c; (void)ctx; (void)x; (void)y; (void)B; (void)scale_B; (void)loss; (void)hits;
+    return HF_EUNSUP;
+}
+
+int tr_cuda_get(tr_cuda *c, float *grads, float *logits, int B)
+{
+    (void)c; (void)grads; (void)logits; (void)B;
+    return HF_EUNSUP;
+}
+
+int tr_cuda_set_grads(tr_cuda *c, const float *grads)
+{
+    (void)c; (void)grads;
+    return HF_EUNSUP;
+}
+
+int tr_cuda_clip(tr_cuda *c, double max_norm, double *norm)
+{
+    (void)c; (void)max_norm; (void)norm;
+    return HF_EUNSUP;
+}
+
+int tr_cuda_optim_step(tr_cuda *c, tr_optim *o, float lr)
+{
+    (void)c; (void)o; (void)lr;
+    return HF_EUNSUP;
+}
+
+int tr_cuda_layer(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B, const float *x, float *y, const float *dy,
+                  float *dx, float *grads)
+{
+    (void)c; (void)i; (void)ctx; (void)B; (void)x; (void)y; (void)dy; (void)dx; (void)grads;
+    return HF_EUNSUP;
+}
 
 int tr_cuda_step(tr_cuda *c, const float *params, const float *x, const int32_t *y, int B, int scale_B,
                  float *grads, float *logits, double *loss, int *hits)

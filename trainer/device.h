@@ -11,6 +11,7 @@
 #define TR_DEVICE_H
 
 #include "model.h"
+#include "optim.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,25 +26,61 @@ int tr_cuda_probe(char *why, size_t whylen);
 int tr_device_select(const char *want, char *err, size_t errlen);
 
 /*
- * The CUDA training step (cuda.cu). The host keeps the authoritative
- * parameters and runs the optimizer (optim.c), so checkpoints, evaluation
- * and the optimizer math are the same code on both devices; the GPU runs
- * the forward and backward passes: cuBLAS sgemm (FP32, TF32 off) for
- * dense layers and kernels for bias, ReLU and softmax cross-entropy.
- * Supported layers: dense, ReLU, flatten (the MLP without dropout or
- * batch norm); tr_cuda_new fails with HF_EUNSUP for others and the
- * trainer falls back to the CPU with a message.
+ * The CUDA backend (cuda.cu). Every layer kind (dense, conv2d, max-pool,
+ * ReLU, dropout, batch norm, flatten), softmax cross-entropy, gradient
+ * clipping and the optimizer (SGD/momentum/Nesterov, Adam, AdamW) run on
+ * the GPU; cuBLAS sgemm in FP32 (TF32 off) for dense and conv2d.
+ *
+ * The device holds its own copy of params, grads, BN buffers and the
+ * optimizer state, so a training step moves only the batch in and the
+ * loss out. The host model (tr_model, tr_optim) stays the authority for
+ * checkpoints and evaluation: tr_cuda_store refreshes it, tr_cuda_load
+ * (after a resume) pushes it back. Dropout masks use the same counter
+ * hash as the CPU (tr_hash64 of seed, step, layer, global row, element),
+ * so CPU and GPU drop the same units. See docs/trainer.md for the
+ * tolerances CPU and GPU agree within.
  */
 typedef struct tr_cuda tr_cuda;
 
-/* Device buffers for m (its layer stack and max batch). RET NULL with err. */
+/* Device buffers for m (its layer stack and max batch); uploads m->params
+ * and m->bufs. RET NULL with err ("no usable CUDA GPU: ..." without one). */
 tr_cuda *tr_cuda_new(const tr_model *m, char *err, size_t errlen);
 void     tr_cuda_free(tr_cuda *c);
 
-/* One forward+backward on the GPU: uploads params (n_params) and the batch
- * x (B, in) / y (B), writes the gradient into grads (n_params, host) and,
- * when logits != NULL, the logits (B, classes). Loss, hits and dlogits
- * scaling as tr_softmax_xent. RET 0 or HF_EIO (CUDA error, logged). */
+/* Host -> device: params (n_params), bufs (n_bufs), optimizer state
+ * (o->n_state); any may be NULL. RET 0, HF_EINVAL or HF_EIO. */
+int tr_cuda_load(tr_cuda *c, const float *params, const float *bufs, const tr_optim *o);
+/* Device -> host, the same three (any may be NULL). */
+int tr_cuda_store(tr_cuda *c, float *params, float *bufs, tr_optim *o);
+
+/* One forward+backward on the device params: x (B, in) and labels y (B)
+ * are uploaded; the gradient stays on the device (tr_cuda_get). ctx as for
+ * tr_model_step (NULL: train, seed 0). Loss, hits and dlogits scaling as
+ * tr_softmax_xent. RET 0, HF_EINVAL (bad B) or HF_EIO (CUDA error, logged). */
+int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y, int B,
+                             int scale_B, double *loss, int *hits);
+/* Download the gradient (n_params) and/or the last logits (B, classes). */
+int tr_cuda_get(tr_cuda *c, float *grads, float *logits, int B);
+/* Upload a gradient (n_params) (tests; a reduced gradient). */
+int tr_cuda_set_grads(tr_cuda *c, const float *grads);
+
+/* Clip the device gradient to max_norm as tr_grad_clip (<= 0: only
+ * measure); *norm (may be NULL) gets the norm before clipping. */
+int tr_cuda_clip(tr_cuda *c, double max_norm, double *norm);
+/* tr_optim_step on the device: same math, same IEEE operations; o->t is
+ * advanced on the host, o->state lives on the device until
+ * tr_cuda_store. */
+int tr_cuda_optim_step(tr_cuda *c, tr_optim *o, float lr);
+
+/* One layer on host arrays (tests): forward x (B, in) -> y (B, out) (y may
+ * be NULL); when dy != NULL, backward: dx (B, in) (NULL: not computed) and
+ * the layer's parameter gradient (param_count floats) into grads (may be
+ * NULL). Uses the device params/bufs; BN running stats update in train. */
+int tr_cuda_layer(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B, const float *x, float *y,
+                  const float *dy, float *dx, float *grads);
+
+/* Compatibility: load params (may be NULL), forward_backward in train mode
+ * with ctx seed 0, then download grads / logits (either may be NULL). */
 int tr_cuda_step(tr_cuda *c, const float *params, const float *x, const int32_t *y, int B, int scale_B,
                  float *grads, float *logits, double *loss, int *hits);
 

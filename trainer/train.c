@@ -239,6 +239,15 @@ static int run_resume(run *r, int64_t *batch)
     return 0;
 }
 
+/* Copy the GPU's params, BN buffers and optimizer state into the host
+ * model before the host reads them (evaluation, checkpoint). gpu may be NULL. */
+static int gpu_sync(tr_cuda *gpu, run *r)
+{
+    if (!gpu || tr_cuda_store(gpu, r->m->params, r->m->bufs, &r->opt) == 0) return 0;
+    fprintf(stderr, "hyperfarm-train: cannot copy the model back from the GPU\n");
+    return HF_EIO;
+}
+
 int tr_train_main(const tr_options *o)
 {
     char err[512];
@@ -261,12 +270,16 @@ int tr_train_main(const tr_options *o)
             goto end;
         }
         if (!gpu) hf_warn("device auto: %s; training on the CPU", err);
-        else hf_info("forward/backward on the GPU, optimizer and evaluation on the CPU");
+        else hf_info("training step (all layers, clipping, optimizer) on the GPU; evaluation on the CPU");
     }
     hf_info("model %s: %zu parameters; %d train / %d val / %d test samples; %lld steps per epoch; %d BLAS threads",
             r.m->desc, r.m->n_params, r.train.n, r.val.n, r.test_view.n, (long long)r.spe, tr_blas_get_threads());
     int64_t batch = 0;
     if (o->resume) run_resume(&r, &batch);
+    if (gpu && tr_cuda_load(gpu, r.m->params, r.m->bufs, &r.opt)) {
+        fprintf(stderr, "hyperfarm-train: cannot copy the model to the GPU\n");
+        goto end;
+    }
     int target = tr_options_target_epochs(o);
     char path[TR_PATH_MAX + 64];
     int stopped = 0;
@@ -286,17 +299,20 @@ int tr_train_main(const tr_options *o)
             tr_layer_ctx c = {.train = 1, .seed = o->seed, .step = r.step, .row_base = row_base};
             int hits = 0;
             double loss;
+            double lr = tr_lr_at(o, r.step, r.spe);
             if (gpu) {
-                if (tr_cuda_step(gpu, r.m->params, r.m->act[0], r.y, rows, gb, r.m->grads, NULL, &loss, &hits)) {
+                /* params, grads and optimizer state stay on the device (gpu_sync before host use) */
+                if (tr_cuda_forward_backward(gpu, &c, r.m->act[0], r.y, rows, gb, &loss, &hits) ||
+                    (o->clip_norm > 0 && tr_cuda_clip(gpu, o->clip_norm, NULL)) ||
+                    tr_cuda_optim_step(gpu, &r.opt, (float)lr)) {
                     fprintf(stderr, "hyperfarm-train: CUDA step failed at step %lld\n", (long long)r.step);
                     goto end;
                 }
             } else {
                 loss = tr_model_step(r.m, r.y, rows, gb, &c, NULL, NULL, &hits);
+                if (o->clip_norm > 0) tr_grad_clip(r.m->grads, r.m->n_params, o->clip_norm);
+                tr_optim_step(&r.opt, r.m->params, r.m->grads, (float)lr);
             }
-            if (o->clip_norm > 0) tr_grad_clip(r.m->grads, r.m->n_params, o->clip_norm);
-            double lr = tr_lr_at(o, r.step, r.spe);
-            tr_optim_step(&r.opt, r.m->params, r.m->grads, (float)lr);
             busy += hf_mono_s() - ts;
             if (!isfinite(loss)) {
                 fprintf(stderr, "hyperfarm-train: loss is %g at step %lld (lr too high?)\n", loss, (long long)r.step);
@@ -319,11 +335,12 @@ int tr_train_main(const tr_options *o)
                 tr_report_print(stdout, &rep);
             }
             if (o->checkpoint_every > 0 && r.step % o->checkpoint_every == 0 && r.ld.batch < r.spe &&
-                save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
+                gpu_sync(gpu, &r) == 0 && save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
                 report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
         }
         double train_time = hf_mono_s() - t0;
         if (stopped) break;
+        if (gpu_sync(gpu, &r)) goto end;
         tr_report rep;
         tr_report_init(&rep);
         rep.step = r.step;
@@ -346,7 +363,7 @@ int tr_train_main(const tr_options *o)
     }
     if (stopped) {
         int by_signal = tr_stop_requested();
-        if (save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
+        if (gpu_sync(gpu, &r) == 0 && save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
             report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
         if (by_signal) {
             int asked = tr_stop_was_requested_by_searcher(o->checkpoint_dir);
