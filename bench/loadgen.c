@@ -46,6 +46,7 @@
 #include "hf_log.h"
 #include "hf_time.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
@@ -75,6 +76,7 @@ typedef struct lg_opts {
     int agents, slots, trials, experiments, reports, per_hb, values, threads;
     int hb_ms;          /* -1: the scheduler's interval; 0: back to back; else fixed */
     int eager;          /* heartbeat at once after accept/exit */
+    int wait;           /* keep a doorbell long-poll open per agent, as hyperfarm-agent does */
     int probe_hz;
     int max_seconds;
     int keep;
@@ -84,7 +86,7 @@ typedef struct lg_opts {
 
 static lg_opts opt = {
     .agents = 200, .slots = 8, .trials = 8000, .experiments = 0, .reports = 40,
-    .per_hb = 2, .values = 2, .threads = 0, .hb_ms = -1, .eager = 1, .probe_hz = 20,
+    .per_hb = 2, .values = 2, .threads = 0, .hb_ms = -1, .eager = 1, .wait = 1, .probe_hz = 20,
     .max_seconds = 600, .name_prefix = "lg",
 };
 
@@ -152,6 +154,10 @@ typedef struct lg_agent {
     hf_buf  events;         /* pending event objects, comma separated */
     hf_buf  metrics;        /* pending metric objects, comma separated */
     long    pend_reports;
+    int64_t batch;          /* heartbeat batch number of the pending items (instance/batch) */
+    int     retry;          /* the last send of this batch failed: re-send it unchanged */
+    atomic_int rung;        /* the doorbell answered "pending": heartbeat now */
+    int     worker;         /* index of the worker thread that owns it */
     lg_slot slot[LG_MAX_SLOTS];
 } lg_agent;
 
@@ -172,12 +178,17 @@ typedef struct lg_worker {
     size_t    ndisp, capdisp;
     long      status_counts[6];   /* 2xx 4xx(other) 404 5xx 507 transport */
     char      last_err[400];
+    pthread_mutex_t mu;           /* with cv: woken by the doorbell thread */
+    pthread_cond_t  cv;
+    int       woken;
 } lg_worker;
 
 static lg_agent *agents;
 static lg_worker *workers;
 static atomic_long acked_reports, acked_points, trials_done, assigns_total, overassigns,
-    hb_total, hb_failed, kills_total;
+    hb_total, hb_failed, kills_total, rejected_reports, rejected_points, rings_total, waits_total,
+    waits_parked;
+static long instance_salt;
 static atomic_int stop_flag;
 static int64_t t_start_wall, t_first_submit;
 static char base_url[256];
@@ -272,6 +283,16 @@ static void agent_on_reply(lg_worker *w, lg_agent *a, const char *resp, size_t r
     if (!j) return;
     if (!json_unpack(j, "{s:I}", "heartbeat_interval_ms", &iv) && iv > 0 && iv < 600000)
         a->interval_ms = (int)iv;
+    {   /* "acknowledged" means stored: what was not stored is counted here */
+        json_int_t rm = 0, rp = 0;
+        if (!json_unpack(json_object_get(j, "rejected"), "{s?I,s?I}", "metrics", &rm, "points", &rp) &&
+            (rm > 0 || rp > 0)) {
+            atomic_fetch_sub(&acked_reports, (long)rm);
+            atomic_fetch_sub(&acked_points, (long)(rm * opt.values + rp));
+            atomic_fetch_add(&rejected_reports, (long)rm);
+            atomic_fetch_add(&rejected_points, (long)(rm * opt.values + rp));
+        }
+    }
     arr = json_object_get(j, "assign");
     json_array_foreach(arr, i, it) {
         json_int_t tid = 0, att = 1, eid = 0;
@@ -344,8 +365,9 @@ static void agent_heartbeat(lg_worker *w, lg_agent *a, int depth)
     long sent_reports = 0;
 
     hf_buf_init(&body, LG_BODY_MAX);
-    /* 1. trials whose last reports were acknowledged exit now */
-    for (int s = 0; s < opt.slots; s++) {
+    /* 1. trials whose last reports were acknowledged exit now (not into a
+     *    batch being re-sent: it must go out exactly as it was) */
+    for (int s = 0; s < opt.slots && !a->retry; s++) {
         lg_slot *sl = &a->slot[s];
         if (sl->state == SLOT_RUNNING && sl->reports_left == 0 && sl->unacked == 0) {
             buf_item(&a->events, "{\"trial_id\":%" PRId64 ",\"attempt\":%d,\"type\":\"exited\","
@@ -355,7 +377,7 @@ static void agent_heartbeat(lg_worker *w, lg_agent *a, int depth)
         }
     }
     /* 2. running trials report, unless an unacknowledged batch is pending */
-    if (a->metrics.len == 0) {
+    if (a->metrics.len == 0 && !a->retry) {
         for (int s = 0; s < opt.slots; s++) {
             lg_slot *sl = &a->slot[s];
             if (sl->state != SLOT_RUNNING || sl->reports_left == 0) continue;
@@ -391,7 +413,9 @@ static void agent_heartbeat(lg_worker *w, lg_agent *a, int depth)
     if (a->events.len) hf_buf_add(&body, a->events.data, a->events.len);
     hf_buf_addstr(&body, "],\"metrics\":[");
     if (a->metrics.len) hf_buf_add(&body, a->metrics.data, a->metrics.len);
-    if (hf_buf_addstr(&body, "],\"logs\":[]}")) {
+    hf_buf_printf(&body, "],\"logs\":[],\"instance\":\"lg-%ld-%d\",\"batch\":%" PRId64,
+                  instance_salt, a->idx, a->batch);
+    if (hf_buf_addstr(&body, "}")) {
         snprintf(w->last_err, sizeof w->last_err, "heartbeat body over %u bytes", LG_BODY_MAX);
         goto end;
     }
@@ -405,6 +429,7 @@ static void agent_heartbeat(lg_worker *w, lg_agent *a, int depth)
         for (int s = 0; s < opt.slots; s++) busy |= a->slot[s].state != SLOT_FREE;
         a->next_hb = hf_mono_ms() + (opt.hb_ms >= 0 && busy ? opt.hb_ms : a->interval_ms);
     }
+    a->retry = 1;   /* until a 200 says this batch is stored */
     if (rc) {
         w->status_counts[5]++;
         atomic_fetch_add(&hb_failed, 1);
@@ -426,8 +451,11 @@ static void agent_heartbeat(lg_worker *w, lg_agent *a, int depth)
         goto end;
     }
     w->status_counts[0]++;
-    /* Acknowledged: everything in this heartbeat is durable. */
+    /* Acknowledged: everything in this heartbeat is durable, except what
+     * the reply's "rejected" counts (subtracted in agent_on_reply). */
     int64_t ack_wall = hf_wall_ms();
+    a->retry = 0;
+    a->batch++;
     hf_buf_reset(&a->events);
     hf_buf_reset(&a->metrics);
     a->pend_reports = 0;
@@ -483,11 +511,13 @@ static void *worker_main(void *arg)
     }
     while (!atomic_load(&stop_flag)) {
         /* next_hb is only ever changed by this thread, so sleeping until
-         * the earliest one is exact (capped to notice stop_flag). */
+         * the earliest one is exact (capped to notice stop_flag); the
+         * doorbell thread sets an agent's rung flag and wakes us. */
         int64_t now = hf_mono_ms(), next = now + 200;
         for (int i = w->index; i < opt.agents && !atomic_load(&stop_flag); i += opt.threads) {
             lg_agent *a = &agents[i];
             if (a->id <= 0) continue;
+            if (atomic_exchange(&a->rung, 0)) a->next_hb = 0;
             if (a->next_hb <= now) {
                 agent_heartbeat(w, a, 0);
                 now = hf_mono_ms();
@@ -495,8 +525,131 @@ static void *worker_main(void *arg)
             if (a->next_hb < next) next = a->next_hb;
         }
         now = hf_mono_ms();
-        if (next > now) hf_sleep_ms(next - now);
+        pthread_mutex_lock(&w->mu);
+        if (!w->woken && next > now) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + (next - now) * 1000000;
+            ts.tv_sec += ns / 1000000000;
+            ts.tv_nsec = ns % 1000000000;
+            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        }
+        w->woken = 0;
+        pthread_mutex_unlock(&w->mu);
     }
+    return NULL;
+}
+
+/* ---- the doorbell: one parked GET /agents/{id}/wait per agent ----
+ *
+ * As hyperfarm-agent does, every simulated agent keeps one long-poll open;
+ * when it answers {"pending": true} the agent heartbeats at once (its
+ * worker is woken). All of them live on one libcurl multi handle in one
+ * thread, so a thousand open waits cost a thousand sockets, not threads. */
+
+typedef struct lg_wait {
+    CURL    *h;
+    int      agent;
+    char     url[320];
+    hf_buf   resp;
+    int64_t  retry_at;      /* mono ms; 0 = in flight */
+    int      started;
+} lg_wait;
+
+static size_t wait_write(char *p, size_t sz, size_t n, void *ud)
+{
+    lg_wait *wt = ud;
+    if (hf_buf_add(&wt->resp, p, sz * n)) return 0;
+    return sz * n;
+}
+
+static void agent_ring(int idx)
+{
+    lg_agent *a = &agents[idx];
+    lg_worker *w = &workers[a->worker];
+    atomic_store(&a->rung, 1);
+    atomic_fetch_add(&rings_total, 1);
+    pthread_mutex_lock(&w->mu);
+    w->woken = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void *waiter_main(void *arg)
+{
+    (void)arg;
+    CURLM *m = curl_multi_init();
+    lg_wait *wt = calloc((size_t)opt.agents, sizeof *wt);
+    struct curl_slist *hdr = NULL;
+    char auth[300];
+    if (!m || !wt) goto end;
+    if (opt.agent_token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", opt.agent_token);
+        hdr = curl_slist_append(NULL, auth);
+    }
+    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)opt.agents + 16);
+    for (int i = 0; i < opt.agents; i++) {
+        wt[i].agent = i;
+        wt[i].retry_at = 1;   /* start when registered */
+        hf_buf_init(&wt[i].resp, 4096);
+    }
+    while (!atomic_load(&stop_flag)) {
+        int64_t now = hf_mono_ms();
+        for (int i = 0; i < opt.agents; i++) {
+            if (!wt[i].retry_at || wt[i].retry_at > now || agents[i].id <= 0) continue;
+            if (!wt[i].h) {
+                wt[i].h = curl_easy_init();
+                if (!wt[i].h) continue;
+                snprintf(wt[i].url, sizeof wt[i].url, "%s/api/v1/agents/%" PRId64 "/wait?timeout_ms=25000",
+                         base_url, agents[i].id);
+                curl_easy_setopt(wt[i].h, CURLOPT_URL, wt[i].url);
+                curl_easy_setopt(wt[i].h, CURLOPT_WRITEFUNCTION, wait_write);
+                curl_easy_setopt(wt[i].h, CURLOPT_WRITEDATA, &wt[i]);
+                curl_easy_setopt(wt[i].h, CURLOPT_PRIVATE, &wt[i]);
+                curl_easy_setopt(wt[i].h, CURLOPT_TIMEOUT_MS, 35000L);
+                curl_easy_setopt(wt[i].h, CURLOPT_NOSIGNAL, 1L);
+                if (hdr) curl_easy_setopt(wt[i].h, CURLOPT_HTTPHEADER, hdr);
+            }
+            hf_buf_reset(&wt[i].resp);
+            wt[i].retry_at = 0;
+            curl_multi_add_handle(m, wt[i].h);
+            if (!wt[i].started) { wt[i].started = 1; atomic_fetch_add(&waits_parked, 1); }
+        }
+        int running = 0, left = 0;
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        while ((msg = curl_multi_info_read(m, &left))) {
+            if (msg->msg != CURLMSG_DONE) continue;
+            lg_wait *x = NULL;
+            long code = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            CURLcode res = msg->data.result;
+            curl_multi_remove_handle(m, msg->easy_handle);
+            if (!x) continue;
+            atomic_fetch_add(&waits_total, 1);
+            if (res == CURLE_OK && code == 200) {
+                int pend = x->resp.len && memmem(x->resp.data, x->resp.len, "true", 4);
+                if (pend) agent_ring(x->agent);
+                /* after a ring, park again once the heartbeat had its moment */
+                x->retry_at = hf_mono_ms() + (pend ? 20 : 0);
+            } else {
+                x->retry_at = hf_mono_ms() + 500;   /* back off, as the agent does */
+            }
+        }
+        curl_multi_poll(m, NULL, 0, 50, NULL);
+    }
+end:
+    for (int i = 0; wt && i < opt.agents; i++) {
+        if (wt[i].h) {
+            curl_multi_remove_handle(m, wt[i].h);
+            curl_easy_cleanup(wt[i].h);
+        }
+        hf_buf_free(&wt[i].resp);
+    }
+    free(wt);
+    curl_slist_free_all(hdr);
+    if (m) curl_multi_cleanup(m);
     return NULL;
 }
 
@@ -871,9 +1024,11 @@ static void usage(FILE *f)
         "  --values N         metric values per report (default 2)\n"
         "  --hb-ms N          heartbeat period: -1 the scheduler's (default), 0 back to back\n"
         "  --no-eager         do not heartbeat at once after accepting/finishing a trial\n"
-        "  --threads N        worker threads (default: one per agent, at most 1024; real\n"
-        "                     agents heartbeat independently, and agents sharing a\n"
-        "                     thread delay each other's heartbeats under load)\n"
+        "  --no-wait          no doorbell long-poll (GET /agents/{id}/wait); by default each\n"
+        "                     agent keeps one open, on one libcurl multi thread, and\n"
+        "                     heartbeats at once when it answers pending\n"
+        "  --threads N        heartbeat worker threads, each serving every Nth agent\n"
+        "                     (default 16, at most the agent count and 1024)\n"
         "  --probe-hz N       user GETs per second during the load (default 20; 0 off)\n"
         "  --max-seconds N    stop after N seconds even if trials remain (default 600)\n"
         "  --url URL          use a running scheduler (default: spawn one)\n"
@@ -891,14 +1046,14 @@ int main(int argc, char **argv)
     static const struct option lo[] = {
         {"agents", 1, 0, 'a'}, {"slots", 1, 0, 's'}, {"trials", 1, 0, 't'},
         {"experiments", 1, 0, 'e'}, {"reports", 1, 0, 'r'}, {"per-hb", 1, 0, 'p'},
-        {"values", 1, 0, 'v'}, {"hb-ms", 1, 0, 'H'}, {"no-eager", 0, 0, 'N'},
+        {"values", 1, 0, 'v'}, {"hb-ms", 1, 0, 'H'}, {"no-eager", 0, 0, 'N'}, {"no-wait", 0, 0, 'W'},
         {"threads", 1, 0, 'j'}, {"probe-hz", 1, 0, 'P'}, {"max-seconds", 1, 0, 'm'},
         {"url", 1, 0, 'u'}, {"pid", 1, 0, 'i'}, {"db", 1, 0, 'd'}, {"scheduler", 1, 0, 'S'},
         {"agent-token", 1, 0, 'A'}, {"user-token", 1, 0, 'U'}, {"name-prefix", 1, 0, 'n'},
         {"keep", 0, 0, 'k'}, {"full", 0, 0, 'F'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, rc = 1;
-    pthread_t probe;
-    int probe_started = 0, nworkers = 0;
+    pthread_t probe, waiter;
+    int probe_started = 0, waiter_started = 0, nworkers = 0;
     char stop_txt[128] = "not ours", why[256] = "";
     long rss_peak = 0, best5 = 0, hwm = -1;
     double elapsed = 0;
@@ -916,6 +1071,7 @@ int main(int argc, char **argv)
         case 'v': opt.values = atoi(optarg); break;
         case 'H': opt.hb_ms = atoi(optarg); break;
         case 'N': opt.eager = 0; break;
+        case 'W': opt.wait = 0; break;
         case 'j': opt.threads = atoi(optarg); break;
         case 'P': opt.probe_hz = atoi(optarg); break;
         case 'm': opt.max_seconds = atoi(optarg); break;
@@ -938,7 +1094,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "loadgen: option out of range (slots 1..%d, values 1..32)\n", LG_MAX_SLOTS);
         return 2;
     }
-    if (opt.threads == 0) opt.threads = opt.agents > 1024 ? 1024 : opt.agents;
+    if (opt.threads == 0) opt.threads = 16;
     if (opt.threads > opt.agents) opt.threads = opt.agents;
     nexp = opt.experiments > 0 ? opt.experiments : (opt.trials + 999) / 1000;
     if (nexp > opt.trials) nexp = opt.trials;
@@ -962,6 +1118,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < opt.agents; i++) {
         agents[i].idx = i;
         agents[i].interval_ms = 1000;
+        agents[i].batch = 1;
+        agents[i].worker = i % opt.threads;
         hf_buf_init(&agents[i].events, LG_BODY_MAX / 4);
         hf_buf_init(&agents[i].metrics, LG_BODY_MAX / 2);
         for (int s = 0; s < LG_MAX_SLOTS; s++) agents[i].slot[s].disp = -1;
@@ -970,6 +1128,12 @@ int main(int argc, char **argv)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 512 << 10);   /* up to 1024 threads */
+    instance_salt = (long)getpid() ^ (long)(hf_wall_ms() & 0xffffff);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    for (int i = 0; i < opt.threads; i++) {
+        pthread_mutex_init(&workers[i].mu, NULL);
+        pthread_cond_init(&workers[i].cv, NULL);
+    }
     for (int i = 0; i < opt.threads; i++) {
         workers[i].index = i;
         workers[i].http = hf_http_new(base_url, opt.agent_token, 30000, 0);
@@ -991,6 +1155,13 @@ int main(int argc, char **argv)
         hf_sleep_ms(50);
     }
     printf("loadgen: %d agents registered in %.1f s\n", opt.agents, (double)(hf_mono_ms() - t_reg) / 1000.0);
+    /* Park every agent's wait before the work arrives, as running agents have. */
+    if (opt.wait && pthread_create(&waiter, NULL, waiter_main, NULL) == 0) {
+        waiter_started = 1;
+        int64_t tw = hf_mono_ms();
+        while (atomic_load(&waits_parked) < opt.agents && hf_mono_ms() - tw < 10000) hf_sleep_ms(20);
+        hf_sleep_ms(200);
+    }
     t_first_submit = hf_wall_ms();
     int64_t t0 = hf_mono_ms();
     if (submit_experiments()) goto stop;
@@ -1044,6 +1215,7 @@ stop:
     atomic_store(&stop_flag, 1);
     for (int i = 0; i < nworkers; i++) pthread_join(workers[i].th, NULL);
     if (probe_started) pthread_join(probe, NULL);
+    if (waiter_started) pthread_join(waiter, NULL);
     if (t_first_submit == 0) goto end;
     {
         lg_lat hb = {0}, disp = {0}, disp_wait = {0}, disp_refill = {0}, disp_idle = {0};
@@ -1101,6 +1273,10 @@ stop:
                atomic_load(&kills_total));
         printf("metric reports acked    %ld (%ld points)  sustained %.0f reports/s, best 5 s %ld/s\n",
                reports, points, rps, best5);
+        printf("rejected by scheduler   %ld reports, %ld points (answered in \"rejected\", not stored)\n",
+               atomic_load(&rejected_reports), atomic_load(&rejected_points));
+        printf("doorbell                %s: %ld waits answered, %ld rang\n", opt.wait ? "on" : "off",
+               atomic_load(&waits_total), atomic_load(&rings_total));
         printf("heartbeats              %zu ok-or-answered, HTTP 2xx %ld, 404 %ld, 4xx %ld, 5xx %ld, 507 %ld, "
                "transport errors %ld\n", hb.n, st[0], st[2], st[1], st[3], st[4], st[5]);
         printf("heartbeat latency       p50 %.1f ms  p99 %.1f ms  max %.1f ms\n", lat_pct(&hb, 50),

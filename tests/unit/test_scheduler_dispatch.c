@@ -15,6 +15,10 @@
  *   - trial.launcher "mpirun": rank 0's assignment carries the placement
  *     ("hosts"), the others "hold"; kills reach holders only after rank 0
  *     exited; rank 0's exit code decides the outcome; slots come back.
+ *   - an agent declared LOST that comes back still running its old attempt
+ *     gets a "stale attempt" kill and no new trial on the slot that process
+ *     holds until it stops listing it; that attempt's metrics are answered
+ *     in "rejected" (not stored), not silently acknowledged.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -197,6 +201,79 @@ static void test_created_only_when_placeable(void **state)
                            "\"searcher\": {\"name\": \"random\", \"max_trials\": 40, \"seed\": 1}," SPACE);
     assert_int_equal(exp_int(c, xr, "max_concurrent_trials"), 40);
     assert_int_equal(ntrials(c, xr), 0);
+
+    sched_free(c);
+    store_close(s);
+}
+
+/* One heartbeat with a full body; RET the reply (caller frees). */
+static json_t *hb_body(sched *c, int64_t aid, const char *body)
+{
+    json_t *b = json_loads(body, 0, NULL), *out = NULL;
+    assert_non_null(b);
+    hf_jerr e;
+    assert_int_equal(sched_agent_heartbeat(c, aid, b, &out, &e), 0);
+    json_decref(b);
+    return out;
+}
+
+static void test_stale_attempt_keeps_slot(void **state)
+{
+    (void)state;
+    char path[320], err[256] = "", body[1024];
+    store *s = NULL;
+    sched *c = NULL;
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.agent_timeout_ms = 200;
+    snprintf(path, sizeof path, "%s/stale.db", dir);
+    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
+    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    nruns = 0;
+
+    int64_t a1 = reg(c, "a1", 1);
+    submit(c, "{\"name\": \"r\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+              "\"searcher\": {\"name\": \"random\", \"max_trials\": 3, \"seed\": 1}," SPACE);
+    assert_int_equal(hb(c, a1, "[]", "[]"), 1);
+    int64_t t = runs[0].trial;
+    snprintf(body, sizeof body, "{\"running\": [{\"trial_id\": %lld, \"attempt\": 1, \"pid\": 7}], \"events\":"
+             " [{\"trial_id\": %lld, \"attempt\": 1, \"type\": \"started\", \"time\": 1, \"pid\": 7}]}",
+             (long long)t, (long long)t);
+    json_decref(hb_body(c, a1, body));
+
+    /* Silence past the timeout: LOST, the attempt fails and is requeued. */
+    usleep(300 * 1000);
+    sched_tick(c);
+
+    /* Back, still running attempt 1 (a partition): kill it, place nothing
+     * on its slot, and say its metrics were not stored. */
+    snprintf(body, sizeof body, "{\"running\": [{\"trial_id\": %lld, \"attempt\": 1, \"pid\": 7}], \"metrics\":"
+             " [{\"trial_id\": %lld, \"attempt\": 1, \"step\": 1, \"values\": {\"m\": 0.5, \"n\": 1}}]}",
+             (long long)t, (long long)t);
+    for (int i = 0; i < 3; i++) {
+        json_t *out = hb_body(c, a1, body);
+        sched_tick(c);
+        assert_int_equal(json_array_size(json_object_get(out, "assign")), 0);
+        if (i == 0) {
+            json_t *k = json_array_get(json_object_get(out, "kill"), 0);
+            assert_non_null(k);
+            assert_int_equal(json_integer_value(json_object_get(k, "trial_id")), t);
+            assert_string_equal(json_string_value(json_object_get(k, "reason")), "stale attempt");
+        }
+        json_t *rej = json_object_get(out, "rejected");
+        assert_int_equal(json_integer_value(json_object_get(rej, "metrics")), 1);
+        json_decref(out);
+    }
+    json_t *tv = NULL;
+    assert_int_equal(sched_trial_get(c, t, &tv), 0);
+    assert_null(json_object_get(json_object_get(tv, "latest"), "m"));   /* nothing of it was stored */
+    json_decref(tv);
+
+    /* The stale process is gone: the slot is free again. */
+    json_t *out = hb_body(c, a1, "{\"running\": []}");
+    assert_int_equal(json_array_size(json_object_get(out, "assign")), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(out, "rejected"), "metrics")), 0);
+    json_decref(out);
 
     sched_free(c);
     store_close(s);
@@ -409,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_created_only_when_placeable),
         cmocka_unit_test(test_promotion_before_new_trial),
         cmocka_unit_test(test_mpirun_launcher),
+        cmocka_unit_test(test_stale_attempt_keeps_slot),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
