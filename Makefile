@@ -29,6 +29,9 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/de
 CUDA_HOME ?= /usr/local/cuda
 ifeq ($(origin CUDA),undefined)
   CUDA := $(if $(NVCC),1,0)
+  ifeq ($(CUDA),0)
+    $(info hyperfarm: nvcc not found: the trainer is built CPU-only (no CUDA backend, no NCCL))
+  endif
 endif
 MPICC_OK := $(shell pkg-config --exists ompi-c && echo 1)
 
