@@ -490,10 +490,13 @@ static enum MHD_Result dispatch(api *a, struct MHD_Connection *c, const char *ur
         else rc = sched_experiment_action(a->s, id, act, &out, &e);
         ret = rc ? send_rc(c, rc, &e, "experiment") : send_json(c, 200, out);
         break;
-    case R_EXP_TRIALS:
-        rc = sched_experiment_trials(a->s, id, &out);
-        ret = rc ? send_rc(c, rc, NULL, "experiment") : send_json(c, 200, out);
+    case R_EXP_TRIALS: {
+        char *text = NULL;
+        size_t len = 0;
+        rc = sched_experiment_trials_text(a->s, id, &text, &len);
+        ret = rc ? send_rc(c, rc, NULL, "experiment") : send_text(c, 200, "application/json", text, len, NULL);
         break;
+    }
     case R_EXP_TOP: {
         int64_t k;
         if (query_int(c, "k", 1, 10000, 10, &k, &e)) { ret = send_jerr(c, 400, &e); break; }

@@ -55,6 +55,7 @@ static const char *const exp_state_names[] = {"ACTIVE", "PAUSED", "COMPLETED", "
 enum { R_NEW = 0, R_SENT = 1, R_STARTED = 2 };
 
 #define MAX_HB_ITEMS 200000
+#define TRIAL_SIG_N  24       /* words of trial_sig() */
 
 typedef struct trial_rank {
     int64_t    agent_id;
@@ -92,6 +93,10 @@ typedef struct trial {
     int64_t     created_at, started_at, ended_at;
     int64_t     ready_mono;   /* became QUEUED (dispatch latency) */
     int64_t     nreports;     /* objective reports seen (x axis fallback) */
+    int64_t     mver;         /* bumped whenever latest/best change */
+    char       *view;         /* cached trial_view() as compact JSON, NULL = none */
+    size_t      view_len;
+    int64_t     view_sig[TRIAL_SIG_N];  /* trial_sig() when view was built */
     int64_t     log_lines, logs_dropped;
     int         nranks;
     trial_rank *ranks;        /* current attempt's workers, NULL when not placed */
@@ -431,6 +436,71 @@ static json_t *trial_view(sched *s, const trial *t)
                      "budget", budget > 0 ? json_integer(budget) : json_null(),
                      "idx", (json_int_t)t->idx, "parent_trial", (json_int_t)t->parent,
                      "kill_reason", t->kill_state >= 0 ? t->kill_reason : "");
+}
+
+/* Cached views. GET /experiments/{id}/trials answers up to thousands of
+ * trial views while heartbeats wait for the same lock, so each trial keeps
+ * its view serialized (compact JSON, as api.c sends it) and rebuilds it
+ * only when something the view shows has changed. Rather than trusting
+ * every mutation site to clear a flag, the view remembers a signature of
+ * all it was built from (scalars, kill reason, a hash of the ranks, and
+ * mver, which every change of latest/best bumps; hparams, idx, parent and
+ * agent names never change) and is rebuilt when the signature differs. */
+static uint64_t sig_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 29);
+}
+
+static void trial_sig(const trial *t, int64_t sig[TRIAL_SIG_N])
+{
+    uint64_t rh = 0x243f6a8885a308d3ull;
+    for (int r = 0; r < t->nranks; r++)
+        rh = sig_mix(sig_mix(rh, (uint64_t)t->ranks[r].rank), (uint64_t)t->ranks[r].agent_id);
+    memset(sig, 0, TRIAL_SIG_N * sizeof *sig);
+    sig[0] = t->mver;
+    sig[1] = t->state;
+    sig[2] = t->agent_id;
+    sig[3] = t->has_exit;
+    sig[4] = t->exit_code;
+    sig[5] = t->restarts;
+    sig[6] = t->attempt;
+    sig[7] = t->started_at;
+    sig[8] = t->created_at;
+    sig[9] = t->ended_at;
+    sig[10] = t->nranks;
+    sig[11] = (int64_t)rh;
+    sig[12] = t->has_obj;
+    memcpy(&sig[13], &t->obj, sizeof t->obj);
+    sig[14] = t->budget;
+    sig[15] = t->idx;
+    sig[16] = t->parent;
+    sig[17] = t->kill_state;
+    sig[18] = t->exp->spec.max_epochs;
+    if (t->kill_state >= 0) {   /* 32 bytes: sig[19..22] */
+        _Static_assert(sizeof t->kill_reason == 4 * sizeof(int64_t), "kill_reason fills 4 signature words");
+        memcpy(&sig[19], t->kill_reason, sizeof t->kill_reason);
+    }
+}
+
+/* Make t->view current. RET 0 or HF_ENOMEM (the old view is dropped). */
+static int trial_view_fresh(sched *s, trial *t)
+{
+    int64_t sig[TRIAL_SIG_N];
+    trial_sig(t, sig);
+    if (t->view && memcmp(sig, t->view_sig, sizeof sig) == 0) return 0;
+    free(t->view);
+    t->view = NULL;
+    json_t *v = trial_view(s, t);
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(v);
+    if (!text) return HF_ENOMEM;
+    t->view = text;
+    t->view_len = strlen(text);
+    memcpy(t->view_sig, sig, sizeof sig);
+    return 0;
 }
 
 static json_t *agent_view(sched *s, const agent *a)
@@ -1059,6 +1129,7 @@ static void trial_report(sched *s, trial *t, const char *name, double v, double 
 {
     experiment *x = t->exp;
     json_object_set_new(t->latest, name, json_real(v));
+    t->mver++;
     json_t *b = json_object_get(t->best, name);
     int is_obj = strcmp(name, x->spec.metric) == 0;
     int lower = is_obj ? !x->spec.goal_max : lower_is_better(name);
@@ -1103,6 +1174,7 @@ static void trial_free(trial *t)
     json_decref(t->latest);
     json_decref(t->best);
     free(t->ranks);
+    free(t->view);
     free(t);
 }
 
@@ -1601,6 +1673,40 @@ int sched_experiment_trials(sched *s, int64_t id, json_t **out)
         rc = 0;
     }
     pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int sched_experiment_trials_text(sched *s, int64_t id, char **out, size_t *len)
+{
+    static const char head[] = "{\"trials\":[", tail[] = "]}";
+    int rc = HF_ENOTFOUND;
+    char *text = NULL;
+    pthread_mutex_lock(&s->lock);
+    experiment *x = exp_find(s, id);
+    if (!x) goto end;
+    size_t n = sizeof head - 1 + sizeof tail;   /* tail's NUL included */
+    for (size_t i = 0; i < x->ntrials; i++) {
+        if ((rc = trial_view_fresh(s, x->trials[i]))) goto end;
+        n += x->trials[i]->view_len + 1;
+    }
+    rc = HF_ENOMEM;
+    if (!(text = malloc(n))) goto end;
+    char *p = text;
+    memcpy(p, head, sizeof head - 1);
+    p += sizeof head - 1;
+    for (size_t i = 0; i < x->ntrials; i++) {
+        if (i) *p++ = ',';
+        memcpy(p, x->trials[i]->view, x->trials[i]->view_len);
+        p += x->trials[i]->view_len;
+    }
+    memcpy(p, tail, sizeof tail);
+    *len = (size_t)(p - text) + sizeof tail - 1;
+    *out = text;
+    text = NULL;
+    rc = 0;
+end:
+    pthread_mutex_unlock(&s->lock);
+    free(text);
     return rc;
 }
 
@@ -2185,6 +2291,7 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
         }
         if (stj) json_object_set_new(t->latest, "step", json_integer(json_integer_value(stj)));
         if (epj) json_object_set_new(t->latest, "epoch", json_real(json_number_value(epj)));
+        t->mver++;
         json_object_foreach(vals, k, v)
             if (json_object_get(t->best, k) || (int64_t)json_object_size(t->best) < s->cfg.max_metric_names)
                 trial_report(s, t, k, json_number_value(v), xp);

@@ -59,6 +59,11 @@ int sched_experiment_action(sched *s, int64_t id, const char *action, json_t **o
 /* body {"max_trials": N} (new total, > current) or {"add_trials": K}. */
 int sched_experiment_extend(sched *s, int64_t id, const json_t *body, json_t **out, hf_jerr *e);
 int sched_experiment_trials(sched *s, int64_t id, json_t **out);
+/* The same document as sched_experiment_trials, already serialized
+ * (compact, 15 significant digits, as api.c sends JSON): *out is a
+ * malloc'ed NUL-terminated string of *len bytes. Built from per-trial
+ * cached views, re-serialized only for trials that changed. */
+int sched_experiment_trials_text(sched *s, int64_t id, char **out, size_t *len);
 /* The k best trials by objective, best first: {"trials": [...]} */
 int sched_experiment_top(sched *s, int64_t id, int64_t k, json_t **out);
 /* Summary + trials, for the export route; *metric = the objective name. */

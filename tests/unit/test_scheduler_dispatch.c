@@ -19,6 +19,9 @@
  *     gets a "stale attempt" kill and no new trial on the slot that process
  *     holds until it stops listing it; that attempt's metrics are answered
  *     in "rejected" (not stored), not silently acknowledged.
+ *   - after every heartbeat, each experiment's cached trial table
+ *     (sched_experiment_trials_text) is byte for byte what serializing a
+ *     freshly built one gives (no stale view after any change).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +57,31 @@ static int teardown(void **st)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* The cached trial table of every experiment equals a fresh build. */
+static void check_views(sched *c)
+{
+    json_t *l = NULL;
+    assert_int_equal(sched_experiment_list(c, &l), 0);
+    json_t *xs = json_object_get(l, "experiments");
+    for (size_t i = 0; i < json_array_size(xs); i++) {
+        int64_t id = json_integer_value(json_object_get(json_array_get(xs, i), "id"));
+        json_t *fresh = NULL;
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(sched_experiment_trials(c, id, &fresh), 0);
+        assert_int_equal(sched_experiment_trials_text(c, id, &text, &len), 0);
+        char *want = json_dumps(fresh, JSON_COMPACT | JSON_REAL_PRECISION(15));
+        assert_non_null(want);
+        assert_int_equal(len, strlen(text));
+        assert_string_equal(text, want);
+        free(want);
+        free(text);
+        json_decref(fresh);
+    }
+    assert_int_equal(sched_experiment_trials_text(c, 999999, &(char *){NULL}, &(size_t){0}), HF_ENOTFOUND);
+    json_decref(l);
+}
+
 typedef struct run { int64_t trial, attempt, agent, budget; } run;
 static run runs[64];
 static int nruns;
@@ -79,6 +107,7 @@ static int hb(sched *c, int64_t aid, const char *events, const char *metrics)
     int n = (int)json_array_size(as);
     json_decref(out);
     json_decref(b);
+    check_views(c);
     return n;
 }
 
@@ -153,6 +182,37 @@ static void open_core(const char *name, store **s, sched **c)
 
 #define SPACE "\"hyperparameters\": {\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}," \
               "\"trial\": {\"command\": [\"true\"]}}"
+
+/* Metrics alone (no state change) must refresh the cached views: latest
+ * falls while best and objective stay, the trial stays RUNNING. */
+static void test_cached_views_follow_metrics(void **state)
+{
+    (void)state;
+    store *s = NULL;
+    sched *c = NULL;
+    open_core("views", &s, &c);
+    submit(c, "{\"name\": \"v\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+              "\"searcher\": {\"name\": \"random\", \"max_trials\": 3, \"seed\": 1}," SPACE);
+    int64_t a1 = reg(c, "a1", 1);
+    hb(c, a1, "[]", "[]");
+    assert_int_equal(nruns, 1);
+    char ev[256], met[256];
+    snprintf(ev, sizeof ev, "[{\"trial_id\": %lld, \"attempt\": %lld, \"type\": \"started\", \"time\": 1,"
+             " \"pid\": 100}]", (long long)runs[0].trial, (long long)runs[0].attempt);
+    hb(c, a1, ev, "[]");
+    for (int ep = 1; ep <= 3; ep++) {   /* check_views() runs after each */
+        snprintf(met, sizeof met, "[{\"trial_id\": %lld, \"attempt\": %lld, \"epoch\": %d,"
+                 " \"values\": {\"m\": %g}}]", (long long)runs[0].trial, (long long)runs[0].attempt, ep, 1.0 - 0.25 * ep);
+        hb(c, a1, "[]", met);
+    }
+    json_t *tv = NULL;
+    assert_int_equal(sched_trial_get(c, runs[0].trial, &tv), 0);
+    assert_string_equal(json_string_value(json_object_get(tv, "state")), "RUNNING");
+    assert_true(json_number_value(json_object_get(json_object_get(tv, "latest"), "m")) == 0.25);
+    json_decref(tv);
+    sched_free(c);
+    store_close(s);
+}
 
 static void test_created_only_when_placeable(void **state)
 {
@@ -483,6 +543,7 @@ static void test_mpirun_launcher(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cached_views_follow_metrics),
         cmocka_unit_test(test_created_only_when_placeable),
         cmocka_unit_test(test_promotion_before_new_trial),
         cmocka_unit_test(test_mpirun_launcher),
