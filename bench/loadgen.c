@@ -80,6 +80,8 @@ typedef struct lg_opts {
     int probe_hz;
     int max_seconds;
     int keep;
+    const char *sched_args[16];   /* --sched-arg, appended to the spawned scheduler's argv */
+    int nsched_args;
     const char *url, *scheduler, *agent_token, *user_token, *db, *name_prefix;
     pid_t pid;          /* scheduler pid for RSS when --url is given */
 } lg_opts;
@@ -781,7 +783,16 @@ static int sched_spawn(void)
         FILE *f = freopen(logp, "w", stderr);
         (void)f;
         dup2(2, 1);
-        execl(bin, bin, "--listen", listen_arg, "--db", db_path, (char *)NULL);
+        const char *av[8 + 16];
+        int ac = 0;
+        av[ac++] = bin;
+        av[ac++] = "--listen";
+        av[ac++] = listen_arg;
+        av[ac++] = "--db";
+        av[ac++] = db_path;
+        for (int k = 0; k < opt.nsched_args; k++) av[ac++] = opt.sched_args[k];
+        av[ac] = NULL;
+        execv(bin, (char *const *)av);
         _exit(127);
     }
     hf_http *h = hf_http_new(base_url, NULL, 1000, 0);
@@ -1038,6 +1049,8 @@ static void usage(FILE *f)
         "  --agent-token T, --user-token T   bearer tokens when the scheduler has a token file\n"
         "  --name-prefix S    agent/experiment name prefix (default lg)\n"
         "  --keep             keep the spawned scheduler's temporary directory\n"
+        "  --sched-arg ARG    pass ARG to the spawned scheduler (repeat, at most 16;\n"
+        "                     e.g. --sched-arg --heartbeat-rate --sched-arg 2000)\n"
         "  --full             1000 agents x 8 slots, 100000 trials\n");
 }
 
@@ -1050,7 +1063,7 @@ int main(int argc, char **argv)
         {"threads", 1, 0, 'j'}, {"probe-hz", 1, 0, 'P'}, {"max-seconds", 1, 0, 'm'},
         {"url", 1, 0, 'u'}, {"pid", 1, 0, 'i'}, {"db", 1, 0, 'd'}, {"scheduler", 1, 0, 'S'},
         {"agent-token", 1, 0, 'A'}, {"user-token", 1, 0, 'U'}, {"name-prefix", 1, 0, 'n'},
-        {"keep", 0, 0, 'k'}, {"full", 0, 0, 'F'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"keep", 0, 0, 'k'}, {"sched-arg", 1, 0, 'X'}, {"full", 0, 0, 'F'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, rc = 1;
     pthread_t probe, waiter;
     int probe_started = 0, waiter_started = 0, nworkers = 0;
@@ -1083,6 +1096,10 @@ int main(int argc, char **argv)
         case 'U': opt.user_token = optarg; break;
         case 'n': opt.name_prefix = optarg; break;
         case 'k': opt.keep = 1; break;
+        case 'X':
+            if (opt.nsched_args >= 16) { fprintf(stderr, "loadgen: at most 16 --sched-arg\n"); return 2; }
+            opt.sched_args[opt.nsched_args++] = optarg;
+            break;
         case 'F': opt.agents = 1000; opt.slots = 8; opt.trials = 100000; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
