@@ -51,7 +51,10 @@ async function shot(name) {
 const asha = {
   name: 'web-asha', objective: { metric: 'val_acc', goal: 'maximize' },
   searcher: { name: 'asha', max_trials: 9, max_concurrent_trials: 2, max_epochs: 9, reduction_factor: 3 },
-  hyperparameters: { x: { type: 'uniform', min: -1, max: 1 }, lr: { type: 'log', min: 0.01, max: 1 } },
+  // "arch" is ignored by fake_trial; its long value exercises the truncated
+  // category labels of the parallel coordinates.
+  hyperparameters: { x: { type: 'uniform', min: -1, max: 1 }, lr: { type: 'log', min: 0.01, max: 1 },
+    arch: { type: 'categorical', values: ['small', 'residual-wide-512x4-dropout'] } },
   trial: { command: [FAKE, '--sleep-ms', '60'] },
 };
 const sweep = {
@@ -238,12 +241,16 @@ test('the ASHA experiment shows rungs, parallel coordinates and brushing', async
   assert.ok(rungs >= 2, 'at least two rungs');
   assert.ok(await page.$('#rungs-table .chip.promoted'), 'a promoted trial is marked');
   await until('parallel lines', async () => +(await page.getAttribute('#parallel-chart', 'data-lines')) >= 9);
-  assert.equal((await page.$$('#scatter-grid .chart-box')).length, 2, 'one scatter per hyperparameter');
+  assert.equal((await page.$$('#scatter-grid .chart-box')).length, 3, 'one scatter per hyperparameter');
   await shot('experiment');
+  await checkCategoryLabels();
+  await checkTableOverflow();
   // Brush the objective axis (rightmost) over its upper half.
   const box = await page.locator('#parallel-chart').boundingBox();
   const x = box.x + box.width - 90;
-  await page.mouse.move(x, box.y + 40);
+  // Start above the axis top (36 px; the brush area reaches ~27 px past the
+  // ends), so a trial right at the top of the axis is inside the brush.
+  await page.mouse.move(x, box.y + 26);
   await page.mouse.down();
   await page.mouse.move(x, box.y + box.height * 0.45, { steps: 8 });
   await page.mouse.up();
@@ -262,7 +269,60 @@ test('the ASHA experiment shows rungs, parallel coordinates and brushing', async
   await shot('experiment-brushed');
   await page.click('#clear-selection');
   await until('selection cleared', async () => (await page.$$('#trials-table tbody tr[data-id]')).length === 9, 5000);
+  await checkTimelineScroll((await api('GET', `/api/v1/experiments/${ashaId}`)).best.trial_id);
 });
+
+/* Category labels of the parallel coordinates: drawn above the lines, long
+ * ones truncated, and the full value (with its trial count) on hover. */
+async function checkCategoryLabels() {
+  await page.locator('#parallel-chart').scrollIntoViewIfNeeded();
+  const label = await page.evaluate(() => {
+    const c = echarts.getInstanceByDom(document.querySelector('#parallel-chart'));
+    const lineZ = Math.max(...c.getZr().storage.getDisplayList().filter((e) => e.type === 'polyline').map((e) => e.z));
+    const el = c.getZr().storage.getDisplayList().find((e) => e.type === 'tspan' && /^residual/.test(e.style.text || ''));
+    if (!el) return null;
+    const r = el.getBoundingRect().clone(); r.applyTransform(el.transform);
+    const host = document.querySelector('#parallel-chart').getBoundingClientRect();
+    return { text: el.style.text, z: el.z, lineZ, x: host.x + r.x + r.width / 2, y: host.y + r.y + r.height / 2 };
+  });
+  assert.ok(label, 'the long category label is drawn');
+  assert.ok(label.text.endsWith('…') && label.text.length <= 14, `truncated: ${label.text}`);
+  assert.ok(label.z > label.lineZ, 'category labels above the lines');
+  await page.mouse.move(label.x, label.y);
+  await until('category label tooltip', async () => /arch = residual-wide-512x4-dropout · \d+ trials?/.test(
+    await page.$eval('#parallel-tip', (t) => (t.hidden ? '' : t.textContent))), 3000).catch((e) => {
+    throw new Error(`${e.message}; label ${JSON.stringify(label)}`);
+  });
+  await page.mouse.move(5, 5);
+}
+
+/* The trial table fits its card at 1400 px; narrower, it scrolls inside the
+ * card and the right edge says so until it is scrolled to the end. */
+async function checkTableOverflow() {
+  const wrap = '.table-card .table-wrap';
+  const fits = await page.$eval(wrap, (w) => w.scrollWidth <= w.clientWidth);
+  assert.ok(fits, 'the trial table fits at 1400 px');
+  assert.equal(await page.$eval('.table-card', (c) => c.classList.contains('more-right')), false);
+  await page.setViewportSize({ width: 760, height: 900 });
+  await until('"scroll" mark on a clipped table', () => page.$eval('.table-card', (c) => c.classList.contains('more-right')), 3000);
+  await page.$eval(wrap, (w) => { w.scrollLeft = w.scrollWidth; });
+  await until('mark gone at the right end', async () => !(await page.$eval('.table-card', (c) => c.classList.contains('more-right'))), 3000);
+  await page.setViewportSize({ width: 1400, height: 900 });
+}
+
+/* Life of a trial: when the events overflow the box (forced small here), it
+ * scrolls pinned to the newest, so the last event is in view. */
+async function checkTimelineScroll(trialId) {
+  const style = await page.addStyleTag({ content: '.timeline { max-height: 100px !important; }' });
+  await page.goto(`${URL}/#/trials/${trialId}`);
+  await page.waitForSelector('.page[data-page="trial"][data-loaded]');
+  await until('timeline pinned to the newest event', () => page.$eval('#trial-events', (ul) => {
+    const last = ul.lastElementChild.getBoundingClientRect(), box = ul.getBoundingClientRect();
+    return ul.children.length > 4 && ul.scrollTop > 0 && last.bottom <= box.bottom + 1 && last.top >= box.top;
+  }), 5000);
+  assert.match(await page.textContent('#trial-events-note'), /scroll up for earlier/);
+  await style.evaluate((el) => el.remove());
+}
 
 test('the agents page lists the agent with its slots and heartbeat', async () => {
   await page.click('nav a[data-nav="agents"]');

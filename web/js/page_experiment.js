@@ -42,6 +42,7 @@
     const logChk = h('input#log-scale', { type: 'checkbox' });
     const curvesNote = h('span.hint#curves-note');
     const parEl = h('div.chart.tall#parallel-chart');
+    const PAR_CAT_CH = 14;   // characters before a category label is truncated
     const selNote = h('span.filter-note#selection-note');
     const clearSel = h('button.btn.small#clear-selection', { hidden: true }, 'Clear brush');
     const scatterGrid = h('div.grid-charts#scatter-grid');
@@ -67,7 +68,7 @@
       h('section.panel', h('div.panel-head', h('h2', 'Objective vs each hyperparameter')), scatterGrid),
       rungsPanel,
       h('section.panel', h('div.panel-head', h('h2', 'Trials'), tableNote, h('div.spacer'), filterIn, stateSel),
-        h('div.table-wrap', table)));
+        h('div.table-card', h('div.table-wrap', table))));
 
     const bestChart = HF.charts.uplot(bestEl, {
       legend: { show: true },
@@ -490,10 +491,17 @@
           animation: false,
           parallel: { left: 70, right: 90, top: 36, bottom: 28, parallelAxisDefault: {
             nameLocation: 'end', nameGap: 14, nameTextStyle: { fontSize: 12, color: '#3b4352', fontWeight: 600 },
-            axisLabel: { fontSize: 11, formatter: (v) => (typeof v === 'number' ? HF.fmtNum(v, 3) : v) },
+            // Labels sit on a white plate above the lines (axes at z 3,
+            // series at 2) so crossing lines do not run through them.
+            axisLabel: { fontSize: 11, color: '#3b4352', formatter: (v) => (typeof v === 'number' ? HF.fmtNum(v, 3) : v),
+              backgroundColor: 'rgba(255,255,255,.88)', padding: [1, 3], borderRadius: 3 },
             areaSelectStyle: { width: 18, borderColor: '#2f6fed', color: 'rgba(47,111,237,.18)' } } },
+          // Category labels: chips, truncated past PAR_CAT_CH chars; the full
+          // value and its trial count show on hover (axisLabelTip below).
           parallelAxis: dims.map((d, i) => ({ dim: i, name: d.key + (d.objective ? ' ★' : ''), type: d.type,
-            data: d.cats, scale: d.type === 'value' })),
+            data: d.cats, scale: d.type === 'value', z: 3, triggerEvent: d.type === 'category',
+            axisLabel: d.type === 'category' ? { formatter: (v) => (v.length > PAR_CAT_CH ? v.slice(0, PAR_CAT_CH - 1) + '…' : v),
+              fontWeight: 600, lineHeight: 15, backgroundColor: '#fff', borderColor: '#c9d1df', borderWidth: 1, padding: [1, 5], margin: 8 } : {} })),
           visualMap, series,
           tooltip: { show: false },
         }, { notMerge: true });
@@ -504,6 +512,22 @@
       parEl.dataset.lines = String(data.length);
       readSelection();
     }, 2000);
+
+    /* Hover on a category label: its full text and how many trials have it. */
+    const parTip = h('div.curve-tip#parallel-tip', { hidden: true });
+    parEl.append(parTip);
+    par.c.on('mouseover', (ev) => {
+      if (ev.componentType !== 'parallelAxis' || ev.targetType !== 'axisLabel') return;
+      const { dims, trials } = buildDims();
+      const d = dims[ev.componentIndex];
+      if (!d || d.type !== 'category') return;
+      const n = trials.filter((t) => dimVal(d, t) === String(ev.value)).length;
+      parTip.textContent = `${d.key} = ${ev.value} · ${n} trial${n === 1 ? '' : 's'}`;
+      const e = ev.event || {};
+      parTip.style.left = (e.offsetX || 0) + 12 + 'px'; parTip.style.top = (e.offsetY || 0) + 12 + 'px';
+      parTip.hidden = false;
+    });
+    par.c.on('mouseout', (ev) => { if (ev.componentType === 'parallelAxis') parTip.hidden = true; });
 
     function readSelection() {
       let sel = null;
@@ -553,7 +577,8 @@
           animation: false,
           grid: { left: 52, right: 14, top: 10, bottom: 34 },
           tooltip: { trigger: 'item', formatter: (p) => `trial ${p.value[2]}<br>${HF.esc(d.key)} = ${HF.fmtVal(p.value[0])}<br>${HF.esc(objMetric())} = ${HF.fmtNum(p.value[1])}` },
-          xAxis: d.type === 'category' ? { type: 'category', data: d.cats, name: d.key, nameLocation: 'middle', nameGap: 22 }
+          xAxis: d.type === 'category' ? { type: 'category', data: d.cats, name: d.key, nameLocation: 'middle', nameGap: 22,
+            axisLabel: { interval: 0, hideOverlap: true, formatter: (v) => (v.length > PAR_CAT_CH ? v.slice(0, PAR_CAT_CH - 1) + '…' : v) } }
             : { type: d.type, scale: true, name: d.key, nameLocation: 'middle', nameGap: 22, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) }, splitLine: { lineStyle: { color: '#eef0f4' } } },
           yAxis: { type: 'value', scale: true, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) }, splitLine: { lineStyle: { color: '#eef0f4' } } },
           series: [
@@ -630,7 +655,7 @@
       return [
         { key: 'id', label: 'ID', num: true, get: (t) => t.id },
         { key: 'state', label: 'State', get: (t) => t.state },
-        ...hp.map((k) => ({ key: 'hp:' + k, label: k, num: true, get: (t) => (t.hparams || {})[k] })),
+        ...hp.map((k) => ({ key: 'hp:' + k, label: k, num: !(specOf(k).values || []).some((v) => typeof v !== 'number'), get: (t) => (t.hparams || {})[k] })),
         { key: 'best', label: 'best ' + m, num: true, get: (t) => (t.best || {})[m] },
         { key: 'latest', label: 'latest ' + m, num: true, get: (t) => (t.latest || {})[m] },
         { key: 'step', label: 'step', num: true, get: (t) => (t.latest || {}).step },
@@ -681,8 +706,11 @@
     function renderWindow(force) {
       const wrap = table.parentElement;
       const n = TV.rows.length;
+      // The box may still be short (rendered while empty): size the window
+      // for the height it can grow to, not the height it has now.
+      const viewH = Math.max(wrap.clientHeight, parseFloat(getComputedStyle(wrap).maxHeight) || window.innerHeight);
       const first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - MARGIN);
-      const last = Math.min(n, Math.ceil((wrap.scrollTop + wrap.clientHeight) / ROW_H) + MARGIN);
+      const last = Math.min(n, Math.ceil((wrap.scrollTop + viewH) / ROW_H) + MARGIN);
       if (!force && first === TV.start && last === TV.end) return;
       TV.start = first; TV.end = last;
       const cols = TV.cols;
@@ -706,10 +734,28 @@
       if (last < n) html += `<tr class="spacer" style="height:${(n - last) * ROW_H}px"></tr>`;
       tableBody.innerHTML = html || `<tr><td colspan="${cols.length}" class="empty">${S.trials.size ? 'no trial matches' : 'no trials yet'}</td></tr>`;
     }
+    /* Text widths measured on a canvas with the table's own fonts. */
+    const measure = document.createElement('canvas').getContext('2d');
+    const fonts = {};
+    function textWidth(text, kind) {
+      if (!fonts.td) {
+        const fam = getComputedStyle(table).fontFamily;
+        fonts.td = `13px ${fam}`; fonts.th = `600 12px ${fam}`; fonts.badge = `600 11px ${fam}`;
+      }
+      measure.font = fonts[kind];
+      return measure.measureText(text).width + (kind === 'badge' ? text.length * 0.3 : 0);
+    }
+    /* Columns cut off on the right: fade the edge and say "scroll". */
+    function markOverflow() {
+      const wrap = table.parentElement;
+      wrap.parentElement.classList.toggle('more-right', wrap.scrollLeft + wrap.clientWidth < wrap.scrollWidth - 2);
+    }
+    const wrapRO = new ResizeObserver(() => { if (TV.cols.length) { renderWindow(false); markOverflow(); } });
+    wrapRO.observe(table.parentElement);
     let scrollRaf = 0;
     table.parentElement.addEventListener('scroll', () => {
       cancelAnimationFrame(scrollRaf);
-      scrollRaf = requestAnimationFrame(() => renderWindow(false));
+      scrollRaf = requestAnimationFrame(() => { renderWindow(false); markOverflow(); });
     });
 
     const renderTable = HF.throttle(() => {
@@ -725,25 +771,28 @@
       });
       TV.rows = keyed.map((x) => x[1]);
       TV.cols = cols;
-      // Column widths in ch from the longest text (sampled for speed).
+      // Column widths in px from the measured width of the longest text
+      // (sampled for speed); the header leaves room for the sort arrow.
       const step = Math.max(1, Math.floor(TV.rows.length / 400));
       const widths = cols.map((c) => {
-        let w = c.label.length + 2;
+        let w = textWidth(c.label, 'th') + 14;
         for (let k = 0; k < TV.rows.length; k += step) {
-          const len = c.key === 'state' ? String(TV.rows[k].state).length * 1.2 + 2 : cellText(c, TV.rows[k]).length;
+          const len = c.key === 'state' ? textWidth(String(TV.rows[k].state).toUpperCase(), 'badge') + 16
+            : textWidth(cellText(c, TV.rows[k]), 'td');
           if (len > w) w = len;
         }
-        return Math.min(40, Math.ceil(w) + 3);
+        return Math.min(320, Math.ceil(w) + 16 + 4);   // + cell padding + slack
       });
       const wkey = widths.join(',') + '|' + cols.map((c) => c.key).join(',') + '|' + S.sort.key + S.sort.dir;
       if (wkey !== TV.widths) {
         TV.widths = wkey;
-        table.style.width = widths.reduce((a, b) => a + b, 0) + 'ch';
+        table.style.width = widths.reduce((a, b) => a + b, 0) + 'px';
         table.style.minWidth = '100%';
-        tableHead.innerHTML = '<tr>' + cols.map((c, i) => `<th class="sortable${c.num ? ' num' : ''}" data-key="${HF.esc(c.key)}" style="width:${widths[i]}ch">${HF.esc(c.label)}` +
+        tableHead.innerHTML = '<tr>' + cols.map((c, i) => `<th class="sortable${c.num ? ' num' : ''}" data-key="${HF.esc(c.key)}" style="width:${widths[i]}px">${HF.esc(c.label)}` +
           (c.key === S.sort.key ? `<span class="arrow">${S.sort.dir > 0 ? '▲' : '▼'}</span>` : '') + '</th>').join('') + '</tr>';
       }
       renderWindow(true);
+      markOverflow();
       tableNote.textContent = `${TV.rows.length} of ${S.trials.size} trials`;
       table.dataset.rows = String(TV.rows.length);
     }, () => (S.trials.size > 300 ? 1000 : 300));
@@ -852,6 +901,7 @@
       S.closed = true;
       offs.forEach((f) => f());
       clearInterval(tick);
+      wrapRO.disconnect();
       [renderBest, renderCurves, renderParallel, renderScatter, renderTable, renderSlow, reloadSoon].forEach((f) => f.cancel());
       charts.forEach((c) => c.destroy());
       scatters.forEach((s) => s.chart.destroy());

@@ -26,6 +26,7 @@
     const stats = h('div.stats#trial-stats');
     const hpBox = h('dl.kv#trial-hparams');
     const events = h('ul.timeline#trial-events');
+    const eventsNote = h('span.hint#trial-events-note');
     const chartsGrid = h('div.grid-charts#metric-charts');
     const chartsEmpty = h('div.empty', 'no metrics reported yet');
     const ckBody = h('tbody');
@@ -41,7 +42,7 @@
       h('section.panel', stats),
       h('div.grid2', { style: { marginBottom: '16px' } },
         h('section.panel', h('h2', 'Hyperparameters'), hpBox),
-        h('section.panel', h('h2', 'Life of the trial'), events)),
+        h('section.panel', h('div.panel-head', h('h2', 'Life of the trial'), eventsNote), events)),
       h('section.panel', h('div.panel-head', h('h2', 'Metrics'), h('span.hint', `server-downsampled to ≤${MAX_POINTS} points per metric, then live`)), chartsGrid, chartsEmpty),
       h('section.panel', h('div.panel-head', h('h2', 'Log'), logNote, h('div.spacer'), streamSel, h('label', followChk, 'follow')), logPre),
       h('section.panel', h('h2', 'Checkpoints'), h('div.table-wrap', { style: { maxHeight: '260px' } }, ckTable)));
@@ -70,9 +71,17 @@
       const hp = t.hparams || {};
       hpBox.replaceChildren(...Object.keys(hp).sort().flatMap((k) => [h('dt', k), h('dd.mono', typeof hp[k] === 'object' ? JSON.stringify(hp[k]) : HF.fmtVal(hp[k]))]));
       if (!Object.keys(hp).length) hpBox.replaceChildren(h('dd.muted', 'none'));
+      // Oldest first; the box grows up to its max height, then scrolls and
+      // stays pinned to the newest event unless the user scrolled up.
       const evs = (t.events || []).slice().sort((a, b) => a.time - b.time);
+      const pinned = events.scrollTop + events.clientHeight >= events.scrollHeight - 4;
       events.replaceChildren(...evs.map((e) => h('li', h('span.t', HF.fmtTime(e.time)), HF.badge(e.type), h('span', e.detail || ''))));
       if (!evs.length) events.replaceChildren(h('li.muted', 'no events recorded'));
+      if (pinned) events.scrollTop = events.scrollHeight;
+      const over = events.scrollHeight > events.clientHeight + 1;
+      events.classList.toggle('overflowing', over);
+      eventsNote.textContent = evs.length ? `${evs.length} event${evs.length === 1 ? '' : 's'}, newest last` +
+        (over ? ' (scroll up for earlier)' : '') : '';
       const cks = (t.checkpoints || []).slice().sort((a, b) => (b.step || 0) - (a.step || 0));
       ckBody.replaceChildren(...cks.map((c) => h('tr', h('td.num', HF.fmtVal(c.step)), h('td', HF.fmtTime(c.time)), h('td.mono', c.path))));
       if (!cks.length) ckBody.replaceChildren(h('tr', h('td.empty', { colspan: 3 }, 'no checkpoints')));
