@@ -51,6 +51,8 @@ typedef struct agent_trial {
     char     control[AGENT_PATH_MAX];
 } agent_trial;
 
+#define AGENT_DONE_KEYS 4096
+
 struct agent_sup {
     agent_outbox *ob;
     char          workdir[AGENT_PATH_MAX];
@@ -58,7 +60,30 @@ struct agent_sup {
     int64_t       grace_ms;
     agent_trial  *t[AGENT_MAX_TRIALS];
     int           n;
+    /* (trial, attempt, rank) of the last AGENT_DONE_KEYS ranks that ended
+     * here. An assignment can arrive twice (a reply lost with a scheduler
+     * restart is re-sent both by re-registration and by the repeated
+     * batch); a quick trial may have ended before the copy arrives, and
+     * must not run a second time. A real retry always has a new attempt. */
+    int64_t       done[AGENT_DONE_KEYS][3];
+    unsigned      ndone;
 };
+
+static int done_has(const agent_sup *s, int64_t trial_id, int64_t attempt, int64_t rank)
+{
+    unsigned n = s->ndone < AGENT_DONE_KEYS ? s->ndone : AGENT_DONE_KEYS;
+    for (unsigned i = 0; i < n; i++)
+        if (s->done[i][0] == trial_id && s->done[i][1] == attempt && s->done[i][2] == rank) return 1;
+    return 0;
+}
+
+static void done_add(agent_sup *s, int64_t trial_id, int64_t attempt, int64_t rank)
+{
+    int64_t *k = s->done[s->ndone++ % AGENT_DONE_KEYS];
+    k[0] = trial_id;
+    k[1] = attempt;
+    k[2] = rank;
+}
 
 /* SIGCHLD self-pipe (process-wide; see agent_sup_new). */
 static int chld_pipe[2] = {-1, -1};
@@ -517,6 +542,7 @@ static void argv_free(char **v)
 static void start_failed(agent_sup *s, const agent_spec *sp, const char *msg)
 {
     hf_warn("trial %lld attempt %lld: start failed: %s", (long long)sp->trial_id, (long long)sp->attempt, msg);
+    done_add(s, sp->trial_id, sp->attempt, sp->rank);
     push_event(s, json_pack("{s:I, s:I, s:I, s:s, s:I, s:s}", "trial_id", (json_int_t)sp->trial_id,
                             "attempt", (json_int_t)sp->attempt, "rank", (json_int_t)sp->rank,
                             "type", "start_failed", "time", (json_int_t)hf_wall_ms(), "error", msg));
@@ -535,6 +561,11 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
 
     err[0] = '\0';
     if (find(s, sp->trial_id, sp->attempt, sp->rank)) return HF_EEXIST;
+    if (done_has(s, sp->trial_id, sp->attempt, sp->rank)) {
+        hf_info("trial %lld attempt %lld rank %lld already ran here: duplicate assignment ignored",
+                (long long)sp->trial_id, (long long)sp->attempt, (long long)sp->rank);
+        return HF_EEXIST;
+    }
     for (int i = 0; i < s->n; i++) {
         agent_trial *old = s->t[i];
         if (old->trial_id != sp->trial_id || old->attempt >= sp->attempt || old->reaped) continue;
@@ -920,6 +951,7 @@ static void finish(agent_sup *s, int idx)
                             "attempt", (json_int_t)t->attempt, "rank", (json_int_t)t->rank, "type", "exited",
                             "time", (json_int_t)hf_wall_ms(), "exit_code", t->exit_code,
                             "signal", t->signal));
+    done_add(s, t->trial_id, t->attempt, t->rank);
     trial_free(t);
     s->t[idx] = s->t[--s->n];
     s->t[s->n] = NULL;

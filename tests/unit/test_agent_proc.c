@@ -574,6 +574,40 @@ static void test_superseded_attempt(void **state)
     assert_int_equal(n, 2);
 }
 
+/* An assignment delivered twice (a lost reply re-sent after a scheduler
+ * restart) must not run a quick trial that already ended a second time;
+ * the next attempt of the same trial still runs. */
+static void test_duplicate_assignment_after_exit(void **state)
+{
+    fixture *fx = *state;
+    const char *spec = "{\"trial_id\":21,\"attempt\":%d,\"argv\":[\"@FAKE\",\"--epochs\",\"1\","
+                       "\"--sleep-ms\",\"1\"],\"checkpoint_dir\":\"t21/ck\"}";
+    start(fx, spec_from(spec, 1));
+    run_until_done(fx, 10000);
+    assert_non_null(find_event(fx, 21, "exited"));
+    size_t started_before = 0, i;
+    json_t *e;
+    json_array_foreach(fx->events, i, e)
+        started_before += !strcmp(json_string_value(json_object_get(e, "type")), "started");
+    agent_spec *dup = spec_from(spec, 1);
+    char err[512];
+    assert_int_equal(agent_sup_start(fx->sup, dup, err, sizeof err), HF_EEXIST);
+    agent_spec_free(dup);
+    assert_int_equal(agent_sup_count(fx->sup), 0);
+    run_until_done(fx, 1000);
+    size_t started_after = 0;
+    json_array_foreach(fx->events, i, e)
+        started_after += !strcmp(json_string_value(json_object_get(e, "type")), "started");
+    assert_int_equal(started_after, started_before);
+    start(fx, spec_from(spec, 2));      /* a retry has a new attempt: it runs */
+    run_until_done(fx, 10000);
+    size_t started_retry = 0;
+    json_array_foreach(fx->events, i, e)
+        started_retry += !strcmp(json_string_value(json_object_get(e, "type")), "started")
+                         && json_integer_value(json_object_get(e, "attempt")) == 2;
+    assert_int_equal(started_retry, 1);
+}
+
 int main(void)
 {
     const char *bin = getenv("HF_BIN");
@@ -599,6 +633,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_long_line_truncated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copy_checkpoint_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_superseded_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_assignment_after_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_launcher_hostfile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_launcher_holder, setup, teardown),
     };
