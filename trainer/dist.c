@@ -278,6 +278,18 @@ int dist_ckpt_load(tr_rank *r, float *params, float *bufs, float *state, size_t 
     return 0;
 }
 
+void dist_report_step(int64_t step, double epoch, double train_loss, double lr, double samples_per_s)
+{
+    tr_report rep;
+    tr_report_init(&rep);
+    rep.step = step;
+    rep.epoch = epoch;
+    rep.train_loss = train_loss;
+    rep.lr = lr;
+    rep.samples_per_s = samples_per_s;
+    tr_report_print(stdout, &rep);
+}
+
 void dist_report_ckpt(const char *path, int64_t step, double epoch)
 {
     tr_report rep;
@@ -508,14 +520,8 @@ int dist_run_sync(tr_rank *r)
             samples += (int64_t)b.ctl[3];
             step++;
             if (chief && o->log_every > 0 && step % o->log_every == 0) {
-                tr_report rep;
-                tr_report_init(&rep);
-                rep.step = step;
-                rep.epoch = epoch + (double)ld.batch / r->spe;
-                rep.train_loss = loss_count ? loss_sum / loss_count : NAN;
-                rep.lr = lr;
-                rep.samples_per_s = samples / (hf_mono_s() - t0);
-                tr_report_print(stdout, &rep);
+                dist_report_step(step, epoch + (double)ld.batch / r->spe,
+                                 loss_count ? loss_sum / loss_count : NAN, lr, samples / (hf_mono_s() - t0));
             }
             if (chief && o->checkpoint_every > 0 && step % o->checkpoint_every == 0 && ld.batch < r->spe &&
                 dist_ckpt_save(r, m->params, m->bufs, opt.state, opt.n_state, opt.t, epoch, ld.batch, step, loss_sum,

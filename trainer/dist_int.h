@@ -51,6 +51,9 @@ int  dist_ckpt_save(tr_rank *r, const float *params, const float *bufs, const fl
  * be NULL to skip). RET 0 with res->found set (0 when there is none). */
 int  dist_ckpt_load(tr_rank *r, float *params, float *bufs, float *state, size_t n_state, tr_resume *res);
 
+/* Chief: print the every --log-every steps metric line (step, epoch, loss, lr, rate). */
+void dist_report_step(int64_t step, double epoch, double train_loss, double lr, double samples_per_s);
+
 /* Chief: print a "checkpoint" metric line. */
 void dist_report_ckpt(const char *path, int64_t step, double epoch);
 

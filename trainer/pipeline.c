@@ -252,14 +252,8 @@ int dist_run_pipeline(tr_rank *r)
             samples += (int64_t)ctl[4];
             step++;
             if (chief && o->log_every > 0 && step % o->log_every == 0) {
-                tr_report rep;
-                tr_report_init(&rep);
-                rep.step = step;
-                rep.epoch = epoch + (double)ld.batch / r->spe;
-                rep.train_loss = loss_count ? loss_sum / loss_count : NAN;
-                rep.lr = lr;
-                rep.samples_per_s = samples / (hf_mono_s() - t0);
-                tr_report_print(stdout, &rep);
+                dist_report_step(step, epoch + (double)ld.batch / r->spe,
+                                 loss_count ? loss_sum / loss_count : NAN, lr, samples / (hf_mono_s() - t0));
             }
         }
         double train_time = hf_mono_s() - t0;
