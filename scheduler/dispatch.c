@@ -39,11 +39,14 @@
 #include "scheduler/search.h"
 #include "scheduler/search_space.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { T_QUEUED, T_ASSIGNED, T_RUNNING, T_COMPLETED, T_FAILED, T_STOPPED, T_CANCELED, T_PAUSED, T__N };
 const char *const sched_trial_state_names[8] = {"QUEUED", "ASSIGNED", "RUNNING", "COMPLETED",
@@ -138,6 +141,13 @@ typedef struct agent {
     place_agent pa;
 } agent;
 
+/* Group commit bounds: at most GRP_MAX heartbeats or GRP_MS of work share
+ * one COMMIT; a deferred heartbeat commits itself after GRP_WAIT_MS. */
+#define GRP_MAX     64
+#define GRP_MS      10
+#define GRP_WAIT_MS 20
+#define GRP_RING    1024
+
 struct sched {
     pthread_mutex_t lock;
     sched_config    cfg;
@@ -164,6 +174,16 @@ struct sched {
     int64_t         pass_free;      /* free slots of alive agents in this pass, -1 = recount */
     trial         **dirty;  size_t ndirty, cdirty;
     int64_t         hb_fast_eff, hb_idle_eff;   /* intervals scaled to the number of agents */
+    /* Group commit of heartbeats (see hb_commit): a heartbeat that finds
+     * others queued for the lock leaves its transaction open for them and
+     * waits for the commit that ends its generation before it answers. */
+    atomic_int      hb_queue;       /* heartbeats waiting for the core lock */
+    int             grp_open;       /* the open transaction holds deferred heartbeats */
+    int             grp_n;          /* how many */
+    int64_t         grp_t0;         /* mono ms of the first */
+    uint64_t        gen;            /* transactions ended so far; the open one is number gen */
+    int             gen_rc[GRP_RING];   /* outcome of transaction g at g % GRP_RING */
+    pthread_cond_t  grp_cv;         /* broadcast when a transaction ends */
 };
 
 /* ---------- small helpers ---------- */
@@ -337,8 +357,13 @@ static void ring_forget(sched *s, int64_t agent_id)
         }
 }
 
+static int txn_end(sched *s);
+
 static void txn_begin(sched *s)
 {
+    /* Deferred heartbeats wait for their COMMIT: give it to them before
+     * work that may roll back its own transaction. */
+    if (s->grp_open) txn_end(s);
     json_array_clear(s->pending);
     s->nrings = 0;
     for (size_t i = 0; i < s->ndirty; i++) s->dirty[i]->dirty_metrics = 0;
@@ -346,8 +371,24 @@ static void txn_begin(sched *s)
     s->txn_rc = store_begin(s->st);
 }
 
+/* A heartbeat's transaction: continue the open group when there is one. */
+static void txn_join(sched *s)
+{
+    if (!s->grp_open) txn_begin(s);
+}
+
 static int sched_load(sched *s, char *err, size_t errlen);
 static void sched_unload(sched *s);
+
+/* Transaction number s->gen ended with rc: wake the heartbeats of its group. */
+static void txn_ended(sched *s, int rc)
+{
+    s->gen_rc[s->gen % GRP_RING] = rc;
+    s->gen++;
+    s->grp_open = 0;
+    s->grp_n = 0;
+    pthread_cond_broadcast(&s->grp_cv);
+}
 
 /* Commit, or roll back and rebuild memory from the store. RET 0 or HF_E*. */
 static int txn_end(sched *s)
@@ -366,6 +407,7 @@ static int txn_end(sched *s)
         sched_unload(s);
         if (sched_load(s, err, sizeof err)) hf_error("reload after failed transaction: %s", err);
         s->txn_rc = 0;
+        txn_ended(s, rc);
         return rc;
     }
     size_t i;
@@ -375,7 +417,39 @@ static int txn_end(sched *s)
     json_array_clear(s->pending);
     for (size_t k = 0; k < s->nrings && s->bell; k++) s->bell(s->bell_ctx, s->rings[k]);
     s->nrings = 0;
+    txn_ended(s, 0);
     return 0;
+}
+
+/* Finish a heartbeat's transaction. Group commit: when other heartbeats
+ * are queued for the core lock, this one leaves the transaction open,
+ * releases the lock and waits for the COMMIT that includes its work (the
+ * next heartbeat finds nobody behind it, or the group is full or old, or
+ * GRP_WAIT_MS pass); only then is its reply sent, so nothing is
+ * acknowledged before it is durable. One COMMIT (WAL frame writes of the
+ * pages all of them touched) then serves up to GRP_MAX heartbeats. On a
+ * failed COMMIT every heartbeat of the group gets the error and memory is
+ * reloaded from the store (txn_end), so callers must not touch scheduler
+ * objects after this returns. RET 0 or HF_E*. */
+static int hb_commit(sched *s)
+{
+    int64_t mono = hf_mono_ms();
+    if (s->txn_rc || atomic_load(&s->hb_queue) == 0 || s->grp_n >= GRP_MAX ||
+        (s->grp_n > 0 && mono - s->grp_t0 >= GRP_MS))
+        return txn_end(s);
+    if (s->grp_n++ == 0) s->grp_t0 = mono;
+    s->grp_open = 1;
+    uint64_t mine = s->gen;
+    atomic_fetch_add(&metrics.heartbeats_grouped, 1);
+    while (s->gen <= mine) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += GRP_WAIT_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        int w = pthread_cond_timedwait(&s->grp_cv, &s->lock, &ts);
+        if (w == ETIMEDOUT && s->gen <= mine && s->grp_open) txn_end(s);
+    }
+    return s->gen - mine <= GRP_RING ? s->gen_rc[mine % GRP_RING] : HF_EDB;
 }
 
 static void event_row(sched *s, int64_t exp_id, int64_t trial_id, const char *type, const char *detail)
@@ -829,15 +903,44 @@ static int trial_place(sched *s, trial *t)
     experiment *x = t->exp;
     int n = 0, W = (int)x->spec.workers, S = (int)x->spec.slots_per_worker;
     agent **map = NULL;
-    place_agent *pa = agents_snapshot(s, t, &map, &n);
+    place_agent *pa = NULL;
     place_rank *pr = calloc((size_t)W, sizeof *pr);
+    trial_rank *ranks = calloc((size_t)W, sizeof *ranks);
     int rc = HF_ENOMEM;
-    if (!pa || !pr) goto end;
-    rc = placement_gang(pa, n, W, S, pr);
-    if (rc) goto end;
-    t->ranks = calloc((size_t)W, sizeof *t->ranks);
-    if (!t->ranks) { rc = HF_ENOMEM; goto end; }
-    for (int i = 0; i < n; i++) map[i]->pa = pa[i], map[i]->pa.excluded = 0;
+    if (!pr || !ranks) goto end;
+    /* Fast path, the common case: the gang fits on one agent. That is
+     * placement_gang's first choice too (the agent with the least capacity
+     * that still fits, first in order on a tie), found here without
+     * copying every agent: at submission a pass places thousands of trials
+     * over a thousand agents. */
+    {
+        agent *one = NULL;
+        int best_cap = 0, alive = 0;
+        for (size_t i = 0; i < s->nagents; i++) alive += s->agents[i]->alive;
+        for (size_t i = 0; i < s->nagents; i++) {
+            agent *a = s->agents[i];
+            if (!a->alive || (alive > 1 && t->fail_streak >= 2 && t->fail_agent == a->id)) continue;
+            int c = placement_capacity(&a->pa, S);
+            if (c >= W && (!one || c < best_cap)) { one = a; best_cap = c; }
+        }
+        if (one) {
+            map = malloc(sizeof *map);
+            if (!map) goto end;
+            map[0] = one;
+            n = 1;
+            rc = placement_gang(&one->pa, 1, W, S, pr);
+            if (rc) goto end;
+        }
+    }
+    if (!map) {
+        pa = agents_snapshot(s, t, &map, &n);
+        if (!pa) { rc = HF_ENOMEM; goto end; }
+        rc = placement_gang(pa, n, W, S, pr);
+        if (rc) goto end;
+        for (int i = 0; i < n; i++) map[i]->pa = pa[i], map[i]->pa.excluded = 0;
+    }
+    t->ranks = ranks;
+    ranks = NULL;
     s->pass_free = -1;
     t->nranks = W;
     live_add(s, t);
@@ -884,6 +987,7 @@ end:
     free(pa);
     free(map);
     free(pr);
+    free(ranks);
     return rc;
 }
 
@@ -1071,7 +1175,8 @@ static void dispatch_pass(sched *s)
 {
     if (!s->dispatch_dirty) return;
     int *hold = calloc(s->nagents + 1, sizeof *hold);   /* backfill holds, released at the end */
-    int reserved = 0;
+    int reserved = 0, placed = 0;
+    int64_t t0 = hf_mono_ms();
     s->pass++;
     s->pass_free = -1;
     s->last_pass_mono = hf_mono_ms();
@@ -1108,6 +1213,8 @@ static void dispatch_pass(sched *s)
         if (trial_place(s, t)) {
             x->pass = s->pass;
             if (!reserved && hold && pass_free(s) > 0) reserved = reserve_for(s, x, hold);
+        } else {
+            placed++;
         }
     }
     for (size_t i = 0; hold && i < s->nagents; i++) s->agents[i]->pa.slots_used -= hold[i];
@@ -1116,6 +1223,8 @@ static void dispatch_pass(sched *s)
     /* Changes made by this pass are its own outcome; only a later change
      * (a freed slot, a new trial state, an agent...) needs another pass. */
     if (s->txn_rc == 0) s->dispatch_dirty = 0;
+    int64_t dt = hf_mono_ms() - t0;
+    if (dt >= 50) hf_info("dispatch pass %llu: %d trials placed in %lld ms", (unsigned long long)s->pass, placed, (long long)dt);
 }
 
 /* ---------- objective and metric ingestion ---------- */
@@ -1470,6 +1579,7 @@ int sched_new(const sched_config *cfg, store *st, events_hub *ev, sched **out, c
     sched *s = calloc(1, sizeof *s);
     if (!s) return HF_ENOMEM;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->grp_cv, NULL);
     s->cfg = *cfg;
     if (s->cfg.port_count <= 0) s->cfg.port_count = 10000;
     s->st = st;
@@ -1496,6 +1606,7 @@ void sched_free(sched *s)
     free(s->dirty);
     json_decref(s->pending);
     pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->grp_cv);
     free(s);
 }
 
@@ -2207,7 +2318,9 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     json_t *running = NULL, *events = NULL, *mets = NULL, *logs = NULL;
     int rc = heartbeat_check(body, e, &running, &events, &mets, &logs);
     if (rc) return rc;
+    atomic_fetch_add(&s->hb_queue, 1);
     pthread_mutex_lock(&s->lock);
+    atomic_fetch_sub(&s->hb_queue, 1);
     agent *a = agent_find(s, agent_id);
     if (!a) {
         hf_jerr_set(e, "", NULL, "unknown agent %lld: register again", (long long)agent_id);
@@ -2216,7 +2329,7 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     }
     atomic_fetch_add(&metrics.heartbeats, 1);
     int64_t now = hf_wall_ms(), mono = hf_mono_ms();
-    txn_begin(s);
+    txn_join(s);
     a->last_hb_mono = mono;
     a->last_hb_wall = now;
     {
@@ -2423,7 +2536,8 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     for (size_t k = 0; k < s->nexps && !busy; k++)
         if (s->exps[k]->state == E_ACTIVE && s->exps[k]->counts[T_QUEUED] > 0) busy = 1;
     ring_forget(s, a->id);   /* this reply carries all of it */
-    rc = txn_end(s);
+    a = NULL;                /* hb_commit may reload memory: no scheduler object past here */
+    rc = hb_commit(s);
     if (rc == 0) {
         atomic_fetch_add(&metrics.metric_reports, reports);
         atomic_fetch_add(&metrics.metric_points, points);

@@ -100,6 +100,10 @@ int metrics_render(hf_buf *b, const sched_stats *st)
         rc = COUNTER(b, "hyperfarm_heartbeats_repeated_total",
                      "Heartbeat batches received again after they were committed (acknowledged, not stored twice).",
                      metrics.heartbeats_repeated);
+    if (rc == 0)
+        rc = COUNTER(b, "hyperfarm_heartbeats_grouped_total",
+                     "Heartbeats whose transaction was committed together with later ones (group commit).",
+                     metrics.heartbeats_grouped);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_metric_reports_total", "Metric reports ingested.", metrics.metric_reports);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_metric_points_total", "Metric values stored.", metrics.metric_points);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_log_lines_total", "Log lines stored.", metrics.log_lines);

@@ -24,6 +24,7 @@ typedef struct metrics_counters {
     _Atomic uint64_t http_requests[6];     /* by status class: 1xx..5xx, [0] other */
     _Atomic uint64_t heartbeats;
     _Atomic uint64_t heartbeats_repeated;  /* batches already committed, acknowledged only */
+    _Atomic uint64_t heartbeats_grouped;   /* heartbeats that shared a later COMMIT (group commit) */
     _Atomic uint64_t metric_reports;       /* heartbeat metric items accepted */
     _Atomic uint64_t metric_points;        /* rows written */
     _Atomic uint64_t log_lines;

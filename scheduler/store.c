@@ -16,10 +16,14 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define STORE_READERS 8
+/* WAL size (pages) at which the checkpointer thread is woken: SQLite's own
+ * auto-checkpoint threshold, but run off the writer's path (see below). */
+#define STORE_CKPT_PAGES 1000
 
 static const char *const stmt_sql[ST__COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -55,6 +59,18 @@ struct store {
     pthread_mutex_t rlock;                 /* guards the reader pool */
     sqlite3        *readers[STORE_READERS];
     int             nreaders;
+    /* Checkpointer: SQLite's auto-checkpoint runs inside the COMMIT that
+     * crosses the threshold, with an fsync, under the scheduler's core
+     * lock, so one heartbeat in a thousand paid ~10 ms for everyone behind
+     * it. Instead the writer's WAL hook only wakes this thread, which runs a
+     * PASSIVE checkpoint on its own connection: it copies committed frames
+     * into the database file while the writer keeps appending. */
+    pthread_t       ckpt_thread;
+    int             ckpt_started;
+    pthread_mutex_t ckpt_mu;
+    pthread_cond_t  ckpt_cv;
+    int             ckpt_wanted, ckpt_stop;
+    int64_t         ckpt_runs, ckpt_fails;
 };
 
 int store_rc(int rc)
@@ -127,6 +143,70 @@ static int migrate(sqlite3 *db, char *err, size_t errlen)
     return HF_OK;
 }
 
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+    (void)db;
+    (void)name;
+    store *s = arg;
+    if (pages >= STORE_CKPT_PAGES) {
+        pthread_mutex_lock(&s->ckpt_mu);
+        if (!s->ckpt_wanted) {
+            s->ckpt_wanted = 1;
+            pthread_cond_signal(&s->ckpt_cv);
+        }
+        pthread_mutex_unlock(&s->ckpt_mu);
+    }
+    return SQLITE_OK;
+}
+
+static void *ckpt_main(void *arg)
+{
+    store *s = arg;
+    sqlite3 *db = NULL;
+    int64_t last_warn = 0;
+    if (sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        hf_warn("checkpointer: cannot open %s: %s; the WAL is checkpointed at shutdown only", s->path,
+                db ? sqlite3_errmsg(db) : "?");
+        sqlite3_close_v2(db);
+        db = NULL;
+    } else {
+        sqlite3_busy_timeout(db, 1000);
+        /* A connection enters WAL mode when it first reads the database;
+         * until then a checkpoint call does nothing (log = -1). */
+        if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK)
+            hf_warn("checkpointer: %s: %s", s->path, sqlite3_errmsg(db));
+    }
+    pthread_mutex_lock(&s->ckpt_mu);
+    for (;;) {
+        while (!s->ckpt_wanted && !s->ckpt_stop) pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mu);
+        if (s->ckpt_stop) break;
+        s->ckpt_wanted = 0;
+        pthread_mutex_unlock(&s->ckpt_mu);
+        if (db) {
+            int log = 0, done = 0;
+            int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+            pthread_mutex_lock(&s->ckpt_mu);
+            s->ckpt_runs++;
+            if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+                s->ckpt_fails++;
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                int64_t now = (int64_t)ts.tv_sec;
+                if (now - last_warn >= 10) {   /* e.g. a full disk: say so, not 1000 times a second */
+                    hf_warn("checkpoint of %s failed: %s (WAL kept; retried on the next commits)", s->path,
+                            sqlite3_errmsg(db));
+                    last_warn = now;
+                }
+            }
+            pthread_mutex_unlock(&s->ckpt_mu);
+        }
+        pthread_mutex_lock(&s->ckpt_mu);
+    }
+    pthread_mutex_unlock(&s->ckpt_mu);
+    sqlite3_close_v2(db);
+    return NULL;
+}
+
 int store_open(const char *path, store **out, char *err, size_t errlen)
 {
     int rc = HF_OK;
@@ -134,6 +214,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen)
     store *s = calloc(1, sizeof *s);
     if (!s) return HF_ENOMEM;
     pthread_mutex_init(&s->rlock, NULL);
+    pthread_mutex_init(&s->ckpt_mu, NULL);
+    pthread_cond_init(&s->ckpt_cv, NULL);
     s->path = strdup(path);
     if (!s->path) { rc = HF_ENOMEM; goto end; }
     int src = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
@@ -156,6 +238,12 @@ int store_open(const char *path, store **out, char *err, size_t errlen)
             goto end;
         }
     }
+    if (pthread_create(&s->ckpt_thread, NULL, ckpt_main, s) == 0) {
+        s->ckpt_started = 1;
+        sqlite3_wal_hook(s->db, wal_hook, s);   /* replaces the auto-checkpoint */
+    } else {
+        hf_warn("cannot start the checkpointer thread; SQLite checkpoints in the committing thread");
+    }
     *out = s;
     s = NULL;
 end:
@@ -166,10 +254,19 @@ end:
 void store_close(store *s)
 {
     if (!s) return;
+    if (s->ckpt_started) {
+        pthread_mutex_lock(&s->ckpt_mu);
+        s->ckpt_stop = 1;
+        pthread_cond_signal(&s->ckpt_cv);
+        pthread_mutex_unlock(&s->ckpt_mu);
+        pthread_join(s->ckpt_thread, NULL);
+    }
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(s->stmt[i]);
     for (int i = 0; i < s->nreaders; i++) sqlite3_close_v2(s->readers[i]);
     if (s->db) sqlite3_close_v2(s->db);
     pthread_mutex_destroy(&s->rlock);
+    pthread_mutex_destroy(&s->ckpt_mu);
+    pthread_cond_destroy(&s->ckpt_cv);
     free(s->path);
     free(s);
 }
@@ -178,6 +275,14 @@ sqlite3 *store_db(store *s) { return s->db; }
 const char *store_path(const store *s) { return s->path; }
 const char *store_errmsg(store *s) { return sqlite3_errmsg(s->db); }
 int store_version(store *s) { return user_version(s->db); }
+
+void store_checkpoint_stats(store *s, int64_t *runs, int64_t *fails)
+{
+    pthread_mutex_lock(&s->ckpt_mu);
+    *runs = s->ckpt_runs;
+    *fails = s->ckpt_fails;
+    pthread_mutex_unlock(&s->ckpt_mu);
+}
 
 sqlite3_stmt *store_stmt(store *s, int id)
 {

@@ -66,6 +66,11 @@ const char *store_errmsg(store *s);
 /* Schema version currently applied. */
 int store_version(store *s);
 
+/* WAL checkpoints run by the store's checkpointer thread (PASSIVE, on its
+ * own connection, woken when the WAL passes 1000 pages) and how many
+ * failed (e.g. disk full). */
+void store_checkpoint_stats(store *s, int64_t *runs, int64_t *fails);
+
 /* Bind helpers: NULL / negative-means-null conveniences. */
 void store_bind_text(sqlite3_stmt *st, int i, const char *s);
 void store_bind_opt_int(sqlite3_stmt *st, int i, int has, int64_t v);
