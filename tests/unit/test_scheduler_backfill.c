@@ -22,6 +22,7 @@
 #include "scheduler/placement.h"
 #include "scheduler/sched.h"
 #include "scheduler/store.h"
+#include "tests/unit/unit_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,22 +31,8 @@
 
 static char dir[256];
 
-static int setup(void **st)
-{
-    (void)st;
-    snprintf(dir, sizeof dir, "/tmp/hf_backfill_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
-    hf_log_set_level(HF_LOG_WARN);
-    return 0;
-}
-
-static int teardown(void **st)
-{
-    (void)st;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **st) { (void)st; return unit_tmpdir(dir, sizeof dir, "backfill"); }
+static int teardown(void **st) { (void)st; return unit_rmtree(dir); }
 
 typedef struct run { int64_t trial, attempt, agent; } run;
 static run runs[64];

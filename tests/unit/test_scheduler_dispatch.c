@@ -32,6 +32,7 @@
 #include "hf_log.h"
 #include "scheduler/sched.h"
 #include "scheduler/store.h"
+#include "tests/unit/unit_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,22 +41,8 @@
 
 static char dir[256];
 
-static int setup(void **st)
-{
-    (void)st;
-    snprintf(dir, sizeof dir, "/tmp/hf_dispatch_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
-    hf_log_set_level(HF_LOG_WARN);
-    return 0;
-}
-
-static int teardown(void **st)
-{
-    (void)st;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **st) { (void)st; return unit_tmpdir(dir, sizeof dir, "dispatch"); }
+static int teardown(void **st) { (void)st; return unit_rmtree(dir); }
 
 /* The cached trial table of every experiment equals a fresh build. */
 static void check_views(sched *c)

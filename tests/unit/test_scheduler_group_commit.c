@@ -26,6 +26,7 @@
 #include "scheduler/metrics.h"
 #include "scheduler/sched.h"
 #include "scheduler/store.h"
+#include "tests/unit/unit_fixture.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -42,32 +43,15 @@
 
 static char dir[256];
 
-static int setup(void **st)
-{
-    (void)st;
-    snprintf(dir, sizeof dir, "/tmp/hf_group_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
-    hf_log_set_level(HF_LOG_WARN);
-    return 0;
-}
+static int setup(void **st) { (void)st; return unit_tmpdir(dir, sizeof dir, "group"); }
+static int teardown(void **st) { (void)st; return unit_rmtree(dir); }
 
-static int teardown(void **st)
-{
-    (void)st;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
+/* unit_one_int on a read-only connection of its own. */
 static int64_t one_int(const char *path, const char *sql)
 {
     sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
     int64_t v = -1;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) v = unit_one_int(db, sql);
     sqlite3_close(db);
     return v;
 }

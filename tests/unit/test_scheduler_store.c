@@ -14,6 +14,7 @@
 #include "hf_log.h"
 #include "scheduler/sched.h"
 #include "scheduler/store.h"
+#include "tests/unit/unit_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,30 +26,14 @@ static char dir[256], path[300];
 static int setup(void **st)
 {
     (void)st;
-    snprintf(dir, sizeof dir, "/tmp/hf_store_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (unit_tmpdir(dir, sizeof dir, "store")) return -1;
     snprintf(path, sizeof path, "%s/t.db", dir);
-    hf_log_set_level(HF_LOG_WARN);
     return 0;
 }
 
-static int teardown(void **st)
-{
-    (void)st;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **st) { (void)st; return unit_rmtree(dir); }
 
-static int64_t one_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    int64_t v = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
+#define one_int unit_one_int
 
 static void test_migrate_and_reopen(void **state)
 {
