@@ -6,7 +6,8 @@ Starts hyperfarm-scheduler and one hyperfarm-agent on a free loopback port
 in a temp dir, then, for each seed, submits the same MLP search space once
 per searcher with the same total budget of epochs:
   random, tpe : budget / max_epochs trials of max_epochs epochs each
-  asha        : r=1, R=max_epochs, eta=3, as many trials as it asks for,
+  asha        : r=--min-epochs (1), R=max_epochs, eta=--eta (3), as many
+                trials as it asks for,
                 canceled once it has trained `budget` epochs
 and reads every trial's val_acc history (GET /api/v1/trials/{id}/metrics).
 Epochs are counted across all trials in the order reports arrived (a
@@ -16,6 +17,7 @@ val_acc within the budget; then the medians over seeds and the ratio
 random/asha (the issue's target: asha <= 1/3 of random).
 
 Usage: fmnist.py [--seeds 1,2,3] [--budget 54] [--max-epochs 9]
+                 [--min-epochs 1] [--eta 3] [--asha-mode promote|stop]
                  [--slots 2] [--searchers random,asha,tpe] [--target 0.88]
 Needs $HF_BIN (default ./bin) with hyperfarm-scheduler, hyperfarm-agent,
 hyperfarm-train. Exit 2 when they are missing (bench/run: "not run").
@@ -71,10 +73,10 @@ def wait_health(api, secs=15):
     raise RuntimeError("scheduler did not become healthy")
 
 
-def experiment(name, searcher, seed, budget, max_epochs, slots):
+def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, eta=3, mode="promote"):
     if searcher == "asha":
-        sc = {"name": "asha", "max_trials": 1000, "max_epochs": max_epochs, "min_epochs": 1,
-              "reduction_factor": 3}
+        sc = {"name": "asha", "max_trials": 1000, "max_epochs": max_epochs, "min_epochs": min_epochs,
+              "reduction_factor": eta, "mode": mode}
     elif searcher == "tpe":
         sc = {"name": "tpe", "max_trials": budget // max_epochs, "max_epochs": max_epochs,
               "n_startup_trials": 3}
@@ -117,7 +119,7 @@ def epochs_used(trials):
 
 def run_one(api, searcher, seed, args):
     exp = experiment("bench-%s-%d" % (searcher, seed), searcher, seed, args.budget, args.max_epochs,
-                     args.slots)
+                     args.slots, args.min_epochs, args.eta, args.asha_mode)
     eid = api.call("POST", "/api/v1/experiments", exp)["id"]
     t0 = time.time()
     canceled = False
@@ -160,6 +162,10 @@ def main():
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--budget", type=int, default=54)
     ap.add_argument("--max-epochs", type=int, default=9)
+    ap.add_argument("--min-epochs", type=int, default=1, help="ASHA's r (grace period, epochs of rung 0)")
+    ap.add_argument("--eta", type=int, default=3, help="ASHA's reduction factor")
+    ap.add_argument("--asha-mode", default="promote", choices=["promote", "stop"],
+                    help="promote (the paper's ASHA) or stop (Ray Tune's ASHAScheduler)")
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--searchers", default="random,asha,tpe")
     ap.add_argument("--target", type=float, default=0.88)
@@ -186,8 +192,8 @@ def main():
                                        "http://127.0.0.1:%d" % port, "--name", "bench", "--slots",
                                        str(args.slots), "--gpus", "none", "--workdir", os.path.join(tmp, "agent")],
                                       stdout=al, stderr=subprocess.STDOUT, env=env))
-        print("fmnist: budget %d epochs per run, max_epochs %d, %d slots, target val_acc %.2f"
-              % (args.budget, args.max_epochs, args.slots, args.target))
+        print("fmnist: budget %d epochs per run, max_epochs %d, ASHA %s r=%d eta=%d, %d slots, target val_acc %.2f"
+              % (args.budget, args.max_epochs, args.asha_mode, args.min_epochs, args.eta, args.slots, args.target))
         print("%-7s %5s %7s %7s %14s %9s %8s" % ("search", "seed", "trials", "epochs", "epochs->%.2f" % args.target,
                                                    "best", "wall_s"))
         res = []
