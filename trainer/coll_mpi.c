@@ -4,8 +4,15 @@
  * MPI, no rendezvous of ours). Built when the Makefile finds ompi-c and
  * defines HF_HAVE_MPI; otherwise every hook answers HF_EUNSUP.
  *
- * Open MPI has no per-operation timeout: a dead peer is detected by mpirun
- * (it aborts the job), not by us. Point-to-point messages are not offered.
+ * Open MPI has no per-operation timeout: a peer that dies is detected by
+ * mpirun (it aborts the job), but one that stalls (stopped, swapping, stuck
+ * in other code) would hang every other rank forever. So every collective
+ * runs under a watchdog: a thread that, when one call has not returned
+ * after --timeout, says which operation and sequence number is stuck and
+ * ends this rank with exit status 1 — mpirun then ends the job, as for a
+ * dead rank. (MPI_Abort is not called from the watchdog: with
+ * MPI_THREAD_SERIALIZED another thread is inside MPI at that moment.)
+ * Point-to-point messages are not offered.
  */
 #include "coll_int.h"
 
@@ -16,6 +23,72 @@
 
 #ifdef HF_HAVE_MPI
 #include <mpi.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One MPI_COMM_WORLD per process, so one watchdog. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    pthread_t       th;
+    int             started, stop;
+    int             timeout_ms, rank, world;
+    const char     *what;      /* collective in progress, NULL when none */
+    unsigned        seq;
+    struct timespec since;
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static int64_t ms_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&wd.mu);
+    while (!wd.stop) {
+        if (wd.what && ms_since(&wd.since) >= wd.timeout_ms) {
+            char msg[256];
+            int n = snprintf(msg, sizeof msg,
+                             "hyperfarm-train: rank %d of %d: MPI %s seq %u has not completed after %d ms "
+                             "(--timeout): a rank is dead, stalled or in a different collective; ending this "
+                             "rank so that mpirun ends the job\n",
+                             wd.rank, wd.world, wd.what, wd.seq, wd.timeout_ms);
+            if (n > 0) {
+                ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+                (void)w;
+            }
+            _exit(1);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;   /* look ten times a second */
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&wd.cv, &wd.mu, &ts);
+    }
+    pthread_mutex_unlock(&wd.mu);
+    return NULL;
+}
+
+static void watch_begin(const char *what, unsigned seq)
+{
+    pthread_mutex_lock(&wd.mu);
+    wd.what = what;
+    wd.seq = seq;
+    clock_gettime(CLOCK_MONOTONIC, &wd.since);
+    pthread_mutex_unlock(&wd.mu);
+}
+
+static void watch_end(void)
+{
+    pthread_mutex_lock(&wd.mu);
+    wd.what = NULL;
+    pthread_mutex_unlock(&wd.mu);
+}
 
 static int mpi_rc(tr_coll *c, int rc, const char *what)
 {
@@ -40,6 +113,16 @@ int tr_coll_mpi_open(tr_coll *c)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->world);
+    pthread_mutex_lock(&wd.mu);
+    wd.timeout_ms = c->timeout_ms;
+    wd.rank = c->rank;
+    wd.world = c->world;
+    wd.stop = 0;
+    if (!wd.started && c->timeout_ms > 0) {
+        if (pthread_create(&wd.th, NULL, watchdog_main, NULL) == 0) wd.started = 1;
+        else hf_warn("cannot start the MPI watchdog thread: a stalled rank will not be detected");
+    }
+    pthread_mutex_unlock(&wd.mu);
     /* remember whether we initialised MPI: then closing finalises it */
     c->mpi = inited ? (void *)1 : (void *)2;
     return 0;
@@ -47,6 +130,13 @@ int tr_coll_mpi_open(tr_coll *c)
 
 void tr_coll_mpi_close(tr_coll *c)
 {
+    pthread_mutex_lock(&wd.mu);
+    int join = wd.started;
+    wd.stop = 1;
+    wd.started = 0;
+    pthread_cond_signal(&wd.cv);
+    pthread_mutex_unlock(&wd.mu);
+    if (join) pthread_join(wd.th, NULL);
     int fin = 0;
     if (c->mpi == (void *)2 && MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Finalize();
     c->mpi = NULL;
@@ -58,8 +148,10 @@ int tr_coll_mpi_allreduce(tr_coll *c, float *buf, size_t n, int redop)
     /* MPI counts are int: reduce in pieces of at most 1 Gi floats */
     for (size_t off = 0; off < n;) {
         size_t k = n - off > (1u << 30) ? (1u << 30) : n - off;
+        watch_begin("allreduce", c->seq);
         int rc = mpi_rc(c, MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM,
                                          MPI_COMM_WORLD), "allreduce");
+        watch_end();
         if (rc) return rc;
         off += k;
     }
@@ -74,7 +166,10 @@ int tr_coll_mpi_broadcast(tr_coll *c, void *buf, size_t bytes, int root)
 {
     c->seq++;
     if (bytes > (size_t)1 << 30) return tr_coll_fail(c, HF_ETOOBIG, "MPI broadcast of %zu bytes", bytes);
-    return mpi_rc(c, MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+    watch_begin("broadcast", c->seq);
+    int rc = mpi_rc(c, MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+    watch_end();
+    return rc;
 }
 
 int tr_coll_mpi_allgather(tr_coll *c, const void *send, void *recv, size_t bytes)
@@ -82,14 +177,20 @@ int tr_coll_mpi_allgather(tr_coll *c, const void *send, void *recv, size_t bytes
     c->seq++;
     if (bytes > (size_t)1 << 30) return tr_coll_fail(c, HF_ETOOBIG, "MPI allgather of %zu bytes", bytes);
     const char *in = (const char *)recv + (size_t)c->rank * bytes == send ? MPI_IN_PLACE : send;
-    return mpi_rc(c, MPI_Allgather(in, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD),
-                  "allgather");
+    watch_begin("allgather", c->seq);
+    int rc = mpi_rc(c, MPI_Allgather(in, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD),
+                    "allgather");
+    watch_end();
+    return rc;
 }
 
 int tr_coll_mpi_barrier(tr_coll *c)
 {
     c->seq++;
-    return mpi_rc(c, MPI_Barrier(MPI_COMM_WORLD), "barrier");
+    watch_begin("barrier", c->seq);
+    int rc = mpi_rc(c, MPI_Barrier(MPI_COMM_WORLD), "barrier");
+    watch_end();
+    return rc;
 }
 
 #else /* !HF_HAVE_MPI */

@@ -3,7 +3,11 @@
 # (MPI_Allreduce over Open MPI's TCP transport) and with our tcp backend
 # (rank/world from OMPI_COMM_WORLD_*, rendezvous at HYPERFARM_MASTER):
 # both must match the single-process run (val_loss within 1e-5 relative,
-# same accuracy). Skips when mpirun is not installed.
+# same accuracy). Then a stalled rank under the mpi backend: rank 1 is
+# SIGSTOPped mid-training; rank 0's watchdog must end it after --timeout
+# with a message naming the collective and its sequence number, and
+# mpirun must end the whole job non-zero (no hang). Skips when mpirun is
+# not installed.
 set -euo pipefail
 : "${HF_BIN:?HF_BIN must point at the programs}"
 TRAIN=$HF_BIN/hyperfarm-train
@@ -46,4 +50,35 @@ done
 v=$(metric "$T/tcp.out" val_loss)
 echo "tcp backend under mpirun: val_loss $v"
 awk -v x="$v" -v y="$ref" 'BEGIN { d = x - y; if (d < 0) d = -d; exit !(d <= 1e-5 * y) }' || fail "tcp run differs"
+
+# A stalled rank (SIGSTOP: alive, silent) under the mpi backend.
+ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+"${MPIRUN[@]}" "$TRAIN" "${ARGS[@]}" --epochs 200 --mode sync --backend mpi --timeout 2 \
+  >"$T/stall.out" 2>"$T/stall.err" &
+mp=$!
+rank1=""
+for _ in $(seq 200); do   # rank 1 is the hyperfarm-train whose environment says so
+  for p in $(pgrep -f "$TRAIN" || true); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && rank1=$p
+  done
+  [[ -n $rank1 ]] && grep -q '^HYPERFARM' "$T/stall.out" 2>/dev/null && break
+  sleep 0.1
+done
+[[ -n $rank1 ]] || { kill "$mp" 2>/dev/null; fail "rank 1 of the stall run not found"; }
+sleep 0.5
+kill -STOP "$rank1"
+t0=$(date +%s%N)
+deadline=$(( $(date +%s) + 30 ))
+while kill -0 "$mp" 2>/dev/null && (( $(date +%s) < deadline )); do sleep 0.1; done
+if kill -0 "$mp" 2>/dev/null; then
+  kill -KILL "$rank1" 2>/dev/null; kill "$mp" 2>/dev/null
+  fail "mpirun still running 30 s after rank 1 stalled (timeout 2 s)"
+fi
+set +e; wait "$mp"; rc=$?; set -e
+kill -KILL "$rank1" 2>/dev/null || true
+el=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "stalled rank 1: job ended after ${el} ms, exit $rc"
+(( rc != 0 )) || fail "mpirun exited 0 although rank 1 stalled"
+grep -E 'rank 0 of 2: MPI (allreduce|barrier|broadcast|allgather) seq [0-9]+ has not completed after 2000 ms' \
+  "$T/stall.err" || { tail -20 "$T/stall.err"; fail "no watchdog message naming the stuck collective"; }
 echo ok
