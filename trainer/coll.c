@@ -483,7 +483,12 @@ static int stream_run(tr_coll *c, const stream_op *o, step *steps, int nsteps)
                               op_name(o->op), o->seq, what, who, c->peers[who].addr, c->timeout_ms);
             goto end;
         }
-        int pr = poll(pf, (nfds_t)np, (int)left);
+        int pr = 0;
+        if (c->spin_now && c->spin_us > 0) {   /* a peer on another core answers within microseconds */
+            int64_t until = hf_mono_us() + c->spin_us;
+            while ((pr = poll(pf, (nfds_t)np, 0)) == 0 && hf_mono_us() < until) {}
+        }
+        if (pr == 0) pr = poll(pf, (nfds_t)np, (int)left);
         if (pr < 0 && errno != EINTR) {
             rc = tr_coll_fail(c, HF_EIO, "poll: %s", strerror(errno));
             goto end;
@@ -664,9 +669,11 @@ static int tcp_allreduce(tr_coll *c, float *buf, size_t n, int redop, char algo)
     int rc = 0;
     if (c->world > 1 && n > 0) {
         if (!algo) algo = n * 4 >= c->small_bytes && n >= (size_t)c->world ? c->large_algo : 'd';
+        c->spin_now = algo == 'r' || algo == 'p';
         if (algo == 'r') rc = ring_allreduce(c, buf, n, &o);
         else if (algo == 'p') rc = pairwise_allreduce(c, buf, n, &o);
         else rc = doubling_allreduce(c, buf, n, &o);
+        c->spin_now = 0;
     }
     if (!rc && redop == TR_COLL_AVG && c->world > 1) {
         float inv = 1.0f / (float)c->world;
@@ -1059,6 +1066,14 @@ int tr_coll_open(const tr_coll_config *cfg, tr_coll **out, char *errbuf, size_t 
     if (getenv("HF_COLL_ALGO") && (getenv("HF_COLL_ALGO")[0] == 'p' || getenv("HF_COLL_ALGO")[0] == 'r'))
         c->large_algo = getenv("HF_COLL_ALGO")[0];
     if (getenv("HF_COLL_CHUNK")) tr_coll_tune(c, (size_t)atol(getenv("HF_COLL_CHUNK")), 0);
+    /* Busy-polling (up to 200 us before sleeping in poll()) between the
+     * chunks of a large allreduce pays when every rank has a core: a sleep
+     * and wake-up per chunk costs more than the wait. With more ranks than
+     * cores it would take the peers' CPU, so it is off then (and on other
+     * hosts' ranks counted as local: conservative). HF_COLL_SPIN_US sets it. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    c->spin_us = ncpu > 0 && c->world <= ncpu ? 200 : 0;
+    if (getenv("HF_COLL_SPIN_US")) c->spin_us = atoi(getenv("HF_COLL_SPIN_US"));
     c->seq = 1;
     if (c->backend == TR_COLL_MPI) {
         rc = tr_coll_mpi_open(c);

@@ -26,6 +26,8 @@ struct tr_coll {
     size_t    small_bytes;
     size_t    chunk;
     char      large_algo;   /* 'r' ring or 'p' pairwise, at and above small_bytes */
+    int       spin_us;      /* large allreduces: busy-poll this long before sleeping in poll() */
+    int       spin_now;     /* spin_us applies to the collective in progress */
     uint32_t  seq;          /* next collective's sequence number */
     int       broken;       /* an error happened: every later call fails */
     int       rr;           /* round-robin cursor for tr_coll_wait_any */
