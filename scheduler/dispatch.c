@@ -158,6 +158,7 @@ struct sched {
     trial         **live;   size_t nlive, clive;    /* placed trials (ranks != NULL) */
     agent         **agents; size_t nagents, cagents;
     int             txn_rc;
+    char            txn_msg[160];   /* SQLite's message for txn_rc, taken when it happened */
     json_t         *pending;  /* [[type, data]...] published after commit */
     int64_t         pass;
     int64_t         next_port;
@@ -327,7 +328,10 @@ static void db_exec(sched *s, sqlite3_stmt *st)
 {
     if (s->txn_rc) { sqlite3_reset(st); return; }
     int rc = store_exec_stmt(st);
-    if (rc) s->txn_rc = rc;
+    if (rc) {
+        s->txn_rc = rc;
+        snprintf(s->txn_msg, sizeof s->txn_msg, "%s", store_last_error());
+    }
 }
 
 static void emit(sched *s, const char *type, json_t *data /* stolen */)
@@ -369,6 +373,7 @@ static void txn_begin(sched *s)
     for (size_t i = 0; i < s->ndirty; i++) s->dirty[i]->dirty_metrics = 0;
     s->ndirty = 0;
     s->txn_rc = store_begin(s->st);
+    if (s->txn_rc) snprintf(s->txn_msg, sizeof s->txn_msg, "%s", store_last_error());
 }
 
 /* A heartbeat's transaction: continue the open group when there is one. */
@@ -394,12 +399,14 @@ static void txn_ended(sched *s, int rc)
 static int txn_end(sched *s)
 {
     int rc = s->txn_rc;
-    if (rc == 0) rc = store_commit(s->st);
+    if (rc == 0) {
+        rc = store_commit(s->st);
+        if (rc) snprintf(s->txn_msg, sizeof s->txn_msg, "%s", store_last_error());
+    }
     if (rc) {
         char err[256];
         atomic_fetch_add(&metrics.store_errors, 1);
-        hf_error("store transaction failed (%s): %s; rolling back and reloading", hf_strerror(rc),
-                 store_errmsg(s->st));
+        hf_error("store transaction failed (%s): %s; rolling back and reloading", hf_strerror(rc), s->txn_msg);
         store_rollback(s->st);
         json_array_clear(s->pending);
         s->nrings = 0;

@@ -292,14 +292,23 @@ sqlite3_stmt *store_stmt(store *s, int id)
     return st;
 }
 
+static _Thread_local char last_error[200];
+
+const char *store_last_error(void) { return last_error[0] ? last_error : "no error recorded"; }
+
 int store_exec_stmt(sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
-    sqlite3_reset(st);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        hf_warn("sqlite: %s", sqlite3_errstr(rc));
+        /* the connection's message before reset/rollback overwrite it */
+        const char *sql = sqlite3_sql(st);
+        snprintf(last_error, sizeof last_error, "%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(st)),
+                 sql ? sql : "?");
+        sqlite3_reset(st);
+        hf_warn("sqlite: %s", last_error);
         return store_rc(rc);
     }
+    sqlite3_reset(st);
     return HF_OK;
 }
 

@@ -59,6 +59,9 @@ int store_rollback(store *s);
 
 /* Step a statement that returns no rows, then reset it. RET 0 or HF_E*. */
 int store_exec_stmt(sqlite3_stmt *st);
+/* SQLite's message (and the statement's first words) of this thread's last
+ * failed store_exec_stmt: read it before the next statement. */
+const char *store_last_error(void);
 /* Map an SQLite result code to HF_E* (SQLITE_FULL -> HF_ENOSPC). */
 int store_rc(int sqlite_rc);
 /* Last error message of the writer connection. */

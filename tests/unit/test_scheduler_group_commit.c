@@ -10,6 +10,12 @@
  *     once, every acknowledged metric report is in the database after the
  *     core is closed (read back with a separate SQLite connection), and
  *     heartbeats did share commits (hyperfarm_heartbeats_grouped_total).
+ *   - a group whose COMMIT fails: the database is made full (PRAGMA
+ *     max_page_count) while 8 threads send heartbeats full of metrics, so
+ *     some heartbeats fit in existing pages and are deferred, and a later
+ *     one of their group fails; every heartbeat of a failed group must get
+ *     the error (HF_ENOSPC), none an acknowledgement: after space returns,
+ *     the metrics table holds exactly the acknowledged reports.
  *   - the WAL is checkpointed by the store's own thread: after more than
  *     1000 pages of commits the checkpointer has run and the database
  *     file itself holds the rows (its size grew), while the writer never
@@ -181,6 +187,163 @@ static void test_concurrent_heartbeats_group_commit(void **state)
     assert_int_equal(one_int(path, "SELECT count(*) FROM allocations"), TRIALS);
 }
 
+/* ---- a failing group ---- */
+
+#define FULL_THREADS 8
+#define FULL_REPORTS 40
+
+typedef struct reporter {
+    sched *c;
+    int64_t agent, trial, attempt;
+    int step;
+    long acked, failed, other;
+    atomic_int *go;
+} reporter;
+
+/* Heartbeats of FULL_REPORTS metric reports each, while *go is 1. */
+static void *report_loop(void *arg)
+{
+    reporter *p = arg;
+    while (atomic_load(p->go)) {
+        json_t *body = json_pack("{s[]s[]s[]}", "running", "events", "metrics");
+        json_t *run1 = json_pack("{sIsIsi}", "trial_id", (json_int_t)p->trial, "attempt", (json_int_t)p->attempt,
+                                 "rank", 0);
+        json_array_append_new(json_object_get(body, "running"), run1);
+        json_t *mets = json_object_get(body, "metrics");
+        for (int k = 0; k < FULL_REPORTS; k++) {
+            p->step++;
+            json_array_append_new(mets, json_pack("{sIsIsIs{sfsf}}", "trial_id", (json_int_t)p->trial, "attempt",
+                                                  (json_int_t)p->attempt, "step", (json_int_t)p->step, "values",
+                                                  "a_rather_long_metric_name_to_fill_pages_quickly", 0.5,
+                                                  "another_long_metric_name_for_the_same_purpose", 0.25));
+        }
+        json_t *out = NULL;
+        hf_jerr e;
+        int rc = sched_agent_heartbeat(p->c, p->agent, body, &out, &e);
+        if (rc == 0) p->acked += FULL_REPORTS;
+        else if (rc == HF_ENOSPC) p->failed++;
+        else p->other++;
+        json_decref(out);
+        json_decref(body);
+    }
+    return NULL;
+}
+
+static void run_phase(reporter *rp, atomic_int *go, int ms)
+{
+    pthread_t th[FULL_THREADS];
+    atomic_store(go, 1);
+    for (int i = 0; i < FULL_THREADS; i++) assert_int_equal(pthread_create(&th[i], NULL, report_loop, &rp[i]), 0);
+    usleep((useconds_t)ms * 1000);
+    atomic_store(go, 0);
+    for (int i = 0; i < FULL_THREADS; i++) pthread_join(th[i], NULL);
+}
+
+static void test_failed_group_acknowledges_nothing(void **state)
+{
+    (void)state;
+    char path[320], err[256] = "";
+    snprintf(path, sizeof path, "%s/full.db", dir);
+    store *s = NULL;
+    sched *c = NULL;
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.max_metric_names = 8;
+    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
+    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    static atomic_int go;
+    reporter rp[FULL_THREADS];
+    memset(rp, 0, sizeof rp);
+    for (int i = 0; i < FULL_THREADS; i++) {
+        char body[128];
+        snprintf(body, sizeof body, "{\"name\": \"f%d\", \"slots\": 1}", i);
+        json_t *b = json_loads(body, 0, NULL), *out = NULL;
+        hf_jerr je;
+        assert_int_equal(sched_agent_register(c, b, "127.0.0.1", &out, &je), 0);
+        rp[i] = (reporter){.c = c, .agent = json_integer_value(json_object_get(out, "id")), .go = &go};
+        json_decref(out);
+        json_decref(b);
+    }
+    json_t *e = json_loads("{\"name\": \"full\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                           "\"searcher\": {\"name\": \"random\", \"max_trials\": 8, \"seed\": 5},"
+                           "\"hyperparameters\": {\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}},"
+                           "\"trial\": {\"command\": [\"true\"]}}", 0, NULL);
+    hf_jerr je;
+    int64_t xid = 0;
+    assert_int_equal(sched_experiment_submit(c, e, &xid, &je), 0);
+    json_decref(e);
+    /* Each agent takes its trial and reports it started. */
+    for (int i = 0; i < FULL_THREADS; i++) {
+        json_t *b = json_pack("{s[]s[]s[]}", "running", "events", "metrics"), *out = NULL;
+        assert_int_equal(sched_agent_heartbeat(c, rp[i].agent, b, &out, &je), 0);
+        json_t *a = json_array_get(json_object_get(out, "assign"), 0);
+        assert_non_null(a);
+        rp[i].trial = json_integer_value(json_object_get(a, "trial_id"));
+        rp[i].attempt = json_integer_value(json_object_get(a, "attempt"));
+        json_decref(out);
+        json_decref(b);
+        b = json_pack("{s[]s[{sIsIsssIsI}]s[]}", "running", "events", "trial_id", (json_int_t)rp[i].trial, "attempt",
+                      (json_int_t)rp[i].attempt, "type", "started", "time", (json_int_t)1, "pid", (json_int_t)100,
+                      "metrics");
+        assert_int_equal(sched_agent_heartbeat(c, rp[i].agent, b, &out, &je), 0);
+        json_decref(out);
+        json_decref(b);
+    }
+    run_phase(rp, &go, 300);   /* room to spare: everything is acknowledged */
+    long acked1 = 0;
+    for (int i = 0; i < FULL_THREADS; i++) {
+        assert_int_equal(rp[i].failed + rp[i].other, 0);
+        acked1 += rp[i].acked;
+    }
+    assert_true(acked1 > 0);
+
+    /* Nearly full: 32 more pages, a few heartbeats' worth, then none (no
+     * thread is inside the core while the limit is set). Repeated (at
+     * most 5 times) until some heartbeats were deferred into a group in
+     * that phase, which is the path under test. */
+    sqlite3 *db = store_db(s);
+    long acked2 = 0, failed2 = 0, other2 = 0;
+    uint64_t grouped = 0;
+    for (int round = 0; round < 5 && grouped == 0; round++) {
+        int64_t pages = unit_one_int(db, "PRAGMA page_count");
+        char sql[96];
+        snprintf(sql, sizeof sql, "PRAGMA max_page_count=%lld", (long long)pages + 32);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        uint64_t g1 = atomic_load(&metrics.heartbeats_grouped);
+        hf_log_set_level(HF_LOG_OFF);   /* hundreds of expected "disk is full" lines */
+        run_phase(rp, &go, 500);
+        hf_log_set_level(HF_LOG_WARN);
+        grouped = atomic_load(&metrics.heartbeats_grouped) - g1;
+    }
+    for (int i = 0; i < FULL_THREADS; i++) {
+        acked2 += rp[i].acked;
+        failed2 += rp[i].failed;
+        other2 += rp[i].other;
+    }
+    fprintf(stderr, "full store: %ld reports acked before, %ld heartbeats refused while full (%ld other), "
+            "%llu heartbeats deferred into groups as it filled up\n", acked1, failed2, other2,
+            (unsigned long long)grouped);
+    assert_int_equal(other2, 0);
+    assert_true(failed2 > 0);
+    assert_true(grouped > 0);
+
+    /* Space returns: heartbeats are acknowledged again. */
+    assert_int_equal(sqlite3_exec(db, "PRAGMA max_page_count=1073741823", NULL, NULL, NULL), SQLITE_OK);
+    for (int i = 0; i < FULL_THREADS; i++) rp[i].failed = 0;
+    run_phase(rp, &go, 200);
+    long acked = 0;
+    for (int i = 0; i < FULL_THREADS; i++) {
+        assert_int_equal(rp[i].failed + rp[i].other, 0);
+        acked += rp[i].acked;
+    }
+    assert_true(acked > acked2);
+    sched_free(c);
+    store_close(s);
+    /* Exactly what was acknowledged, each report's two values: nothing of
+     * a refused heartbeat, nothing acknowledged missing. */
+    assert_int_equal(one_int(path, "SELECT count(*) FROM metrics"), 2 * acked);
+}
+
 static void test_checkpointer_thread(void **state)
 {
     (void)state;
@@ -238,6 +401,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_heartbeats_group_commit),
+        cmocka_unit_test(test_failed_group_acknowledges_nothing),
         cmocka_unit_test(test_checkpointer_thread),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
