@@ -14,35 +14,23 @@
 #include "hf_err.h"
 #include "scheduler/search.h"
 #include "scheduler/search_space.h"
+#include "tests/unit/search_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static json_t *load(const char *s)
-{
-    json_error_t je;
-    json_t *v = json_loads(s, JSON_DECODE_ANY, &je);
-    if (!v) fail_msg("bad test JSON: %s: %s", s, je.text);
-    return v;
-}
-
 static search_space *space(void)
 {
-    json_t *o = load("{\"q\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
+    return space_of("{\"q\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
                      " \"opt\": {\"type\": \"categorical\", \"values\": [\"a\", \"b\"]}}");
-    search_space *sp = NULL;
-    hf_jerr e;
-    if (search_space_parse(o, &sp, &e)) fail_msg("%s: %s", e.field, e.msg);
-    json_decref(o);
-    return sp;
 }
 
 static void test_validate(void **state)
 {
     (void)state;
     search_space *sp = space();
-    static const struct { const char *json, *field; } bad[] = {
+    static const bad_searcher bad[] = {
         {"{\"name\": \"asha\"}", "searcher.max_epochs"},
         {"{\"name\": \"asha\", \"max_epochs\": 27, \"reduction_factor\": 1}", "searcher.reduction_factor"},
         {"{\"name\": \"asha\", \"max_epochs\": 27, \"reduction_factor\": \"3\"}", "searcher.reduction_factor"},
@@ -53,15 +41,7 @@ static void test_validate(void **state)
         {"{\"name\": \"asha\", \"max_epochs\": 27, \"mode\": \"halve\"}", "searcher.mode"},
         {"{\"name\": \"asha\", \"max_epochs\": 27, \"gamma\": 0.2}", "searcher.gamma"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        json_t *c = load(bad[i].json);
-        hf_jerr e;
-        hf_jerr_clear(&e);
-        int rc = search_validate(c, sp, &e);
-        if (rc != HF_EINVAL || strcmp(e.field, bad[i].field))
-            fail_msg("case %zu: rc %d field %s (%s), wanted %s", i, rc, e.field, e.msg, bad[i].field);
-        json_decref(c);
-    }
+    expect_refused(bad, sizeof bad / sizeof bad[0], sp);
     json_t *c = load("{\"name\": \"asha\", \"max_epochs\": 27, \"reduction_factor\": 3, \"min_epochs\": 1,"
                      " \"brackets\": 4, \"mode\": \"stop\", \"max_trials\": 50}");
     hf_jerr e;

@@ -11,28 +11,13 @@
 #include "hf_err.h"
 #include "scheduler/search.h"
 #include "scheduler/search_space.h"
+#include "tests/unit/search_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static json_t *load(const char *s)
-{
-    json_error_t je;
-    json_t *v = json_loads(s, JSON_DECODE_ANY, &je);
-    if (!v) fail_msg("bad test JSON: %s: %s", s, je.text);
-    return v;
-}
-
-static search_space *space(const char *s)
-{
-    json_t *o = load(s);
-    search_space *sp = NULL;
-    hf_jerr e;
-    if (search_space_parse(o, &sp, &e)) fail_msg("%s: %s", e.field, e.msg);
-    json_decref(o);
-    return sp;
-}
+static search_space *space(const char *s) { return space_of(s); }
 
 static const char *SPACE =
     "{\"lr\": {\"type\": \"log\", \"min\": 1e-4, \"max\": 0.3},"
@@ -63,7 +48,7 @@ static void test_validate(void **state)
 {
     (void)state;
     search_space *sp = space(SPACE);
-    static const struct { const char *json, *field; } bad[] = {
+    static const bad_searcher bad[] = {
         {"[]", "searcher"},
         {"{}", "searcher.name"},
         {"{\"name\": \"annealing\"}", "searcher.name"},
@@ -77,16 +62,7 @@ static void test_validate(void **state)
         {"{\"name\": \"random\", \"median_stopping\": {\"warmup_epochs\": -1}}", "searcher.median_stopping.warmup_epochs"},
         {"{\"name\": \"random\", \"median_stopping\": {\"patience\": 1}}", "searcher.median_stopping.patience"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        json_t *c = load(bad[i].json);
-        hf_jerr e;
-        hf_jerr_clear(&e);
-        int rc = search_validate(c, sp, &e);
-        if (rc != HF_EINVAL || strcmp(e.field, bad[i].field))
-            fail_msg("case %zu %s: rc %d field %s (%s), wanted %s", i, bad[i].json, rc, e.field, e.msg,
-                     bad[i].field);
-        json_decref(c);
-    }
+    expect_refused(bad, sizeof bad / sizeof bad[0], sp);
     json_t *c = load("{\"name\": \"random\", \"max_trials\": 10, \"seed\": 3, \"max_epochs\": 5,"
                      " \"median_stopping\": {\"min_trials\": 3, \"warmup_epochs\": 1}}");
     hf_jerr e;

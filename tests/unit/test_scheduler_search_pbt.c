@@ -14,34 +14,22 @@
 #include "hf_err.h"
 #include "scheduler/search.h"
 #include "scheduler/search_space.h"
+#include "tests/unit/search_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static json_t *load(const char *s)
-{
-    json_error_t je;
-    json_t *v = json_loads(s, JSON_DECODE_ANY, &je);
-    if (!v) fail_msg("bad test JSON: %s: %s", s, je.text);
-    return v;
-}
-
 static search_space *space(void)
 {
-    json_t *o = load("{\"lr\": {\"type\": \"log\", \"min\": 1e-4, \"max\": 1}, \"bs\": 64}");
-    search_space *sp = NULL;
-    hf_jerr e;
-    if (search_space_parse(o, &sp, &e)) fail_msg("%s: %s", e.field, e.msg);
-    json_decref(o);
-    return sp;
+    return space_of("{\"lr\": {\"type\": \"log\", \"min\": 1e-4, \"max\": 1}, \"bs\": 64}");
 }
 
 static void test_validate(void **state)
 {
     (void)state;
     search_space *sp = space();
-    static const struct { const char *json, *field; } bad[] = {
+    static const bad_searcher bad[] = {
         {"{\"name\": \"pbt\", \"population_size\": 1}", "searcher.population_size"},
         {"{\"name\": \"pbt\", \"perturb_interval\": 0}", "searcher.perturb_interval"},
         {"{\"name\": \"pbt\", \"quantile\": 0}", "searcher.quantile"},
@@ -51,15 +39,7 @@ static void test_validate(void **state)
         {"{\"name\": \"pbt\", \"perturb_interval\": 4, \"max_epochs\": 6}", "searcher.perturb_interval"},
         {"{\"name\": \"pbt\", \"brackets\": 2}", "searcher.brackets"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        json_t *c = load(bad[i].json);
-        hf_jerr e;
-        hf_jerr_clear(&e);
-        int rc = search_validate(c, sp, &e);
-        if (rc != HF_EINVAL || strcmp(e.field, bad[i].field))
-            fail_msg("case %zu: rc %d field %s (%s), wanted %s", i, rc, e.field, e.msg, bad[i].field);
-        json_decref(c);
-    }
+    expect_refused(bad, sizeof bad / sizeof bad[0], sp);
     json_t *c = load("{\"name\": \"pbt\", \"population_size\": 4, \"perturb_interval\": 2, \"quantile\": 0.25,"
                      " \"resample_probability\": 0.2, \"max_trials\": 40, \"max_epochs\": 20}");
     hf_jerr e;

@@ -11,18 +11,11 @@
 #include "hf_err.h"
 #include "scheduler/search.h"
 #include "scheduler/search_space.h"
+#include "tests/unit/search_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static json_t *load(const char *s)
-{
-    json_error_t je;
-    json_t *v = json_loads(s, JSON_DECODE_ANY, &je);
-    if (!v) fail_msg("bad test JSON: %s: %s", s, je.text);
-    return v;
-}
 
 static search_space *parse_ok(const char *s)
 {

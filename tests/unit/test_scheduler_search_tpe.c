@@ -12,28 +12,13 @@
 #include "hf_err.h"
 #include "scheduler/search.h"
 #include "scheduler/search_space.h"
+#include "tests/unit/search_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static json_t *load(const char *s)
-{
-    json_error_t je;
-    json_t *v = json_loads(s, JSON_DECODE_ANY, &je);
-    if (!v) fail_msg("bad test JSON: %s: %s", s, je.text);
-    return v;
-}
-
-static search_space *space(const char *s)
-{
-    json_t *o = load(s);
-    search_space *sp = NULL;
-    hf_jerr e;
-    if (search_space_parse(o, &sp, &e)) fail_msg("%s: %s", e.field, e.msg);
-    json_decref(o);
-    return sp;
-}
+static search_space *space(const char *s) { return space_of(s); }
 
 static const char *SPACE =
     "{\"lr\": {\"type\": \"log\", \"min\": 1e-5, \"max\": 1},"
@@ -58,7 +43,7 @@ static void test_validate(void **state)
 {
     (void)state;
     search_space *sp = space(SPACE);
-    static const struct { const char *json, *field; } bad[] = {
+    static const bad_searcher bad[] = {
         {"{\"name\": \"tpe\", \"n_startup_trials\": 0}", "searcher.n_startup_trials"},
         {"{\"name\": \"tpe\", \"gamma\": 0}", "searcher.gamma"},
         {"{\"name\": \"tpe\", \"gamma\": 1.5}", "searcher.gamma"},
@@ -67,15 +52,7 @@ static void test_validate(void **state)
         {"{\"name\": \"tpe\", \"reduction_factor\": 3}", "searcher.reduction_factor"},
         {"{\"name\": \"tpe\", \"constant_liar\": 1}", "searcher.constant_liar"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        json_t *c = load(bad[i].json);
-        hf_jerr e;
-        hf_jerr_clear(&e);
-        int rc = search_validate(c, sp, &e);
-        if (rc != HF_EINVAL || strcmp(e.field, bad[i].field))
-            fail_msg("case %zu: rc %d field %s (%s), wanted %s", i, rc, e.field, e.msg, bad[i].field);
-        json_decref(c);
-    }
+    expect_refused(bad, sizeof bad / sizeof bad[0], sp);
     json_t *c = load("{\"name\": \"tpe\", \"n_startup_trials\": 5, \"gamma\": 0.2, \"n_ei_candidates\": 32,"
                      " \"prior_weight\": 1.0, \"max_trials\": 10}");
     hf_jerr e;
