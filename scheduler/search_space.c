@@ -19,6 +19,7 @@
 #include "search_space.h"
 #include "hf_err.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -429,12 +430,26 @@ static void int_bounds(const space_param *p, double *lo, double *hi)
     else { *lo = p->min - 0.5; *hi = p->max + 0.5; }
 }
 
+/* Integer v's position on the sampling scale (what to_unit maps). */
+static double int_pos(const space_param *p, double v) { return p->int_log ? log(v) : v; }
+
 static json_t *int_value(const space_param *p, double x)
 {
     double v = p->int_log ? exp(x) : x;
     v = floor(v + 0.5);
     if (v < p->min) v = p->min;
     if (v > p->max) v = p->max;
+    /* x that is, up to rounding, exactly an integer's position (a value
+     * that went through to_unit) gives that integer back: exp() of a
+     * logarithm near 34 is off by one unit for integers near 1e15. Only
+     * such x move (a few ulps), so sampling keeps its partition. */
+    double tol = 8 * DBL_EPSILON * (fabs(x) > 1 ? fabs(x) : 1), best = fabs(int_pos(p, v) - x);
+    for (int d = -1; d <= 1; d += 2) {
+        double c = v + d;
+        if (c < p->min || c > p->max) continue;
+        double dist = fabs(int_pos(p, c) - x);
+        if (dist <= tol && dist < best) { v = c; best = dist; }
+    }
     return json_integer((json_int_t)v);
 }
 
