@@ -30,6 +30,8 @@
 #              hf_get PATH, hf_post PATH [BODY] (fail unless 2xx), hf_submit JSON
 #   asserts    hf_jq_assert FILTER MESSAGE (stdin JSON, jq -e), hf_assert_eq A B MSG,
 #              hf_fail MESSAGE, hf_log MESSAGE
+#   training   hf_reference_metrics OUT_FILE (sets HF_WANT),
+#              hf_assert_metrics_equal TRIAL EPOCH WANT REL WHAT (sets HF_GOT)
 #   CLI        hf_cli ARGS... (bin/hyperfarm with --url $HF_URL)
 #
 # Environment knobs: HF_BIN (programs; default ./bin), HF_KEEP_TMP=1 keeps
@@ -295,3 +297,25 @@ hf_assert_eq() {  # ACTUAL EXPECTED MESSAGE
 }
 
 hf_cli() { "$HF_BIN/hyperfarm" --url "$HF_URL" "$@"; }
+
+# HF_WANT = the last metric line carrying val_acc that a hyperfarm-train run
+# printed to OUT_FILE (the JSON after "HYPERFARM "): a reference run's result.
+hf_reference_metrics() {  # OUT_FILE
+  HF_WANT=$(grep '^HYPERFARM .*"val_acc"' "$1" | tail -1 | sed 's/^HYPERFARM //')
+  [[ -n $HF_WANT ]] || hf_fail "reference run $1 reported no val_acc"
+}
+
+# Trial TRIAL's val_acc, val_loss and train_loss at EPOCH equal those of
+# WANT (JSON) within REL * (1 + |want|); WHAT names the run in a failure.
+# HF_GOT = the trial's metrics at EPOCH ({name: value}).
+hf_assert_metrics_equal() {  # TRIAL EPOCH WANT REL WHAT
+  local m a b
+  HF_GOT=$(hf_get "/api/v1/trials/$1/metrics?limit=1000" | jq -c --argjson e "$2" \
+    '[.metrics[] | select(.epoch == $e)] | map({(.name): .value}) | add')
+  for m in val_acc val_loss train_loss; do
+    a=$(jq -r --arg m "$m" '.[$m]' <<<"$HF_GOT")
+    b=$(jq -r --arg m "$m" '.[$m]' <<<"$3")
+    jq -ne --argjson a "$a" --argjson b "$b" --argjson r "$4" '($a - $b) | fabs <= $r * (1 + ($b | fabs))' >/dev/null \
+      || hf_fail "$5: epoch $2 $m is $a, the reference run gives $b"
+  done
+}

@@ -68,16 +68,9 @@ epochs=$(hf_get "/api/v1/trials/$t/metrics?name=val_acc&limit=100" | jq -r '[.me
 hf_assert_eq "$epochs" "1,2" "val_acc for epochs 1 and 2 (rank 0 reports once per epoch)"
 
 wait "$ref" || hf_fail "reference hyperfarm-train --nproc 2 failed: $(tail -5 "$HF_TMP/ref/err")"
-want=$(grep '^HYPERFARM .*"val_acc"' "$HF_TMP/ref/out" | tail -1 | sed 's/^HYPERFARM //')
-[[ -n $want ]] || hf_fail "reference run reported no val_acc"
-got=$(hf_get "/api/v1/trials/$t/metrics?limit=1000" | jq -c '[.metrics[] | select(.epoch == 2)] | map({(.name): .value}) | add')
-for m in val_acc val_loss train_loss; do
-  a=$(jq -r --arg m "$m" '.[$m]' <<<"$got")
-  b=$(jq -r --arg m "$m" '.[$m]' <<<"$want")
-  jq -ne --argjson a "$a" --argjson b "$b" '($a - $b) | fabs <= 1e-5 * (1 + ($b | fabs))' >/dev/null \
-    || hf_fail "epoch 2 $m: two agents give $a, hyperfarm-train --nproc 2 gives $b"
-done
-hf_log "ok: epoch 2 metrics equal the local --nproc 2 run's (val_acc $(jq -r .val_acc <<<"$got"))"
+hf_reference_metrics "$HF_TMP/ref/out"
+hf_assert_metrics_equal "$t" 2 "$HF_WANT" 1e-5 "trial $t over two agents (reference: hyperfarm-train --nproc 2)"
+hf_log "ok: epoch 2 metrics equal the local --nproc 2 run's (val_acc $(jq -r .val_acc <<<"$HF_GOT"))"
 
 # Part 2: Open MPI inside one agent. The trial's command is mpirun itself
 # (2 processes on this agent's 2 slots, --backend mpi); mpirun finds
@@ -100,14 +93,8 @@ if command -v mpirun >/dev/null && "$HF_BIN/hyperfarm-train" --help 2>&1 | grep 
     || hf_fail "mpirun trial $t: $(hf_get "/api/v1/trials/$t" | jq -c '{state, agent, exit_code}'); log: $(hf_get "/api/v1/trials/$t/logs?limit=100" | jq -r '.logs[].line' | tail -15)"
   hf_get "/api/v1/trials/$t/logs?limit=2000" | jq -r '.logs[].line' | grep -q "sync data parallel: 2 ranks.*backend mpi" \
     || hf_fail "mpirun trial $t: no 2-rank mpi run in its log"
-  got=$(hf_get "/api/v1/trials/$t/metrics?limit=1000" | jq -c '[.metrics[] | select(.epoch == 2)] | map({(.name): .value}) | add')
-  for m in val_acc val_loss train_loss; do
-    a=$(jq -r --arg m "$m" '.[$m]' <<<"$got")
-    b=$(jq -r --arg m "$m" '.[$m]' <<<"$want")
-    jq -ne --argjson a "$a" --argjson b "$b" '($a - $b) | fabs <= 1e-5 * (1 + ($b | fabs))' >/dev/null \
-      || hf_fail "mpirun trial epoch 2 $m: $a, hyperfarm-train --nproc 2 gives $b"
-  done
-  hf_log "ok: an mpirun trial (2 ranks, --backend mpi) on agent a3 COMPLETED with the same metrics (val_acc $(jq -r .val_acc <<<"$got"))"
+  hf_assert_metrics_equal "$t" 2 "$HF_WANT" 1e-5 "mpirun trial $t (reference: hyperfarm-train --nproc 2)"
+  hf_log "ok: an mpirun trial (2 ranks, --backend mpi) on agent a3 COMPLETED with the same metrics (val_acc $(jq -r .val_acc <<<"$HF_GOT"))"
 else
   hf_log "note: mpirun or the trainer's mpi backend is missing: mpirun part skipped"
 fi

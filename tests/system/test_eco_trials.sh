@@ -141,16 +141,8 @@ done
 # Resuming changes nothing: final metrics equal an uninterrupted run's.
 for l in "${!ref_pid[@]}"; do
   wait "${ref_pid[$l]}" || hf_fail "$l: reference run failed: $(tail -5 "$HF_TMP/ref-$l/out")"
-  want=$(grep '^HYPERFARM .*"val_acc"' "$HF_TMP/ref-$l/out" | tail -1 | sed 's/^HYPERFARM //')
-  [[ -n $want ]] || hf_fail "$l: reference run reported nothing"
-  got=$(hf_get "/api/v1/trials/${trial[$l]}/metrics?limit=1000" | jq -c --argjson e "$EPOCHS" \
-    '[.metrics[] | select(.epoch == $e)] | map({(.name): .value}) | add')
-  for m in val_acc val_loss train_loss; do
-    a=$(jq -r --arg m "$m" '.[$m]' <<<"$got")
-    b=$(jq -r --arg m "$m" '.[$m]' <<<"$want")
-    jq -ne --argjson a "$a" --argjson b "$b" '($a - $b) | fabs <= 1e-9 * (1 + ($b | fabs))' >/dev/null \
-      || hf_fail "$l: epoch $EPOCHS $m after kill+resume is $a, uninterrupted run gives $b"
-  done
-  hf_log "ok: $l: epoch $EPOCHS metrics after kill+resume equal the uninterrupted run's ($(jq -r .val_acc <<<"$want"))"
+  hf_reference_metrics "$HF_TMP/ref-$l/out"
+  hf_assert_metrics_equal "${trial[$l]}" "$EPOCHS" "$HF_WANT" 1e-9 "$l after kill+resume (reference: an uninterrupted run)"
+  hf_log "ok: $l: epoch $EPOCHS metrics after kill+resume equal the uninterrupted run's ($(jq -r .val_acc <<<"$HF_WANT"))"
 done
 hf_log "PASS (${langs[*]})"

@@ -122,16 +122,9 @@ grep -q "trial $t attempt 1 exited" "$HF_TMP/agent-$rank1.log" || hf_fail "the h
 hf_log "ok: both slots released, the holder on $rank1 exited"
 
 wait "$ref" || hf_fail "reference hyperfarm-train --nproc 2 failed: $(tail -5 "$HF_TMP/ref/err")"
-want=$(grep '^HYPERFARM .*"val_acc"' "$HF_TMP/ref/out" | tail -1 | sed 's/^HYPERFARM //')
-[[ -n $want ]] || hf_fail "reference run reported no val_acc"
-got=$(hf_get "/api/v1/trials/$t/metrics?limit=1000" | jq -c '[.metrics[] | select(.epoch == 2)] | map({(.name): .value}) | add')
-for m in val_acc val_loss train_loss; do
-  a=$(jq -r --arg m "$m" '.[$m]' <<<"$got")
-  b=$(jq -r --arg m "$m" '.[$m]' <<<"$want")
-  jq -ne --argjson a "$a" --argjson b "$b" '($a - $b) | fabs <= 1e-5 * (1 + ($b | fabs))' >/dev/null \
-    || hf_fail "epoch 2 $m: mpirun over two agents gives $a, hyperfarm-train --nproc 2 gives $b"
-done
-hf_log "ok: epoch 2 metrics equal the local --nproc 2 run's (val_acc $(jq -r .val_acc <<<"$got"))"
+hf_reference_metrics "$HF_TMP/ref/out"
+hf_assert_metrics_equal "$t" 2 "$HF_WANT" 1e-5 "mpirun trial $t over two agents (reference: hyperfarm-train --nproc 2)"
+hf_log "ok: epoch 2 metrics equal the local --nproc 2 run's (val_acc $(jq -r .val_acc <<<"$HF_GOT"))"
 
 # A failing mpirun job: the trial fails, both slots come back.
 id2=$(hf_submit "$(experiment fail false)")

@@ -76,29 +76,6 @@ static run *run_on(int64_t aid, int k)
     return NULL;
 }
 
-static int64_t submit(sched *c, const char *json)
-{
-    json_t *e = json_loads(json, 0, NULL);
-    assert_non_null(e);
-    hf_jerr je;
-    int64_t id = 0;
-    assert_int_equal(sched_experiment_submit(c, e, &id, &je), 0);
-    json_decref(e);
-    return id;
-}
-
-static int64_t reg(sched *c, const char *name)
-{
-    char body[128];
-    snprintf(body, sizeof body, "{\"name\": \"%s\", \"slots\": 2}", name);
-    json_t *b = json_loads(body, 0, NULL), *out = NULL;
-    hf_jerr je;
-    assert_int_equal(sched_agent_register(c, b, "127.0.0.1", &out, &je), 0);
-    int64_t id = json_integer_value(json_object_get(out, "id"));
-    json_decref(out);
-    json_decref(b);
-    return id;
-}
 
 static int64_t count_state(sched *c, int64_t exp, const char *state)
 {
@@ -116,18 +93,15 @@ static int64_t count_state(sched *c, int64_t exp, const char *state)
 static void test_gang_not_starved(void **state)
 {
     (void)state;
-    char path[320], err[256] = "", ev[512];
+    char path[320], ev[512];
     snprintf(path, sizeof path, "%s/core.db", dir);
     store *s = NULL;
     sched *c = NULL;
-    sched_config cfg;
-    sched_config_defaults(&cfg);
-    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
-    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    unit_open_core(path, NULL, &s, &c);
     nruns = 0;
 
-    int64_t a1 = reg(c, "a1"), a2 = reg(c, "a2");
-    int64_t xs = submit(c, "{\"name\": \"small\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+    int64_t a1 = unit_register(c, "a1", 2), a2 = unit_register(c, "a2", 2);
+    int64_t xs = unit_submit(c, "{\"name\": \"small\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
                            "\"searcher\": {\"name\": \"random\", \"max_trials\": 40, \"max_concurrent_trials\": 4},"
                            "\"hyperparameters\": {\"x\": 1}, \"trial\": {\"command\": [\"true\"]}}");
     assert_int_equal(hb(c, a1, "[]", NULL) + hb(c, a2, "[]", NULL), 4);
@@ -137,7 +111,7 @@ static void test_gang_not_starved(void **state)
     }
     assert_int_equal(count_state(c, xs, "RUNNING"), 4);
 
-    int64_t xg = submit(c, "{\"name\": \"gang\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+    int64_t xg = unit_submit(c, "{\"name\": \"gang\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
                            "\"searcher\": {\"name\": \"random\", \"max_trials\": 1},"
                            "\"hyperparameters\": {\"x\": 1}, \"trial\": {\"command\": [\"true\"],"
                            "\"resources\": {\"workers\": 1, \"slots_per_worker\": 2}}}");

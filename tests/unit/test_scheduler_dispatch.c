@@ -112,31 +112,6 @@ static int finish(sched *c, const run *r, int ep, double v)
     return hb(c, r->agent, ev, met);
 }
 
-static int64_t submit(sched *c, const char *json)
-{
-    json_t *e = json_loads(json, 0, NULL);
-    assert_non_null(e);
-    hf_jerr je;
-    int64_t id = 0;
-    int rc = sched_experiment_submit(c, e, &id, &je);
-    if (rc) fprintf(stderr, "submit: %s: %s\n", je.field, je.msg);
-    assert_int_equal(rc, 0);
-    json_decref(e);
-    return id;
-}
-
-static int64_t reg(sched *c, const char *name, int slots)
-{
-    char body[128];
-    snprintf(body, sizeof body, "{\"name\": \"%s\", \"slots\": %d}", name, slots);
-    json_t *b = json_loads(body, 0, NULL), *out = NULL;
-    hf_jerr je;
-    assert_int_equal(sched_agent_register(c, b, "127.0.0.1", &out, &je), 0);
-    int64_t id = json_integer_value(json_object_get(out, "id"));
-    json_decref(out);
-    json_decref(b);
-    return id;
-}
 
 static int64_t ntrials(sched *c, int64_t exp)
 {
@@ -158,12 +133,9 @@ static int64_t exp_int(sched *c, int64_t exp, const char *key)
 
 static void open_core(const char *name, store **s, sched **c)
 {
-    char path[320], err[256] = "";
+    char path[320];
     snprintf(path, sizeof path, "%s/%s.db", dir, name);
-    sched_config cfg;
-    sched_config_defaults(&cfg);
-    assert_int_equal(store_open(path, s, err, sizeof err), 0);
-    assert_int_equal(sched_new(&cfg, *s, NULL, c, err, sizeof err), 0);
+    unit_open_core(path, NULL, s, c);
     nruns = 0;
 }
 
@@ -178,9 +150,9 @@ static void test_cached_views_follow_metrics(void **state)
     store *s = NULL;
     sched *c = NULL;
     open_core("views", &s, &c);
-    submit(c, "{\"name\": \"v\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+    unit_submit(c, "{\"name\": \"v\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
               "\"searcher\": {\"name\": \"random\", \"max_trials\": 3, \"seed\": 1}," SPACE);
-    int64_t a1 = reg(c, "a1", 1);
+    int64_t a1 = unit_register(c, "a1", 1);
     hb(c, a1, "[]", "[]");
     assert_int_equal(nruns, 1);
     char ev[256], met[256];
@@ -209,12 +181,12 @@ static void test_created_only_when_placeable(void **state)
     open_core("placeable", &s, &c);
 
     /* No agent yet: nothing can be placed, so nothing is created. */
-    int64_t xt = submit(c, "{\"name\": \"tpe\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+    int64_t xt = unit_submit(c, "{\"name\": \"tpe\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
                            "\"searcher\": {\"name\": \"tpe\", \"max_trials\": 20, \"seed\": 1}," SPACE);
     assert_int_equal(ntrials(c, xt), 0);
     assert_int_equal(exp_int(c, xt, "max_concurrent_trials"), 16);   /* the adaptive default */
 
-    int64_t a1 = reg(c, "a1", 2);
+    int64_t a1 = unit_register(c, "a1", 2);
     for (int i = 0; i < 5; i++) {
         hb(c, a1, "[]", "[]");
         sched_tick(c);
@@ -223,7 +195,7 @@ static void test_created_only_when_placeable(void **state)
     assert_int_equal(nruns, 2);
 
     /* A second (ASHA) experiment on the full farm: no slot, no trial. */
-    int64_t xa = submit(c, "{\"name\": \"asha\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+    int64_t xa = unit_submit(c, "{\"name\": \"asha\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
                            "\"searcher\": {\"name\": \"asha\", \"max_trials\": 20, \"max_epochs\": 4, \"seed\": 1},"
                            SPACE);
     for (int i = 0; i < 5; i++) {
@@ -234,7 +206,7 @@ static void test_created_only_when_placeable(void **state)
     assert_int_equal(ntrials(c, xt), 2);
 
     /* A 2-slot agent joins: ASHA gets both (fair share), no more. */
-    int64_t a2 = reg(c, "a2", 2);
+    int64_t a2 = unit_register(c, "a2", 2);
     for (int i = 0; i < 5; i++) {
         hb(c, a2, "[]", "[]");
         sched_tick(c);
@@ -244,7 +216,7 @@ static void test_created_only_when_placeable(void **state)
     assert_int_equal(nruns, 4);
 
     /* Random keeps max_trials as its default (parallelism costs it nothing). */
-    int64_t xr = submit(c, "{\"name\": \"rnd\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+    int64_t xr = unit_submit(c, "{\"name\": \"rnd\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
                            "\"searcher\": {\"name\": \"random\", \"max_trials\": 40, \"seed\": 1}," SPACE);
     assert_int_equal(exp_int(c, xr, "max_concurrent_trials"), 40);
     assert_int_equal(ntrials(c, xr), 0);
@@ -267,19 +239,18 @@ static json_t *hb_body(sched *c, int64_t aid, const char *body)
 static void test_stale_attempt_keeps_slot(void **state)
 {
     (void)state;
-    char path[320], err[256] = "", body[1024];
+    char path[320], body[1024];
     store *s = NULL;
     sched *c = NULL;
     sched_config cfg;
     sched_config_defaults(&cfg);
     cfg.agent_timeout_ms = 200;
     snprintf(path, sizeof path, "%s/stale.db", dir);
-    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
-    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    unit_open_core(path, &cfg, &s, &c);
     nruns = 0;
 
-    int64_t a1 = reg(c, "a1", 1);
-    submit(c, "{\"name\": \"r\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+    int64_t a1 = unit_register(c, "a1", 1);
+    unit_submit(c, "{\"name\": \"r\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
               "\"searcher\": {\"name\": \"random\", \"max_trials\": 3, \"seed\": 1}," SPACE);
     assert_int_equal(hb(c, a1, "[]", "[]"), 1);
     int64_t t = runs[0].trial;
@@ -332,8 +303,8 @@ static void test_promotion_before_new_trial(void **state)
     store *s = NULL;
     sched *c = NULL;
     open_core("promote", &s, &c);
-    int64_t a1 = reg(c, "a1", 2);
-    int64_t x = submit(c, "{\"name\": \"asha\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+    int64_t a1 = unit_register(c, "a1", 2);
+    int64_t x = unit_submit(c, "{\"name\": \"asha\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
                           "\"searcher\": {\"name\": \"asha\", \"max_trials\": 20, \"max_epochs\": 2,"
                           " \"min_epochs\": 1, \"reduction_factor\": 2, \"seed\": 3}," SPACE);
     hb(c, a1, "[]", "[]");
@@ -438,7 +409,7 @@ static void test_mpirun_launcher(void **state)
                       "\"hyperparameters\": {},"
                       "\"trial\": {\"command\": [\"mpirun\", \"--hostfile\", \"{hostfile}\", \"x\"],"
                       "\"launcher\": \"mpirun\", \"resources\": {\"workers\": 2, \"slots_per_worker\": 1}}}";
-    int64_t x = submit(c, exp);
+    int64_t x = unit_submit(c, exp);
     assert_int_equal(ntrials(c, x), 1);
     json_t *r1 = hb_reply(c, a1, "[]"), *r2 = hb_reply(c, a2, "[]");
     json_t *as1 = json_array_get(json_object_get(r1, "assign"), 0), *as2 = json_array_get(json_object_get(r2, "assign"), 0);

@@ -120,28 +120,20 @@ static void *play(void *arg)
 static void test_concurrent_heartbeats_group_commit(void **state)
 {
     (void)state;
-    char path[320], err[256] = "";
+    char path[320];
     snprintf(path, sizeof path, "%s/group.db", dir);
     store *s = NULL;
     sched *c = NULL;
-    sched_config cfg;
-    sched_config_defaults(&cfg);
-    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
-    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    unit_open_core(path, NULL, &s, &c);
     uint64_t grouped0 = atomic_load(&metrics.heartbeats_grouped);
 
     player pl[THREADS];
     memset(pl, 0, sizeof pl);
     for (int i = 0; i < THREADS; i++) {
-        char body[128];
-        snprintf(body, sizeof body, "{\"name\": \"g%d\", \"slots\": %d}", i, SLOTS);
-        json_t *b = json_loads(body, 0, NULL), *out = NULL;
-        hf_jerr je;
-        assert_int_equal(sched_agent_register(c, b, "127.0.0.1", &out, &je), 0);
+        char name[16];
+        snprintf(name, sizeof name, "g%d", i);
         pl[i].c = c;
-        pl[i].agent = json_integer_value(json_object_get(out, "id"));
-        json_decref(out);
-        json_decref(b);
+        pl[i].agent = unit_register(c, name, SLOTS);
     }
     char exp[512];
     snprintf(exp, sizeof exp,
@@ -149,11 +141,7 @@ static void test_concurrent_heartbeats_group_commit(void **state)
              "\"searcher\": {\"name\": \"random\", \"max_trials\": %d, \"seed\": 3},"
              "\"hyperparameters\": {\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}},"
              "\"trial\": {\"command\": [\"true\"]}}", TRIALS);
-    json_t *e = json_loads(exp, 0, NULL);
-    hf_jerr je;
-    int64_t xid = 0;
-    assert_int_equal(sched_experiment_submit(c, e, &xid, &je), 0);
-    json_decref(e);
+    int64_t xid = unit_submit(c, exp);
 
     pthread_t th[THREADS];
     for (int i = 0; i < THREADS; i++) assert_int_equal(pthread_create(&th[i], NULL, play, &pl[i]), 0);
@@ -242,36 +230,27 @@ static void run_phase(reporter *rp, atomic_int *go, int ms)
 static void test_failed_group_acknowledges_nothing(void **state)
 {
     (void)state;
-    char path[320], err[256] = "";
+    char path[320];
     snprintf(path, sizeof path, "%s/full.db", dir);
     store *s = NULL;
     sched *c = NULL;
     sched_config cfg;
     sched_config_defaults(&cfg);
     cfg.max_metric_names = 8;
-    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
-    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    unit_open_core(path, &cfg, &s, &c);
     static atomic_int go;
     reporter rp[FULL_THREADS];
     memset(rp, 0, sizeof rp);
     for (int i = 0; i < FULL_THREADS; i++) {
-        char body[128];
-        snprintf(body, sizeof body, "{\"name\": \"f%d\", \"slots\": 1}", i);
-        json_t *b = json_loads(body, 0, NULL), *out = NULL;
-        hf_jerr je;
-        assert_int_equal(sched_agent_register(c, b, "127.0.0.1", &out, &je), 0);
-        rp[i] = (reporter){.c = c, .agent = json_integer_value(json_object_get(out, "id")), .go = &go};
-        json_decref(out);
-        json_decref(b);
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        rp[i] = (reporter){.c = c, .agent = unit_register(c, name, 1), .go = &go};
     }
-    json_t *e = json_loads("{\"name\": \"full\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
-                           "\"searcher\": {\"name\": \"random\", \"max_trials\": 8, \"seed\": 5},"
-                           "\"hyperparameters\": {\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}},"
-                           "\"trial\": {\"command\": [\"true\"]}}", 0, NULL);
+    unit_submit(c, "{\"name\": \"full\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                   "\"searcher\": {\"name\": \"random\", \"max_trials\": 8, \"seed\": 5},"
+                   "\"hyperparameters\": {\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}},"
+                   "\"trial\": {\"command\": [\"true\"]}}");
     hf_jerr je;
-    int64_t xid = 0;
-    assert_int_equal(sched_experiment_submit(c, e, &xid, &je), 0);
-    json_decref(e);
     /* Each agent takes its trial and reports it started. */
     for (int i = 0; i < FULL_THREADS; i++) {
         json_t *b = json_pack("{s[]s[]s[]}", "running", "events", "metrics"), *out = NULL;

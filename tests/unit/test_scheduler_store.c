@@ -125,22 +125,15 @@ static const char *exp_json =
 static void test_core_reload(void **state)
 {
     (void)state;
-    char p3[320], err[256] = "";
+    char p3[320];
     snprintf(p3, sizeof p3, "%s/core.db", dir);
     store *s = NULL;
     sched *c = NULL;
-    sched_config cfg;
-    sched_config_defaults(&cfg);
-    assert_int_equal(store_open(p3, &s, err, sizeof err), 0);
-    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
-    json_t *e = json_loads(exp_json, 0, NULL), *out = NULL;
-    hf_jerr je;
-    int64_t id = 0;
-    assert_int_equal(sched_experiment_submit(c, e, &id, &je), 0);
+    unit_open_core(p3, NULL, &s, &c);
+    int64_t id = unit_submit(c, exp_json);
     assert_true(id > 0);
-    json_t *reg = json_loads("{\"name\":\"a1\",\"slots\":2}", 0, NULL);
-    assert_int_equal(sched_agent_register(c, reg, "127.0.0.1", &out, &je), 0);
-    json_decref(out);
+    unit_register(c, "a1", 2);
+    json_t *out = NULL;
     assert_int_equal(sched_experiment_trials(c, id, &out), 0);
     size_t ntr = json_array_size(json_object_get(out, "trials"));
     assert_int_equal(ntr, 2);   /* 2 slots: only what can be placed is created */
@@ -148,8 +141,7 @@ static void test_core_reload(void **state)
     sched_free(c);
     store_close(s);
 
-    assert_int_equal(store_open(p3, &s, err, sizeof err), 0);
-    assert_int_equal(sched_new(&cfg, s, NULL, &c, err, sizeof err), 0);
+    unit_open_core(p3, NULL, &s, &c);
     assert_int_equal(sched_experiment_trials(c, id, &out), 0);
     json_t *trials = json_object_get(out, "trials");
     assert_int_equal(json_array_size(trials), ntr);
@@ -161,8 +153,6 @@ static void test_core_reload(void **state)
     assert_int_equal(sched_experiment_get(c, 999, &out), HF_ENOTFOUND);
     sched_free(c);
     store_close(s);
-    json_decref(e);
-    json_decref(reg);
 }
 
 int main(void)
