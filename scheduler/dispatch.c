@@ -158,7 +158,6 @@ struct sched {
     trial         **live;   size_t nlive, clive;    /* placed trials (ranks != NULL) */
     agent         **agents; size_t nagents, cagents;
     int             txn_rc;
-    char            txn_msg[160];   /* SQLite's message for txn_rc, taken when it happened */
     json_t         *pending;  /* [[type, data]...] published after commit */
     int64_t         pass;
     int64_t         next_port;
@@ -328,10 +327,7 @@ static void db_exec(sched *s, sqlite3_stmt *st)
 {
     if (s->txn_rc) { sqlite3_reset(st); return; }
     int rc = store_exec_stmt(st);
-    if (rc) {
-        s->txn_rc = rc;
-        snprintf(s->txn_msg, sizeof s->txn_msg, "%s", store_last_error());
-    }
+    if (rc) s->txn_rc = rc;
 }
 
 static void emit(sched *s, const char *type, json_t *data /* stolen */)
@@ -373,7 +369,6 @@ static void txn_begin(sched *s)
     for (size_t i = 0; i < s->ndirty; i++) s->dirty[i]->dirty_metrics = 0;
     s->ndirty = 0;
     s->txn_rc = store_begin(s->st);
-    if (s->txn_rc) snprintf(s->txn_msg, sizeof s->txn_msg, "%s", store_last_error());
 }
 
 /* A heartbeat's transaction: continue the open group when there is one. */
@@ -399,14 +394,15 @@ static void txn_ended(sched *s, int rc)
 static int txn_end(sched *s)
 {
     int rc = s->txn_rc;
-    if (rc == 0) {
-        rc = store_commit(s->st);
-        if (rc) snprintf(s->txn_msg, sizeof s->txn_msg, "%s", store_last_error());
-    }
+    if (rc == 0) rc = store_commit(s->st);
     if (rc) {
         char err[256];
         atomic_fetch_add(&metrics.store_errors, 1);
-        hf_error("store transaction failed (%s): %s; rolling back and reloading", hf_strerror(rc), s->txn_msg);
+        /* The statement that failed ran in this thread: whoever sets
+         * txn_rc ends the transaction before releasing the lock (a
+         * heartbeat defers only a clean one), so this is its message. */
+        hf_error("store transaction failed (%s): %s; rolling back and reloading", hf_strerror(rc),
+                 store_last_error());
         store_rollback(s->st);
         json_array_clear(s->pending);
         s->nrings = 0;
@@ -856,14 +852,23 @@ static int pick_port(sched *s)
     return (int)p;
 }
 
+/* An agent that failed trial t twice in a row is avoided while another
+ * agent is alive. */
+static int avoid_agent(const sched *s, const trial *t, const agent *a)
+{
+    if (!t || t->fail_streak < 2 || t->fail_agent != a->id) return 0;
+    for (size_t i = 0; i < s->nagents; i++)
+        if (s->agents[i] != a && s->agents[i]->alive) return 1;
+    return 0;
+}
+
 /* Alive agents as a placement array; out_map[i] = agent pointer. */
 static place_agent *agents_snapshot(sched *s, const trial *t, agent ***map, int *n)
 {
     place_agent *pa = calloc(s->nagents + 1, sizeof *pa);
     agent **m = calloc(s->nagents + 1, sizeof *m);
-    int k = 0, alive = 0;
+    int k = 0;
     if (!pa || !m) { free(pa); free(m); *n = 0; *map = NULL; return NULL; }
-    for (size_t i = 0; i < s->nagents; i++) alive += s->agents[i]->alive;
     int spw = t ? (int)t->exp->spec.slots_per_worker : 1;
     for (size_t i = 0; i < s->nagents; i++) {
         agent *a = s->agents[i];
@@ -871,9 +876,7 @@ static place_agent *agents_snapshot(sched *s, const trial *t, agent ***map, int 
          * (relative order is kept), and a busy farm has few that can. */
         if (!a->alive || placement_capacity(&a->pa, spw) == 0) continue;
         pa[k] = a->pa;
-        /* An agent that failed this trial twice in a row is avoided while
-         * another agent exists. */
-        pa[k].excluded = t && alive > 1 && t->fail_streak >= 2 && t->fail_agent == a->id;
+        pa[k].excluded = avoid_agent(s, t, a);
         m[k++] = a;
     }
     *n = k;
@@ -922,11 +925,10 @@ static int trial_place(sched *s, trial *t)
      * over a thousand agents. */
     {
         agent *one = NULL;
-        int best_cap = 0, alive = 0;
-        for (size_t i = 0; i < s->nagents; i++) alive += s->agents[i]->alive;
+        int best_cap = 0;
         for (size_t i = 0; i < s->nagents; i++) {
             agent *a = s->agents[i];
-            if (!a->alive || (alive > 1 && t->fail_streak >= 2 && t->fail_agent == a->id)) continue;
+            if (!a->alive || avoid_agent(s, t, a)) continue;
             int c = placement_capacity(&a->pa, S);
             if (c >= W && (!one || c < best_cap)) { one = a; best_cap = c; }
         }
@@ -1183,7 +1185,6 @@ static void dispatch_pass(sched *s)
     if (!s->dispatch_dirty) return;
     int *hold = calloc(s->nagents + 1, sizeof *hold);   /* backfill holds, released at the end */
     int reserved = 0, placed = 0;
-    int64_t t0 = hf_mono_ms();
     s->pass++;
     s->pass_free = -1;
     s->last_pass_mono = hf_mono_ms();
@@ -1230,7 +1231,7 @@ static void dispatch_pass(sched *s)
     /* Changes made by this pass are its own outcome; only a later change
      * (a freed slot, a new trial state, an agent...) needs another pass. */
     if (s->txn_rc == 0) s->dispatch_dirty = 0;
-    int64_t dt = hf_mono_ms() - t0;
+    int64_t dt = hf_mono_ms() - s->last_pass_mono;
     if (dt >= 50) hf_info("dispatch pass %llu: %d trials placed in %lld ms", (unsigned long long)s->pass, placed, (long long)dt);
 }
 

@@ -13,10 +13,10 @@
 
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_time.h"
 
 #include <pthread.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,26 +181,21 @@ static void *ckpt_main(void *arg)
         while (!s->ckpt_wanted && !s->ckpt_stop) pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mu);
         if (s->ckpt_stop) break;
         s->ckpt_wanted = 0;
+        if (!db) continue;
         pthread_mutex_unlock(&s->ckpt_mu);
-        if (db) {
-            int log = 0, done = 0;
-            int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
-            pthread_mutex_lock(&s->ckpt_mu);
-            s->ckpt_runs++;
-            if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-                s->ckpt_fails++;
-                struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                int64_t now = (int64_t)ts.tv_sec;
-                if (now - last_warn >= 10) {   /* e.g. a full disk: say so, not 1000 times a second */
-                    hf_warn("checkpoint of %s failed: %s (WAL kept; retried on the next commits)", s->path,
-                            sqlite3_errmsg(db));
-                    last_warn = now;
-                }
-            }
-            pthread_mutex_unlock(&s->ckpt_mu);
-        }
+        int log = 0, done = 0;
+        int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
         pthread_mutex_lock(&s->ckpt_mu);
+        s->ckpt_runs++;
+        if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+            s->ckpt_fails++;
+            int64_t now = hf_mono_ms();
+            if (last_warn == 0 || now - last_warn >= 10000) {   /* e.g. a full disk: not 1000 times a second */
+                hf_warn("checkpoint of %s failed: %s (WAL kept; retried on the next commits)", s->path,
+                        sqlite3_errmsg(db));
+                last_warn = now;
+            }
+        }
     }
     pthread_mutex_unlock(&s->ckpt_mu);
     sqlite3_close_v2(db);
