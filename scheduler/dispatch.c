@@ -1499,6 +1499,12 @@ static int sched_load(sched *s, char *err, size_t errlen)
         tr->agent_id = a->id;
         tr->slots = sqlite3_column_int(st, 4);
         tr->st = sqlite3_column_int(st, 6);
+        /* When an assignment went out is not stored (a monotonic clock does
+         * not survive a restart): the agent gets the whole assign timeout
+         * from now. With 0 here the first tick failed every assignment that
+         * was sent but not yet reported started ("assignment not
+         * acknowledged") although the agent was running it. */
+        tr->sent_mono = now_mono;
         tr->exited = sqlite3_column_int(st, 7);
         tr->exit_code = sqlite3_column_int(st, 8);
         json_t *g = col_json(st, 5);

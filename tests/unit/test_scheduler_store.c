@@ -155,6 +155,39 @@ static void test_core_reload(void **state)
     store_close(s);
 }
 
+/* An assignment sent before a restart but not yet reported started is
+ * still waited for after it: the first ticks must not fail it as "not
+ * acknowledged" (its send time is not stored; the timeout restarts). */
+static void test_sent_assignment_survives_restart(void **state)
+{
+    (void)state;
+    char p3[320];
+    snprintf(p3, sizeof p3, "%s/sent.db", dir);
+    store *s = NULL;
+    sched *c = NULL;
+    unit_open_core(p3, NULL, &s, &c);
+    int64_t id = unit_submit(c, exp_json);
+    int64_t a1 = unit_register(c, "a1", 1);
+    json_t *b = json_pack("{s[]s[]s[]}", "running", "events", "metrics"), *out = NULL;
+    hf_jerr je;
+    assert_int_equal(sched_agent_heartbeat(c, a1, b, &out, &je), 0);   /* the assignment goes out */
+    assert_int_equal(json_array_size(json_object_get(out, "assign")), 1);
+    json_decref(out);
+    json_decref(b);
+    sched_free(c);
+    store_close(s);
+
+    unit_open_core(p3, NULL, &s, &c);
+    sched_tick(c);
+    sched_tick(c);
+    assert_int_equal(sched_experiment_trials(c, id, &out), 0);
+    json_t *t0 = json_array_get(json_object_get(out, "trials"), 0);
+    assert_string_equal(json_string_value(json_object_get(t0, "state")), "ASSIGNED");
+    json_decref(out);
+    sched_free(c);
+    store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -162,6 +195,7 @@ int main(void)
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_rc_mapping),
         cmocka_unit_test(test_core_reload),
+        cmocka_unit_test(test_sent_assignment_survives_restart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
