@@ -158,14 +158,7 @@ static void local_address(const char *url, char *out, size_t outlen)
 /* Wait on cv up to ms (caller holds mu). */
 static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = hf_deadline(CLOCK_REALTIME, ms);
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
@@ -180,14 +173,7 @@ static void set_agent_id(agent *ag, int64_t id)
 /* Wait up to ms or until woken (urgent/stop). Caller holds mu. */
 static void wait_locked(agent *ag, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = hf_deadline(CLOCK_REALTIME, ms);
     while (!ag->stop && !ag->urgent)
         if (pthread_cond_timedwait(&ag->cv, &ag->mu, &ts) == ETIMEDOUT) break;
 }

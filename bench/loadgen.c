@@ -529,11 +529,7 @@ static void *worker_main(void *arg)
         now = hf_mono_ms();
         pthread_mutex_lock(&w->mu);
         if (!w->woken && next > now) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t ns = ts.tv_nsec + (next - now) * 1000000;
-            ts.tv_sec += ns / 1000000000;
-            ts.tv_nsec = ns % 1000000000;
+            struct timespec ts = hf_deadline(CLOCK_REALTIME, next - now);
             pthread_cond_timedwait(&w->cv, &w->mu, &ts);
         }
         w->woken = 0;

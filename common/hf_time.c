@@ -18,6 +18,16 @@ int64_t hf_mono_ms(void) { return clock_us(CLOCK_MONOTONIC) / 1000; }
 double  hf_mono_s(void)  { return (double)clock_us(CLOCK_MONOTONIC) / 1e6; }
 int64_t hf_wall_ms(void) { return clock_us(CLOCK_REALTIME) / 1000; }
 
+struct timespec hf_deadline(clockid_t clock, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    int64_t ns = ts.tv_nsec + (ms % 1000) * 1000000;
+    ts.tv_sec += ms / 1000 + ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    return ts;
+}
+
 void hf_sleep_ms(int64_t ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};

@@ -26,10 +26,7 @@ static void *cron_main(void *arg)
     int64_t last_ka = hf_mono_ms();
     pthread_mutex_lock(&c->lock);
     while (!c->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += CRON_TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        struct timespec ts = hf_deadline(CLOCK_MONOTONIC, CRON_TICK_MS);
         pthread_cond_timedwait(&c->cv, &c->lock, &ts);
         if (c->stop) break;
         pthread_mutex_unlock(&c->lock);

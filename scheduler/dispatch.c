@@ -46,7 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { T_QUEUED, T_ASSIGNED, T_RUNNING, T_COMPLETED, T_FAILED, T_STOPPED, T_CANCELED, T_PAUSED, T__N };
 const char *const sched_trial_state_names[8] = {"QUEUED", "ASSIGNED", "RUNNING", "COMPLETED",
@@ -445,10 +444,7 @@ static int hb_commit(sched *s)
     uint64_t mine = s->gen;
     atomic_fetch_add(&metrics.heartbeats_grouped, 1);
     while (s->gen <= mine) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += GRP_WAIT_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        struct timespec ts = hf_deadline(CLOCK_REALTIME, GRP_WAIT_MS);
         int w = pthread_cond_timedwait(&s->grp_cv, &s->lock, &ts);
         if (w == ETIMEDOUT && s->gen <= mine && s->grp_open) txn_end(s);
     }

@@ -18,13 +18,13 @@
 
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_time.h"
 
 #include <stdio.h>
 
 #ifdef HF_HAVE_MPI
 #include <mpi.h>
 #include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 
 /* One MPI_COMM_WORLD per process, so one watchdog. */
@@ -36,22 +36,15 @@ static struct {
     int             timeout_ms, rank, world;
     const char     *what;      /* collective in progress, NULL when none */
     unsigned        seq;
-    struct timespec since;
+    int64_t         since;     /* hf_mono_ms() when it began */
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-static int64_t ms_since(const struct timespec *t)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
-}
 
 static void *watchdog_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&wd.mu);
     while (!wd.stop) {
-        if (wd.what && ms_since(&wd.since) >= wd.timeout_ms) {
+        if (wd.what && hf_mono_ms() - wd.since >= wd.timeout_ms) {
             char msg[256];
             int n = snprintf(msg, sizeof msg,
                              "hyperfarm-train: rank %d of %d: MPI %s seq %u has not completed after %d ms "
@@ -64,10 +57,7 @@ static void *watchdog_main(void *arg)
             }
             _exit(1);
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;   /* look ten times a second */
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        struct timespec ts = hf_deadline(CLOCK_REALTIME, 100);   /* look ten times a second */
         pthread_cond_timedwait(&wd.cv, &wd.mu, &ts);
     }
     pthread_mutex_unlock(&wd.mu);
@@ -79,7 +69,7 @@ static void watch_begin(const char *what, unsigned seq)
     pthread_mutex_lock(&wd.mu);
     wd.what = what;
     wd.seq = seq;
-    clock_gettime(CLOCK_MONOTONIC, &wd.since);
+    wd.since = hf_mono_ms();
     pthread_mutex_unlock(&wd.mu);
 }
 
