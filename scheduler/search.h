@@ -21,6 +21,7 @@
 
 #include "hf_json.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct search_space;           /* search_space.h: parsed "hyperparameters" */
@@ -143,5 +144,20 @@ int64_t search_cfg_int(const json_t *cfg, const char *key, int64_t dflt);
 double  search_cfg_num(const json_t *cfg, const char *key, double dflt);
 /* hf_json_only_keys over SEARCH_COMMON_KEYS plus own (NULL-terminated). */
 int     search_cfg_only_keys(const json_t *cfg, const char *const *own, hf_jerr *e);
+
+/* TPE's proposal step (search_tpe.c), shared by the tpe searcher and
+ * ASHA's model-based sampler (asha "sampler": "tpe", as in BOHB). obs[0..n)
+ * are finished observations (hyperparameters borrowed, value finite and
+ * higher-is-better, index = creation order for a total order), ranked by
+ * level (higher first: ASHA's highest rung budget reached; 0 for plain
+ * TPE), then value, then index; they are sorted in place. liars[0..nl) are hyperparameters counted among the bad
+ * ones (running trials; nl may be 0). The best ceil(gamma * n) (at most 25)
+ * observations form l(x), the rest g(x); each active parameter is drawn from
+ * n_candidates samples of l maximising log l - log g.
+ * RET a new hyperparameter object, or NULL on OOM. */
+typedef struct search_tpe_obs { const json_t *hparams; int64_t level; double value; int64_t index; } search_tpe_obs;
+typedef struct search_tpe_opts { double gamma; int64_t n_candidates; double prior_weight; } search_tpe_opts;
+json_t *search_tpe_propose(const struct search_space *sp, const search_tpe_opts *o, search_tpe_obs *obs,
+                           size_t n, const json_t *const *liars, size_t nl, uint64_t *rng);
 
 #endif

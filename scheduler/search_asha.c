@@ -36,6 +36,18 @@
  * promoted from rung k" is "its budget exceeds rung k's budget", so a
  * rebuilt searcher holds exactly the live one's state.
  *
+ * sampler "tpe" (model-based, as in BOHB — Falkner et al. 2018 — and
+ *   Optuna's TPESampler with a HyperbandPruner): once n_startup_trials
+ *   trials have a rung result, a new trial's hyperparameters come from
+ *   TPE fitted on all of them, ranked the way Optuna ranks pruned trials:
+ *   the highest rung budget reached first, then the result there (so the
+ *   "good" set is the trials ASHA promoted furthest, the "bad" set those it
+ *   left behind). Fitting on one rung alone fails: a high rung holds only
+ *   promoted trials, and TPE's prior then pulls proposals to the regions
+ *   no trial there came from. Before that, the priors, like "random".
+ *   Rung results are rebuilt by replay, so a rebuilt searcher proposes
+ *   the same next trial.
+ *
  * Reports must carry "epoch" for the rungs to mean epochs (a trial that
  * reports only steps is judged against budgets in steps).
  */
@@ -76,6 +88,8 @@ typedef struct asha_searcher {
     int64_t              max_trials;
     int64_t              min_epochs, max_epochs, eta;
     int                  stop_mode;
+    int                  sampler_tpe;      /* "sampler": "tpe" */
+    int64_t              n_startup;        /* results a budget needs before TPE models it */
     int                  nbrackets;
     asha_bracket         br[ASHA_MAX_BRACKETS];
     asha_trial          *t;
@@ -98,9 +112,10 @@ static int asha_rungs(int64_t r, int64_t R, int64_t eta, int s, int64_t *out)
 
 static int asha_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
 {
-    static const char *const own[] = {"reduction_factor", "min_epochs", "brackets", "mode", NULL};
-    int64_t eta = 3, r = 1, R = 0, br = 1;
-    const char *mode = NULL;
+    static const char *const own[] = {"reduction_factor", "min_epochs", "brackets", "mode", "sampler",
+                                      "n_startup_trials", NULL};
+    int64_t eta = 3, r = 1, R = 0, br = 1, ns = 0;
+    const char *mode = NULL, *sampler = NULL;
     int rc;
     (void)sp;
     if ((rc = search_cfg_only_keys(cfg, own, e))) return rc;
@@ -130,6 +145,12 @@ static int asha_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
     if ((rc = hf_json_get_string(cfg, "searcher", "mode", 0, 16, &mode, e))) return rc;
     if (mode && strcmp(mode, "promote") && strcmp(mode, "stop"))
         return hf_jerr_set(e, "searcher", "mode", "must be \"promote\" or \"stop\", got \"%s\"", mode);
+    if ((rc = hf_json_get_string(cfg, "searcher", "sampler", 0, 16, &sampler, e))) return rc;
+    if (sampler && strcmp(sampler, "random") && strcmp(sampler, "tpe"))
+        return hf_jerr_set(e, "searcher", "sampler", "must be \"random\" or \"tpe\", got \"%s\"", sampler);
+    if ((rc = hf_json_get_int(cfg, "searcher", "n_startup_trials", 0, 2, 100000, &ns, e))) return rc;
+    if (json_object_get(cfg, "n_startup_trials") && !(sampler && !strcmp(sampler, "tpe")))
+        return hf_jerr_set(e, "searcher", "n_startup_trials", "only with \"sampler\": \"tpe\"");
     return 0;
 }
 
@@ -146,6 +167,10 @@ static searcher *asha_create(const json_t *cfg, const search_space *sp, int goal
     s->max_epochs = search_cfg_int(cfg, "max_epochs", 27);
     s->min_epochs = search_cfg_int(cfg, "min_epochs", 1);
     s->stop_mode = mode && !strcmp(mode, "stop");
+    const char *sampler = json_string_value(json_object_get(cfg, "sampler"));
+    s->sampler_tpe = sampler && !strcmp(sampler, "tpe");
+    s->n_startup = search_cfg_int(cfg, "n_startup_trials", 10);
+    if (s->n_startup < 2) s->n_startup = 2;
     if (s->eta < 2) s->eta = 2;
     if (s->max_epochs < 1) s->max_epochs = 1;
     if (s->min_epochs < 1 || s->min_epochs > s->max_epochs) s->min_epochs = 1;
@@ -219,6 +244,35 @@ static asha_trial *asha_promotable(asha_searcher *s, int64_t *new_budget)
     return best;
 }
 
+/* Trials with at least one rung result (what the TPE sampler models). */
+static int64_t asha_n_results(const asha_searcher *s)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < s->n; i++) n += s->t[i].nres > 0;
+    return n;
+}
+
+/* Hyperparameters of a new trial: the priors, or TPE over the rung results. */
+static json_t *asha_sample(asha_searcher *s, uint64_t *rng)
+{
+    if (!s->sampler_tpe || asha_n_results(s) < s->n_startup) return search_space_sample(s->sp, rng);
+    search_tpe_obs *obs = malloc(s->n * sizeof *obs);
+    if (!obs) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const asha_trial *t = &s->t[i];
+        if (t->nres < 1 || !isfinite(t->res[t->nres - 1])) continue;
+        obs[n++] = (search_tpe_obs){t->hparams, s->br[t->bracket].budget[t->nres - 1], t->res[t->nres - 1],
+                                    t->index};
+    }
+    /* Optuna's TPESampler defaults; no constant liar: a running trial
+     * here is often a promoted, good one. */
+    const search_tpe_opts o = {0.25, 24, 1.0};
+    json_t *hp = search_tpe_propose(s->sp, &o, obs, n, NULL, 0, rng);
+    free(obs);
+    return hp;
+}
+
 static int asha_next(searcher *base, int64_t n_created, int64_t n_active, search_new *out)
 {
     asha_searcher *s = (asha_searcher *)base;
@@ -242,7 +296,7 @@ static int asha_next(searcher *base, int64_t n_created, int64_t n_active, search
     if (s->max_trials > 0 && n_created >= s->max_trials)
         return (!s->stop_mode && n_active > 0) ? SEARCH_WAIT : SEARCH_DONE;
     uint64_t rng = search_rng_derive(s->seed, (uint64_t)n_created);
-    out->hparams = search_space_sample(s->sp, &rng);
+    out->hparams = asha_sample(s, &rng);
     if (!out->hparams) return SEARCH_WAIT;
     int b = (int)(n_created % s->nbrackets);
     out->budget = s->stop_mode ? s->max_epochs : s->br[b].budget[0];
@@ -355,8 +409,16 @@ static json_t *asha_describe(searcher *base)
         }
         json_array_append_new(brs, json_pack("{s:i, s:o}", "bracket", b, "rungs", rungs));
     }
-    return json_pack("{s:s, s:s, s:I, s:o}", "algorithm", "asha", "mode", s->stop_mode ? "stop" : "promote",
-                     "reduction_factor", (json_int_t)s->eta, "brackets", brs);
+    json_t *d = json_pack("{s:s, s:s, s:I, s:o, s:s}", "algorithm", "asha", "mode",
+                          s->stop_mode ? "stop" : "promote", "reduction_factor", (json_int_t)s->eta,
+                          "brackets", brs, "sampler", s->sampler_tpe ? "tpe" : "random");
+    if (d && s->sampler_tpe) {
+        /* Whether new trials come from the model yet, and from how many results. */
+        int64_t n = asha_n_results(s);
+        json_object_set_new(d, "model", json_boolean(n >= s->n_startup));
+        json_object_set_new(d, "observations", json_integer(n));
+    }
+    return d;
 }
 
 const searcher_ops search_asha_ops = {

@@ -218,7 +218,7 @@ static double parzen_sample(const parzen *pz, uint64_t *rng)
 
 /* Choose a unit value for parameter pi from good (l) and bad (g) unit
  * values. Categorical values are indices k -> (k+0.5)/K. */
-static int tpe_choose(const tpe_searcher *s, const space_param *p, const double *good, size_t ng,
+static int tpe_choose(const search_tpe_opts *s, const space_param *p, const double *good, size_t ng,
                       const double *bad, size_t nb, uint64_t *rng, double *out)
 {
     int64_t nc = s->n_candidates;
@@ -263,27 +263,24 @@ end:
 
 static int cmp_obs_value_desc(const void *a, const void *b)
 {
-    const tpe_obs *x = *(const tpe_obs *const *)a, *y = *(const tpe_obs *const *)b;
-    double vx = obs_value(x), vy = obs_value(y);
-    if (vx != vy) return vx > vy ? -1 : 1;
+    const search_tpe_obs *x = a, *y = b;
+    if (x->level != y->level) return x->level > y->level ? -1 : 1;
+    if (x->value != y->value) return x->value > y->value ? -1 : 1;
     return x->index < y->index ? -1 : x->index > y->index;   /* ties: older first */
 }
 
-static json_t *tpe_suggest(tpe_searcher *s, uint64_t *rng)
+json_t *search_tpe_propose(const search_space *sp, const search_tpe_opts *o, search_tpe_obs *obs, size_t N,
+                           const json_t *const *liars, size_t nl, uint64_t *rng)
 {
-    const search_space *sp = s->sp;
-    size_t N = 0;
-    tpe_obs **obs = malloc((s->n ? s->n : 1) * sizeof *obs);
-    double *good = malloc((s->n ? s->n : 1) * sizeof *good);
-    double *bad = malloc((s->n ? s->n : 1) * sizeof *bad);   /* observations + running */
+    size_t cap = N + nl ? N + nl : 1;
+    double *good = malloc(cap * sizeof *good);
+    double *bad = malloc(cap * sizeof *bad);   /* observations + liars */
     json_t *hp = json_object();
-    if (!obs || !good || !bad || !hp) goto fail;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->t[i].state == 1 && isfinite(obs_value(&s->t[i]))) obs[N++] = &s->t[i];
-    /* A total order (value, then index): the result is the same whatever
+    if (!good || !bad || !hp) goto fail;
+    /* A total order (level, value, then index): the result is the same whatever
      * order the observations arrived in. */
     qsort(obs, N, sizeof *obs, cmp_obs_value_desc);
-    size_t n_good = (size_t)ceil(s->gamma * (double)N);
+    size_t n_good = (size_t)ceil(o->gamma * (double)N);
     if (n_good > TPE_MAX_GOOD) n_good = TPE_MAX_GOOD;
     if (n_good < 1) n_good = 1;
 
@@ -296,32 +293,52 @@ static json_t *tpe_suggest(tpe_searcher *s, uint64_t *rng)
         } else {
             size_t ng = 0, nb = 0;
             for (size_t j = 0; j < N; j++) {
-                const json_t *x = json_object_get(obs[j]->hparams, p->name);
+                const json_t *x = json_object_get(obs[j].hparams, p->name);
                 if (!x) continue;
                 double u = search_space_to_unit(p, x);
                 if (j < n_good) good[ng++] = u; else bad[nb++] = u;
             }
-            /* Constant liar: trials still running count as bad, so
-             * parallel workers are steered away from points already being
-             * evaluated instead of piling onto the same mode. */
-            if (s->constant_liar)
-                for (size_t j = 0; j < s->n; j++) {
-                    if (s->t[j].state != 0) continue;
-                    const json_t *x = json_object_get(s->t[j].hparams, p->name);
-                    if (x) bad[nb++] = search_space_to_unit(p, x);
-                }
+            for (size_t j = 0; j < nl; j++) {
+                const json_t *x = json_object_get(liars[j], p->name);
+                if (x) bad[nb++] = search_space_to_unit(p, x);
+            }
             double u = 0.5;
-            if (tpe_choose(s, p, good, ng, bad, nb, rng, &u)) goto fail;
+            if (tpe_choose(o, p, good, ng, bad, nb, rng, &u)) goto fail;
             v = search_space_from_unit(p, u);
         }
         if (!v || json_object_set_new(hp, p->name, v)) goto fail;
     }
-    free(obs); free(good); free(bad);
+    free(good); free(bad);
     return hp;
 fail:
-    free(obs); free(good); free(bad);
+    free(good); free(bad);
     json_decref(hp);
     return NULL;
+}
+
+static json_t *tpe_suggest(tpe_searcher *s, uint64_t *rng)
+{
+    size_t N = 0, nl = 0;
+    search_tpe_obs *obs = malloc((s->n ? s->n : 1) * sizeof *obs);
+    const json_t **liars = malloc((s->n ? s->n : 1) * sizeof *liars);
+    json_t *hp = NULL;
+    if (obs && liars) {
+        for (size_t i = 0; i < s->n; i++) {
+            const tpe_obs *t = &s->t[i];
+            if (t->state == 1 && isfinite(obs_value(t)))
+                obs[N++] = (search_tpe_obs){t->hparams, 0, obs_value(t), t->index};
+            /* Constant liar: trials still running count as bad, so
+             * parallel workers are steered away from points already being
+             * evaluated instead of piling onto the same mode. */
+            else if (t->state == 0 && s->constant_liar)
+                liars[nl++] = t->hparams;
+        }
+        search_tpe_opts o = {s->gamma, s->n_candidates, s->prior_weight};
+        hp = search_tpe_propose(s->sp, &o, obs, N, liars, nl, rng);
+    }
+    free(obs);
+    free(liars);
+    return hp;
 }
 
 static size_t tpe_n_observed(const tpe_searcher *s)

@@ -9,6 +9,8 @@ per searcher with the same total budget of epochs:
   asha        : r=--min-epochs (1), R=max_epochs, eta=--eta (3), as many
                 trials as it asks for,
                 canceled once it has trained `budget` epochs
+  asha-tpe    : the same with "sampler": "tpe" (new trials drawn by TPE
+                from the rung results, as BOHB does)
 and reads every trial's val_acc history (GET /api/v1/trials/{id}/metrics).
 Epochs are counted across all trials in the order reports arrived (a
 resumed ASHA trial counts only the epochs it adds). For each run it prints
@@ -18,7 +20,7 @@ random/asha (the issue's target: asha <= 1/3 of random).
 
 Usage: fmnist.py [--seeds 1,2,3] [--budget 54] [--max-epochs 9]
                  [--min-epochs 1] [--eta 3] [--asha-mode promote|stop]
-                 [--slots 2] [--searchers random,asha,tpe] [--target 0.88]
+                 [--slots 2] [--searchers random,asha,asha-tpe,tpe] [--target 0.88]
 Needs $HF_BIN (default ./bin) with hyperfarm-scheduler, hyperfarm-agent,
 hyperfarm-train. Exit 2 when they are missing (bench/run: "not run").
 """
@@ -74,9 +76,11 @@ def wait_health(api, secs=15):
 
 
 def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, eta=3, mode="promote"):
-    if searcher == "asha":
+    if searcher in ("asha", "asha-tpe"):
         sc = {"name": "asha", "max_trials": 1000, "max_epochs": max_epochs, "min_epochs": min_epochs,
               "reduction_factor": eta, "mode": mode}
+        if searcher == "asha-tpe":
+            sc["sampler"] = "tpe"   # new trials from TPE over the rung results (BOHB-style)
     elif searcher == "tpe":
         sc = {"name": "tpe", "max_trials": budget // max_epochs, "max_epochs": max_epochs,
               "n_startup_trials": 3}
@@ -194,14 +198,14 @@ def main():
                                       stdout=al, stderr=subprocess.STDOUT, env=env))
         print("fmnist: budget %d epochs per run, max_epochs %d, ASHA %s r=%d eta=%d, %d slots, target val_acc %.2f"
               % (args.budget, args.max_epochs, args.asha_mode, args.min_epochs, args.eta, args.slots, args.target))
-        print("%-7s %5s %7s %7s %14s %9s %8s" % ("search", "seed", "trials", "epochs", "epochs->%.2f" % args.target,
+        print("%-8s %5s %7s %7s %14s %9s %8s" % ("search", "seed", "trials", "epochs", "epochs->%.2f" % args.target,
                                                    "best", "wall_s"))
         res = []
         for seed in [int(s) for s in args.seeds.split(",")]:
             for sr in args.searchers.split(","):
                 r = run_one(api, sr, seed, args)
                 res.append(r)
-                print("%-7s %5d %7d %7.0f %14s %9.4f %8.1f" % (sr, seed, r["trials"], r["epochs"],
+                print("%-8s %5d %7d %7.0f %14s %9.4f %8.1f" % (sr, seed, r["trials"], r["epochs"],
                       "%.0f" % r["to_target"] if r["to_target"] is not None else "not reached",
                       r["best"], r["wall_s"]), flush=True)
         print()
@@ -212,19 +216,21 @@ def main():
             # Not reaching the target within the budget is +inf: the median
             # is then only known to exceed the budget.
             med[sr] = statistics.median([r["to_target"] if r["to_target"] is not None else inf for r in rs])
-            print("%-7s median epochs to %.2f: %8s   median best val_acc: %.4f   reached in %d/%d seeds"
+            print("%-8s median epochs to %.2f: %8s   median best val_acc: %.4f   reached in %d/%d seeds"
                   % (sr, args.target, "%.1f" % med[sr] if med[sr] < inf else "> %d" % args.budget,
                      statistics.median([r["best"] for r in rs]),
                      sum(r["to_target"] is not None for r in rs), len(rs)))
-        if "random" in med and "asha" in med and 0 < med["asha"] < inf:
+        for a in ("asha", "asha-tpe"):
+            if "random" not in med or a not in med or not 0 < med[a] < inf:
+                continue
             if med["random"] < inf:
-                ratio = med["random"] / med["asha"]
-                print("ratio random/asha epochs to %.2f: %.2fx (target >= 3x: %s)"
-                      % (args.target, ratio, "met" if ratio >= 3 else "MISSED"))
+                ratio = med["random"] / med[a]
+                print("ratio random/%s epochs to %.2f: %.2fx (target >= 3x: %s)"
+                      % (a, args.target, ratio, "met" if ratio >= 3 else "MISSED"))
             else:
-                ratio = args.budget / med["asha"]
-                print("ratio random/asha epochs to %.2f: > %.2fx (random did not reach it within %d epochs; "
-                      "target >= 3x: %s)" % (args.target, ratio, args.budget, "met" if ratio >= 3 else "not shown"))
+                ratio = args.budget / med[a]
+                print("ratio random/%s epochs to %.2f: > %.2fx (random did not reach it within %d epochs; "
+                      "target >= 3x: %s)" % (a, args.target, ratio, args.budget, "met" if ratio >= 3 else "not shown"))
         return 0
     finally:
         for p in reversed(procs):
