@@ -50,7 +50,8 @@ async function shot(name) {
 
 const asha = {
   name: 'web-asha', objective: { metric: 'val_acc', goal: 'maximize' },
-  searcher: { name: 'asha', max_trials: 9, max_concurrent_trials: 2, max_epochs: 9, reduction_factor: 3 },
+  searcher: { name: 'asha', max_trials: 9, max_concurrent_trials: 2, max_epochs: 9, reduction_factor: 3,
+    sampler: 'tpe', n_startup_trials: 3 },
   // "arch" is ignored by fake_trial; its long value exercises the truncated
   // category labels of the parallel coordinates.
   hyperparameters: { x: { type: 'uniform', min: -1, max: 1 }, lr: { type: 'log', min: 0.01, max: 1 },
@@ -240,6 +241,7 @@ test('the ASHA experiment shows rungs, parallel coordinates and brushing', async
   const rungs = await page.$$eval('#rungs-table tbody tr', (r) => r.length);
   assert.ok(rungs >= 2, 'at least two rungs');
   assert.ok(await page.$('#rungs-table .chip.promoted'), 'a promoted trial is marked');
+  assert.match(await page.textContent('#rungs-panel .hint'), /new trials from TPE over \d+ rung results/);
   await until('parallel lines', async () => +(await page.getAttribute('#parallel-chart', 'data-lines')) >= 9);
   assert.equal((await page.$$('#scatter-grid .chart-box')).length, 3, 'one scatter per hyperparameter');
   await shot('experiment');

@@ -637,7 +637,9 @@
             h('td', { style: { whiteSpace: 'normal' } }, chips(b, budgets[k + 1]))));
         });
       }
-      const hint = st ? `${st.mode || ''} mode, reduction factor ${st.reduction_factor != null ? st.reduction_factor : '?'}` :
+      const sampler = st && st.sampler === 'tpe' ?
+        (st.model ? `, new trials from TPE over ${st.observations} rung results` : `, TPE sampler (priors until enough rung results: ${st.observations || 0})`) : '';
+      const hint = st ? `${st.mode || ''} mode, reduction factor ${st.reduction_factor != null ? st.reduction_factor : '?'}${sampler}` :
         'derived from the trials\' budgets (the scheduler reports no searcher_state)';
       rungsPanel.replaceChildren(
         h('div.panel-head', h('h2', 'ASHA rungs'), h('span.hint', hint)),
