@@ -1327,12 +1327,15 @@ stop:
         printf("LOADGEN {\"agents\":%d,\"slots\":%d,\"trials\":%d,\"trials_done\":%ld,\"seconds\":%.1f,"
                "\"reports\":%ld,\"points\":%ld,\"reports_per_s\":%.0f,\"best5_reports_per_s\":%ld,"
                "\"hb_p50_ms\":%.2f,\"hb_p99_ms\":%.2f,\"api_p50_ms\":%.2f,\"api_p99_ms\":%.2f,"
-               "\"dispatch_p50_ms\":%.2f,\"dispatch_p99_ms\":%.2f,\"rss_peak_kb\":%ld,\"rss_hwm_kb\":%ld,"
+               "\"dispatch_p50_ms\":%.2f,\"dispatch_p99_ms\":%.2f,\"dispatch_refill_p99_ms\":%.2f,"
+               "\"dispatch_cold_n\":%zu,\"dispatch_cold_p50_ms\":%.2f,\"dispatch_cold_p99_ms\":%.2f,"
+               "\"rss_peak_kb\":%ld,\"rss_hwm_kb\":%ld,"
                "\"db_bytes\":%lld,\"mib_per_million_points\":%.2f,\"db_metric_rows\":%lld,"
                "\"hb_failed\":%ld,\"sched_completed\":%ld,\"sched_failed\":%ld}\n",
                opt.agents, opt.slots, opt.trials, done, elapsed, reports, points, rps, best5,
                lat_pct(&hb, 50), lat_pct(&hb, 99), lat_pct(&probe_all, 50), lat_pct(&probe_all, 99),
-               lat_pct(&disp, 50), lat_pct(&disp, 99), rss_peak, hwm, dbsz + walsz, per_m, rows,
+               lat_pct(&disp, 50), lat_pct(&disp, 99), lat_pct(&disp_refill, 99), disp_idle.n,
+               lat_pct(&disp_idle, 50), lat_pct(&disp_idle, 99), rss_peak, hwm, dbsz + walsz, per_m, rows,
                atomic_load(&hb_failed), sc_c, sc_f);
         rc = done >= opt.trials && sc_f == 0 ? 0 : 3;
         if (rows >= 0 && rows < points) rc = 4;
