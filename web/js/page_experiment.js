@@ -163,8 +163,8 @@
         // (uPlot would widen a zero-width time range to days).
         const end = Math.max(xs[xs.length - 1], (S.exp && S.exp.ended_at ? S.exp.ended_at : now) / 1000);
         if (end > xs[xs.length - 1]) { xs.push(end); ys.push(null); bs.push(best); }
-        if (xs[xs.length - 1] - xs[0] < 60) {
-          const pad = (60 - (xs[xs.length - 1] - xs[0])) / 2;
+        if (xs[xs.length - 1] - xs[0] < 10) {
+          const pad = (10 - (xs[xs.length - 1] - xs[0])) / 2;
           xs.unshift(xs[0] - pad); ys.unshift(null); bs.unshift(null);
           xs.push(xs[xs.length - 1] + pad); ys.push(null); bs.push(null);
         }
