@@ -89,7 +89,7 @@ typedef struct asha_searcher {
     int64_t              min_epochs, max_epochs, eta;
     int                  stop_mode;
     int                  sampler_tpe;      /* "sampler": "tpe" */
-    int64_t              n_startup;        /* results a budget needs before TPE models it */
+    int64_t              n_startup;        /* trials with a rung result before TPE proposes */
     int                  nbrackets;
     asha_bracket         br[ASHA_MAX_BRACKETS];
     asha_trial          *t;
