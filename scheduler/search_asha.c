@@ -265,10 +265,8 @@ static json_t *asha_sample(asha_searcher *s, uint64_t *rng)
         obs[n++] = (search_tpe_obs){t->hparams, s->br[t->bracket].budget[t->nres - 1], t->res[t->nres - 1],
                                     t->index};
     }
-    /* Optuna's TPESampler defaults; no constant liar: a running trial
-     * here is often a promoted, good one. */
-    const search_tpe_opts o = {0.25, 24, 1.0};
-    json_t *hp = search_tpe_propose(s->sp, &o, obs, n, NULL, 0, rng);
+    /* No constant liar: a running trial here is often a promoted, good one. */
+    json_t *hp = search_tpe_propose(s->sp, &search_tpe_defaults, obs, n, NULL, 0, rng);
     free(obs);
     return hp;
 }

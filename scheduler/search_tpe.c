@@ -59,9 +59,7 @@ typedef struct tpe_searcher {
     uint64_t             seed;
     int64_t              max_trials;
     int64_t              n_startup;
-    double               gamma;
-    int64_t              n_candidates;
-    double               prior_weight;
+    search_tpe_opts      opt;              /* gamma, n_ei_candidates, prior_weight */
     int                  constant_liar;
     tpe_obs             *t;
     size_t               n, cap;
@@ -97,9 +95,9 @@ static searcher *tpe_create(const json_t *cfg, const search_space *sp, int goal_
     s->seed = seed;
     s->max_trials = search_cfg_int(cfg, "max_trials", 0);
     s->n_startup = search_cfg_int(cfg, "n_startup_trials", 10);
-    s->gamma = search_cfg_num(cfg, "gamma", 0.25);
-    s->n_candidates = search_cfg_int(cfg, "n_ei_candidates", 24);
-    s->prior_weight = search_cfg_num(cfg, "prior_weight", 1.0);
+    s->opt.gamma = search_cfg_num(cfg, "gamma", search_tpe_defaults.gamma);
+    s->opt.n_candidates = search_cfg_int(cfg, "n_ei_candidates", search_tpe_defaults.n_candidates);
+    s->opt.prior_weight = search_cfg_num(cfg, "prior_weight", search_tpe_defaults.prior_weight);
     const json_t *cl = json_object_get(cfg, "constant_liar");
     s->constant_liar = cl ? json_is_true(cl) : 1;
     return &s->base;
@@ -218,15 +216,15 @@ static double parzen_sample(const parzen *pz, uint64_t *rng)
 
 /* Choose a unit value for parameter pi from good (l) and bad (g) unit
  * values. Categorical values are indices k -> (k+0.5)/K. */
-static int tpe_choose(const search_tpe_opts *s, const space_param *p, const double *good, size_t ng,
+static int tpe_choose(const search_tpe_opts *o, const space_param *p, const double *good, size_t ng,
                       const double *bad, size_t nb, uint64_t *rng, double *out)
 {
-    int64_t nc = s->n_candidates;
+    int64_t nc = o->n_candidates;
     if (p->kind == SPACE_CATEGORICAL) {
         size_t K = json_array_size(p->values);
         double *lw = calloc(K, sizeof *lw), *gw = calloc(K, sizeof *gw);
         if (!lw || !gw) { free(lw); free(gw); return HF_ENOMEM; }
-        for (size_t k = 0; k < K; k++) lw[k] = gw[k] = s->prior_weight / (double)K;
+        for (size_t k = 0; k < K; k++) lw[k] = gw[k] = o->prior_weight / (double)K;
         for (size_t i = 0; i < ng; i++) { size_t k = (size_t)(good[i] * (double)K); lw[k < K ? k : K - 1] += 1; }
         for (size_t i = 0; i < nb; i++) { size_t k = (size_t)(bad[i] * (double)K); gw[k < K ? k : K - 1] += 1; }
         double lt = 0, gt = 0;
@@ -245,8 +243,8 @@ static int tpe_choose(const search_tpe_opts *s, const space_param *p, const doub
         return 0;
     }
     parzen l = {0}, g = {0};
-    int rc = parzen_build(&l, good, ng, s->prior_weight);
-    if (!rc) rc = parzen_build(&g, bad, nb, s->prior_weight);
+    int rc = parzen_build(&l, good, ng, o->prior_weight);
+    if (!rc) rc = parzen_build(&g, bad, nb, o->prior_weight);
     if (rc) goto end;
     double best = -INFINITY, bx = 0.5;
     for (int64_t c = 0; c < nc; c++) {
@@ -260,6 +258,9 @@ end:
     parzen_free(&g);
     return rc;
 }
+
+/* Optuna's TPESampler defaults. */
+const search_tpe_opts search_tpe_defaults = {.gamma = 0.25, .n_candidates = 24, .prior_weight = 1.0};
 
 static int cmp_obs_value_desc(const void *a, const void *b)
 {
@@ -333,8 +334,7 @@ static json_t *tpe_suggest(tpe_searcher *s, uint64_t *rng)
             else if (t->state == 0 && s->constant_liar)
                 liars[nl++] = t->hparams;
         }
-        search_tpe_opts o = {s->gamma, s->n_candidates, s->prior_weight};
-        hp = search_tpe_propose(s->sp, &o, obs, N, liars, nl, rng);
+        hp = search_tpe_propose(s->sp, &s->opt, obs, N, liars, nl, rng);
     }
     free(obs);
     free(liars);
