@@ -26,7 +26,7 @@
     const S = {
       exp: null, trials: new Map(), curves: new Map(), metric: null, log: false,
       selection: null, sort: { key: 'id', dir: 1 }, filter: '', stateFilter: '',
-      hover: null, closed: false, dims: [], parIds: [], parSig: '',
+      hover: null, closed: false, dims: [], parIds: [], parSig: '', parDataSig: '',
     };
     const offs = [];
     const charts = [];
@@ -485,6 +485,11 @@
       const series = [{ type: 'parallel', data, smooth: false, lineStyle: { width: 1.3, opacity: 0.75 },
         inactiveOpacity: 0.04, activeOpacity: 1, progressive: 0, animation: false,
         emphasis: { lineStyle: { width: 3, opacity: 1 } } }];
+      // The same lines again (a throttled call whose trials did not change)
+      // are not re-set: re-rendering the axes can interrupt a brush drag.
+      const dataSig = JSON.stringify([data, lo, hi]);
+      if (sig === S.parSig && dataSig === S.parDataSig) { readSelection(); return; }
+      S.parDataSig = dataSig;
       if (sig !== S.parSig) {
         S.parSig = sig;
         par.c.setOption({
