@@ -50,6 +50,19 @@ static const char *const stmt_sql[ST__COUNT] = {
                         "VALUES(?,?,?,?,?,?,?)",
     [ST_ALLOC_UPDATE] = "UPDATE allocations SET started=?,exited=?,exit_code=? WHERE trial_id=? AND attempt=? AND rank=?",
     [ST_ALLOC_RELEASE] = "UPDATE allocations SET released_at=? WHERE trial_id=? AND attempt=? AND released_at IS NULL",
+    [ST_LOAD_EXPERIMENTS] = "SELECT id,state,config,max_trials,searcher_done,created_at,ended_at "
+                            "FROM experiments ORDER BY id",
+    [ST_LOAD_AGENTS] = "SELECT id,name,host,slots,gpus,version,state,registered_at,last_heartbeat,"
+                       "hb_instance,hb_batch FROM agents ORDER BY id",
+    [ST_LOAD_TRIALS] = "SELECT id,experiment_id,idx,state,hparams,budget,parent_trial,attempt,restarts,"
+                       "agent_id,port,exit_code,objective,latest,best,kill_state,kill_reason,fail_agent,"
+                       "fail_streak,created_at,started_at,ended_at FROM trials ORDER BY id",
+    /* Live allocations of current attempts rebuild agent capacity. */
+    [ST_LOAD_ALLOCATIONS] = "SELECT trial_id,attempt,rank,agent_id,slots,gpus,started,exited,exit_code "
+                            "FROM allocations WHERE released_at IS NULL ORDER BY trial_id,rank",
+    /* An experiment's objective reports, replayed through its searcher. */
+    [ST_LOAD_REPORTS] = "SELECT m.trial_id,m.step,m.epoch,m.value FROM metrics m JOIN trials t "
+                        "ON t.id=m.trial_id WHERE t.experiment_id=? AND m.name=? ORDER BY m.seq",
 };
 
 struct store {

@@ -31,7 +31,8 @@ typedef struct store_migration {
 /* Generated from schema/NNNN_name.sql by schema/embed.sh; ends with {0, NULL, NULL}. */
 extern const store_migration store_migrations[];
 
-/* Prepared statements, one per query the core runs often. */
+/* Prepared statements, one per query the core runs; the core's row
+ * mapping (binds and column reads) is scheduler/sched_rows.c. */
 enum store_stmt_id {
     ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
     ST_EXP_INSERT, ST_EXP_UPDATE,
@@ -39,6 +40,8 @@ enum store_stmt_id {
     ST_METRIC_INSERT, ST_LOG_INSERT, ST_CKPT_INSERT, ST_EVENT_INSERT,
     ST_AGENT_INSERT, ST_AGENT_UPDATE, ST_AGENT_HB, ST_AGENT_BATCH,
     ST_ALLOC_INSERT, ST_ALLOC_UPDATE, ST_ALLOC_RELEASE,
+    /* Loading the core at start (scheduler/sched_load.c): */
+    ST_LOAD_EXPERIMENTS, ST_LOAD_AGENTS, ST_LOAD_TRIALS, ST_LOAD_ALLOCATIONS, ST_LOAD_REPORTS,
     ST__COUNT
 };
 

@@ -1,0 +1,380 @@
+/*
+ * sched_int.h — the scheduler core's internal header: the in-memory model
+ * (experiments, trials, ranks, agents, struct sched) and the functions the
+ * core's files call in each other. Only scheduler/sched_*.c and
+ * scheduler/dispatch.c include it; everything else uses sched.h.
+ *
+ * The core is split by record and by activity (docs/scheduler.md, "Modules"):
+ *
+ *   sched_model.c    the model: lookups by id, the live and per-agent
+ *                    indexes, building and freeing records, sched_new/free
+ *   sched_txn.c      transactions, group commit of heartbeats, events and
+ *                    doorbells published after the commit
+ *   sched_rows.c     the row mapping: every bind and column read between
+ *                    the model and store.c's prepared statements
+ *   sched_load.c     load from the store at start and after a failed
+ *                    transaction, and the searchers' replay
+ *   sched_state.c    the trial/experiment state machine: state changes,
+ *                    kills, rank exits, restarts, objective reports
+ *   sched_views.c    JSON views and the read-only public calls
+ *   sched_actions.c  submit, pause/resume/cancel, extend, kill
+ *   sched_proto.c    the agent protocol: validation of registration and
+ *                    heartbeat bodies, the items' trial/rank, assignments
+ *   sched_agents.c   registration, the heartbeat's steps, the doorbell
+ *                    query, the cron tick
+ *   dispatch.c       the dispatch pass: which experiment, which trial,
+ *                    the searcher's next trial, gang placement, backfill
+ *
+ * Invariants (all under s->lock):
+ *   - s->exps, s->trials and s->agents are ordered by id (ids only grow:
+ *     new records are appended), so lookups are binary searches.
+ *   - a trial is in s->live (at t->live_idx) and in the `on` list of each
+ *     agent holding one of its ranks exactly while t->ranks != NULL.
+ *   - x->counts[st] is the number of x's trials in state st; every state
+ *     change goes through trial_set_state (sched_state.c).
+ *   - every change of a record is written to its row in the current
+ *     transaction (sched_rows.c) before the transaction ends; s->txn_rc
+ *     holds the first failure and later statements are skipped.
+ */
+#ifndef HF_SCHED_INT_H
+#define HF_SCHED_INT_H
+
+#include "scheduler/experiment.h"
+#include "scheduler/placement.h"
+#include "scheduler/sched.h"
+#include "scheduler/search.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Trial states: indexes of sched_trial_state_names. */
+enum { T_QUEUED, T_ASSIGNED, T_RUNNING, T_COMPLETED, T_FAILED, T_STOPPED, T_CANCELED, T_PAUSED, T__N };
+/* Experiment states: indexes of exp_state_names. */
+enum { E_ACTIVE, E_PAUSED, E_COMPLETED, E_CANCELED, E__N };
+extern const char *const exp_state_names[E__N];
+
+/* Rank state in allocations.started. */
+enum { R_NEW = 0, R_SENT = 1, R_STARTED = 2 };
+
+#define TRIAL_SIG_N  24       /* words of a trial view's signature (sched_views.c) */
+
+typedef struct trial_rank {
+    int64_t    agent_id;
+    int        rank, local_rank;
+    int        slots;
+    int        ngpu;
+    int        gpu[PLACE_MAX_GPUS];
+    int        st;            /* R_NEW | R_SENT | R_STARTED */
+    int        exited;
+    int        exit_code;
+    int64_t    sent_mono;     /* when the assignment went out */
+    int64_t    sent_batch;    /* heartbeat batch whose reply carried it (0 = none) */
+    int64_t    kill_sent_mono;
+} trial_rank;
+
+typedef struct experiment experiment;
+
+typedef struct trial {
+    int64_t     id, idx;
+    experiment *exp;
+    int         state;
+    json_t     *hparams;      /* owned, immutable */
+    int64_t     budget, parent, attempt, restarts;
+    int64_t     agent_id;     /* rank 0's agent, 0 = none */
+    int         port;
+    int         has_exit, exit_code;
+    int         has_obj;
+    double      obj;          /* best raw objective */
+    json_t     *latest, *best;  /* owned objects, mutated under the lock */
+    int         dirty_metrics;  /* latest/best changed in this transaction */
+    int         kill_state;   /* -1 = no kill pending */
+    char        kill_reason[32];
+    int64_t     fail_agent;
+    int64_t     fail_streak;
+    int64_t     created_at, started_at, ended_at;
+    int64_t     ready_mono;   /* became QUEUED (dispatch latency) */
+    int64_t     nreports;     /* objective reports seen (x axis fallback) */
+    int64_t     mver;         /* bumped whenever latest/best change */
+    char       *view;         /* cached trial_view() as compact JSON, NULL = none */
+    size_t      view_len;
+    int64_t     view_sig[TRIAL_SIG_N];  /* signature of the trial when view was built */
+    int64_t     log_lines, logs_dropped;
+    int         nranks;
+    trial_rank *ranks;        /* current attempt's workers, NULL when not placed */
+    size_t      live_idx;     /* position in sched.live while placed */
+} trial;
+
+struct experiment {
+    int64_t       id;
+    char         *name;
+    int           state;
+    json_t       *config;     /* owned */
+    exp_spec      spec;       /* borrows from config */
+    searcher     *srch;
+    search_median *med;
+    int64_t       max_trials;
+    int           searcher_done;
+    int64_t       created_at, ended_at;
+    int64_t       counts[T__N];
+    int64_t       slots_in_use;
+    int64_t       best_trial;
+    double        best_norm;  /* higher is better */
+    double        best_raw;
+    trial       **trials;     /* creation order */
+    size_t        ntrials, cap;
+    int64_t       pass;       /* dispatch pass in which it was found blocked */
+    int           waits_report;  /* searcher had nothing to run: a result may change that */
+};
+
+typedef struct agent {
+    int64_t     id;
+    char       *name, *host, *version;
+    json_t     *gpus;         /* owned */
+    int         alive;
+    int64_t     last_hb_mono, last_hb_wall, registered_at;
+    char        hb_instance[65];   /* agent process run of the last committed batch */
+    int64_t     hb_batch;          /* its number */
+    int         stale_slots;       /* slots held by processes of attempts it must kill (in pa.slots_used) */
+    trial     **on;  size_t non, con;  /* placed trials with a rank here (subset of sched.live) */
+    place_agent pa;
+} agent;
+
+/* Group commit bounds: at most GRP_MAX heartbeats or GRP_MS of work share
+ * one COMMIT; a deferred heartbeat commits itself after GRP_WAIT_MS. */
+#define GRP_MAX     64
+#define GRP_MS      10
+#define GRP_WAIT_MS 20
+#define GRP_RING    1024
+
+struct sched {
+    pthread_mutex_t lock;
+    sched_config    cfg;
+    store          *st;
+    events_hub     *ev;
+    experiment    **exps;  size_t nexps, cexps;
+    trial         **trials; size_t ntrials, ctrials;
+    trial         **live;   size_t nlive, clive;    /* placed trials (ranks != NULL) */
+    agent         **agents; size_t nagents, cagents;
+    int             txn_rc;
+    json_t         *pending;  /* [[type, data]...] published after commit */
+    int64_t         pass;
+    int64_t         next_port;
+    /* Doorbell: agents that got an assignment or a kill in the current
+     * transaction, rung after it commits (sched_set_doorbell). */
+    void          (*bell)(void *ctx, int64_t agent_id);
+    void           *bell_ctx;
+    int64_t        *rings;  size_t nrings, crings;
+    /* Incremental work: the dispatch pass runs only after something that
+     * can change its outcome (dispatch_dirty), at least every second from
+     * the tick; trials whose latest/best changed in this transaction. */
+    int             dispatch_dirty;
+    int64_t         last_pass_mono;
+    int64_t         pass_free;      /* free slots of alive agents in this pass, -1 = recount */
+    trial         **dirty;  size_t ndirty, cdirty;
+    int64_t         hb_fast_eff, hb_idle_eff;   /* intervals scaled to the number of agents */
+    /* Group commit of heartbeats (see txn_end_grouped): a heartbeat that
+     * finds others queued for the lock leaves its transaction open for them
+     * and waits for the commit that ends its generation before it answers. */
+    atomic_int      hb_queue;       /* heartbeats waiting for the core lock */
+    int             grp_open;       /* the open transaction holds deferred heartbeats */
+    int             grp_n;          /* how many */
+    int64_t         grp_t0;         /* mono ms of the first */
+    uint64_t        gen;            /* transactions ended so far; the open one is number gen */
+    int             gen_rc[GRP_RING];   /* outcome of transaction g at g % GRP_RING */
+    pthread_cond_t  grp_cv;         /* broadcast when a transaction ends */
+};
+
+/* ---------- small predicates ---------- */
+
+static inline int trial_state_terminal(int st)
+{
+    return st == T_COMPLETED || st == T_FAILED || st == T_STOPPED || st == T_CANCELED;
+}
+static inline int trial_state_active(int st) { return st == T_QUEUED || st == T_ASSIGNED || st == T_RUNNING; }
+static inline int64_t exp_active_count(const experiment *x)
+{
+    return x->counts[T_QUEUED] + x->counts[T_ASSIGNED] + x->counts[T_RUNNING];
+}
+/* An objective value oriented so that higher is better. */
+static inline double exp_norm(const experiment *x, double v) { return x->spec.goal_max ? v : -v; }
+
+/* ---------- sched_model.c ---------- */
+
+/* Grow *arr (elements of elem bytes) to hold need. RET 0 or HF_ENOMEM. */
+int sched_grow(void **arr, size_t *cap, size_t need, size_t elem);
+trial *trial_find(sched *s, int64_t id);
+experiment *exp_find(sched *s, int64_t id);
+agent *agent_find(sched *s, int64_t id);
+agent *agent_by_name(sched *s, const char *name);
+/* s->live: placed trials. live_snapshot: a malloc'ed copy (*n entries, NULL
+ * on ENOMEM) for loops whose body may end trials. */
+void live_add(sched *s, trial *t);
+void live_del(sched *s, trial *t);
+trial **live_snapshot(sched *s, size_t *n);
+/* The per-agent index of placed trials (agent.on), from t->ranks. */
+void agent_link(sched *s, trial *t);
+void agent_unlink(sched *s, trial *t);
+/* A fresh trial of x with room reserved in s->trials and x->trials (not
+ * listed yet: trial_index does that once it has its id). NULL on ENOMEM. */
+trial *trial_alloc(sched *s, experiment *x);
+void trial_index(sched *s, experiment *x, trial *t);
+void trial_free(trial *t);
+/* An experiment's runtime (spec, searcher, median rule) from its config
+ * (stolen). NULL with e set (invalid config) or e empty (ENOMEM). */
+experiment *exp_build(json_t *config, hf_jerr *e);
+void exp_free(experiment *x);
+void agent_set_gpus(agent *a, json_t *gpus /* stolen; NULL = none */);
+/* Free every record (the arrays stay allocated for a reload). */
+void sched_unload(sched *s);
+
+/* ---------- sched_txn.c ---------- */
+
+/* Start a transaction (committing an open heartbeat group first). */
+void txn_begin(sched *s);
+/* A heartbeat's transaction: continue the open group, else begin one. */
+void txn_join(sched *s);
+/* Commit, or roll back and rebuild memory from the store. RET 0 or HF_E*. */
+int txn_end(sched *s);
+/* End a heartbeat's transaction, possibly sharing a later COMMIT with the
+ * heartbeats queued behind it; memory may be reloaded meanwhile, so the
+ * caller holds no record pointer across it. RET 0 or HF_E*. */
+int txn_end_grouped(sched *s);
+/* Drop a transaction that a validation error ended (nothing to publish). */
+void txn_abort(sched *s);
+/* Queue an SSE event (data stolen) published after the commit. */
+void txn_emit(sched *s, const char *type, json_t *data);
+/* Ring agent_id's doorbell after the commit / not (its reply carries all). */
+void txn_ring_note(sched *s, int64_t agent_id);
+void txn_ring_forget(sched *s, int64_t agent_id);
+
+/* ---------- sched_rows.c ---------- */
+
+/* Writes in the current transaction; a failure is kept in s->txn_rc. */
+void row_event(sched *s, int64_t exp_id, int64_t trial_id, const char *type, const char *detail);
+/* RET the new experiment's id, 0 when the insert failed (s->txn_rc set). */
+int64_t row_exp_insert(sched *s, const experiment *x, const char *config_text);
+void row_exp_update(sched *s, const experiment *x);
+int64_t row_trial_insert(sched *s, const trial *t);
+void row_trial_update(sched *s, const trial *t);
+/* Objective, latest and best of t; clears t->dirty_metrics. */
+void row_trial_metrics(sched *s, trial *t);
+void row_alloc_insert(sched *s, const trial *t, const trial_rank *tr);
+void row_alloc_update(sched *s, const trial *t, const trial_rank *tr);
+void row_alloc_release(sched *s, const trial *t);
+/* The agents row: registration (gpus_json NULL = "[]"; insert RET its id
+ * or 0), state and heartbeat time, the last committed heartbeat batch. */
+int64_t row_agent_insert(sched *s, const char *name, const char *host, int64_t slots, const char *gpus_json,
+                         const char *version, int64_t now);
+void row_agent_update(sched *s, int64_t id, const char *host, int64_t slots, const char *gpus_json,
+                      const char *version, int64_t now);
+void row_agent_state(sched *s, int64_t id, const char *state, int64_t last_heartbeat);
+void row_agent_batch(sched *s, int64_t id, const char *instance, int64_t batch);
+/* One metric point, log line or checkpoint of t's current attempt; step,
+ * epoch NULL when absent (JSON numbers). */
+void row_metric_insert(sched *s, const trial *t, const char *name, const json_t *step, const json_t *epoch,
+                       double value, int64_t time);
+void row_log_insert(sched *s, const trial *t, const char *stream, const char *line, size_t len, int64_t time);
+void row_ckpt_insert(sched *s, const trial *t, const char *path, const json_t *step, int64_t time);
+
+/* Reads, for sched_load.c: each table's stored rows in id order, through
+ * store.c's ST_LOAD_* statements. row_scan gives the statement (reset);
+ * row_*_next decodes the next row (RET 1) or ends the scan (RET 0). */
+enum row_table { ROWS_EXPERIMENTS, ROWS_AGENTS, ROWS_TRIALS, ROWS_ALLOCATIONS };
+sqlite3_stmt *row_scan(sched *s, enum row_table table);
+/* The experiment is built from its stored config (exp_build): *x = NULL
+ * with e set when that config is no longer valid (or e empty: ENOMEM). */
+int row_exp_next(sqlite3_stmt *q, experiment **x, int64_t *id, hf_jerr *e);
+/* a: zeroed storage; its strings and gpus are allocated here. The agent
+ * is given a grace period starting at now_mono. */
+int row_agent_next(sqlite3_stmt *q, agent *a, int64_t now_mono);
+/* row_trial_next reads the experiment id; row_trial_read the rest into t. */
+int row_trial_next(sqlite3_stmt *q, int64_t *exp_id);
+void row_trial_read(sqlite3_stmt *q, trial *t);
+typedef struct alloc_row {
+    int64_t trial_id, attempt, agent_id;
+    int     rank, slots, started, exited, exit_code;
+    int     ngpu, gpu[PLACE_MAX_GPUS];
+} alloc_row;
+int row_alloc_next(sqlite3_stmt *q, alloc_row *r);
+/* The objective reports of experiment x in arrival order: trial id, step
+ * and epoch (has_* 0 when NULL) and the raw value. */
+typedef struct report_row {
+    int64_t trial_id, step;
+    int     has_step, has_epoch;
+    double  epoch, value;
+} report_row;
+sqlite3_stmt *row_report_scan(sched *s, const experiment *x);
+int row_report_next(sqlite3_stmt *q, report_row *r);
+/* Reset a scan's statement (releases its read snapshot). */
+void row_scan_end(sqlite3_stmt *q);
+
+/* ---------- sched_load.c ---------- */
+
+/* Load every record from the store and replay the searchers. RET 0 or
+ * HF_E* with a message in err (the records loaded so far stay; the caller
+ * unloads). */
+int sched_load(sched *s, char *err, size_t errlen);
+
+/* ---------- sched_state.c ---------- */
+
+/* Write x's row (state, max_trials, searcher_done) and emit its summary. */
+void exp_save(sched *s, experiment *x);
+void exp_set_state(sched *s, experiment *x, int st, const char *detail);
+/* Every trial state change: memory, trials row, events row, SSE. */
+void trial_set_state(sched *s, trial *t, int st, const char *detail);
+/* Tell t's searcher and median rule that t ended in st. */
+void trial_done_notify(trial *t, int st);
+/* Ask for t to end in target (STOPPED, CANCELED, PAUSED, FAILED). */
+void trial_request_kill(sched *s, trial *t, int target, const char *reason);
+/* One rank ended (exit, start failure, lost agent). */
+void rank_exited(sched *s, trial *t, trial_rank *r, int code, const char *why);
+/* Is tr a holder rank of an mpirun trial whose rank 0 still runs? */
+int trial_holder_waits(const trial *t, const trial_rank *tr);
+/* Take one reported metric value into latest/best, the objective, the
+ * experiment's best, and the searcher/median decision (may STOP t). */
+void trial_report(sched *s, trial *t, const char *name, double v, double x_pos);
+
+/* ---------- sched_views.c ---------- */
+
+json_t *exp_summary(const experiment *x);
+json_t *trial_view(sched *s, const trial *t);
+json_t *agent_view(sched *s, const agent *a);
+
+/* ---------- sched_proto.c ---------- */
+
+/* A validated heartbeat body: its arrays (borrowed from the body; NULL when
+ * absent) and the agent process's batch number (instance NULL = none). */
+typedef struct hb_items {
+    json_t     *running, *events, *metrics, *logs;
+    const char *instance;
+    int64_t     batch;
+} hb_items;
+/* A validated registration body (strings and arrays borrowed from it). */
+typedef struct reg_body {
+    const char *name, *host, *version;
+    int64_t     slots;
+    json_t     *gpus, *running;   /* borrowed; gpus NULL when absent */
+} reg_body;
+/* Validate a whole registration / heartbeat body before applying any of it.
+ * RET 0 or HF_EINVAL with the offending field's path in e. */
+int proto_register_check(const json_t *body, reg_body *out, hf_jerr *e);
+int proto_heartbeat_check(const json_t *body, hb_items *out, hf_jerr *e);
+/* Does running[] list (tid, attempt) at rank (any rank when one is here)? */
+int proto_running_has(const json_t *running, int64_t tid, int64_t attempt, int rank, int nranks_here);
+/* The current trial an item (trial_id, attempt) names on agent a, or NULL. */
+trial *proto_item_trial(sched *s, const agent *a, const json_t *it);
+/* The rank an item refers to: explicit "rank", else the first live rank of
+ * t on agent_id (not yet started when want_unstarted). */
+trial_rank *proto_item_rank(trial *t, int64_t agent_id, const json_t *it, int want_unstarted);
+/* The assignment object for rank tr of t (docs/protocol.md). */
+json_t *proto_assignment(sched *s, trial *t, trial_rank *tr);
+
+/* ---------- dispatch.c ---------- */
+
+/* Place queued trials and ask searchers for new ones, when something
+ * changed since the last pass (s->dispatch_dirty). */
+void dispatch_pass(sched *s);
+
+#endif

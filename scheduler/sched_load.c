@@ -1,0 +1,190 @@
+/*
+ * sched_load.c — loading the scheduler core from the store (sched_int.h),
+ * at start and after a failed transaction (txn_end), in steps: the
+ * experiments (each rebuilt from its stored config), the agents, the
+ * trials, the live allocations of current attempts (which rebuild agent
+ * capacity and the live index), then each experiment's searcher by replay
+ * (docs/scheduler.md, "Restart").
+ *
+ * Invariants: records are appended in id order (the statements order by
+ * id), so the model's binary searches hold; agents that were alive get a
+ * fresh grace period (last_hb_mono = now); an assignment that went out
+ * gets the whole assign timeout from now.
+ */
+#include "scheduler/sched_int.h"
+
+#include "hf_err.h"
+#include "hf_log.h"
+#include "hf_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int load_experiments(sched *s)
+{
+    sqlite3_stmt *q = row_scan(s, ROWS_EXPERIMENTS);
+    experiment *x;
+    int64_t id;
+    hf_jerr e;
+    int rc = 0;
+    while (row_exp_next(q, &x, &id, &e)) {
+        if (!x) {
+            hf_error("experiment %lld: stored config no longer valid (%s: %s); skipped", (long long)id, e.field,
+                     e.msg);
+            continue;
+        }
+        if (sched_grow((void **)&s->exps, &s->cexps, s->nexps + 1, sizeof *s->exps)) {
+            exp_free(x);
+            rc = HF_ENOMEM;
+            break;
+        }
+        s->exps[s->nexps++] = x;
+    }
+    row_scan_end(q);
+    return rc;
+}
+
+static int load_agents(sched *s, int64_t now_mono)
+{
+    sqlite3_stmt *q = row_scan(s, ROWS_AGENTS);
+    int rc = 0;
+    for (;;) {
+        agent *a = calloc(1, sizeof *a);
+        if (!a || sched_grow((void **)&s->agents, &s->cagents, s->nagents + 1, sizeof *s->agents)) {
+            free(a);
+            rc = HF_ENOMEM;
+            break;
+        }
+        if (!row_agent_next(q, a, now_mono)) {
+            free(a);
+            break;
+        }
+        s->agents[s->nagents++] = a;
+    }
+    row_scan_end(q);
+    return rc;
+}
+
+static int load_trials(sched *s, int64_t now_mono)
+{
+    sqlite3_stmt *q = row_scan(s, ROWS_TRIALS);
+    int64_t exp_id;
+    int rc = 0;
+    while (row_trial_next(q, &exp_id)) {
+        experiment *x = exp_find(s, exp_id);
+        if (!x) continue;
+        trial *t = trial_alloc(s, x);
+        if (!t) { rc = HF_ENOMEM; break; }
+        row_trial_read(q, t);
+        t->ready_mono = now_mono;
+        trial_index(s, x, t);
+        if (t->has_obj && (x->best_trial == 0 || exp_norm(x, t->obj) > x->best_norm)) {
+            x->best_trial = t->id;
+            x->best_norm = exp_norm(x, t->obj);
+            x->best_raw = t->obj;
+        }
+        if (t->port >= s->next_port && t->port < s->cfg.port_base + s->cfg.port_count) s->next_port = t->port + 1;
+    }
+    row_scan_end(q);
+    return rc;
+}
+
+/* One live allocation row: a rank of a placed trial's current attempt. */
+static int load_rank(sched *s, const alloc_row *r, int64_t now_mono)
+{
+    trial *t = trial_find(s, r->trial_id);
+    agent *a = agent_find(s, r->agent_id);
+    if (!t || !a || t->attempt != r->attempt || !(t->state == T_ASSIGNED || t->state == T_RUNNING)) return 0;
+    int W = (int)t->exp->spec.workers;
+    if (r->rank < 0 || r->rank >= W) return 0;
+    if (!t->ranks) {
+        t->ranks = calloc((size_t)W, sizeof *t->ranks);
+        if (!t->ranks) return HF_ENOMEM;
+        t->nranks = W;
+        live_add(s, t);
+        for (int k = 0; k < W; k++) { t->ranks[k].rank = k; t->ranks[k].exited = 1; t->ranks[k].agent_id = 0; }
+    }
+    trial_rank *tr = &t->ranks[r->rank];
+    tr->agent_id = a->id;
+    tr->slots = r->slots;
+    tr->st = r->started;
+    /* When an assignment went out is not stored (a monotonic clock does
+     * not survive a restart): the agent gets the whole assign timeout
+     * from now. With 0 here the first tick failed every assignment that
+     * was sent but not yet reported started ("assignment not
+     * acknowledged") although the agent was running it. */
+    tr->sent_mono = now_mono;
+    tr->exited = r->exited;
+    tr->exit_code = r->exit_code;
+    tr->ngpu = r->ngpu;
+    memcpy(tr->gpu, r->gpu, sizeof tr->gpu);
+    a->pa.slots_used += tr->slots;
+    for (int k = 0; k < tr->ngpu; k++)
+        for (int q = 0; q < a->pa.ngpus; q++)
+            if (a->pa.gpu_index[q] == tr->gpu[k]) a->pa.gpu_used |= 1ull << q;
+    t->exp->slots_in_use += tr->slots;
+    return 0;
+}
+
+/* Live allocations rebuild agent capacity, the live index, the per-agent
+ * index and each rank's local rank. */
+static int load_allocations(sched *s, int64_t now_mono)
+{
+    sqlite3_stmt *q = row_scan(s, ROWS_ALLOCATIONS);
+    alloc_row r;
+    int rc = 0;
+    while (rc == 0 && row_alloc_next(q, &r)) rc = load_rank(s, &r, now_mono);
+    row_scan_end(q);
+    if (rc) return rc;
+    for (size_t i = 0; i < s->nlive; i++) agent_link(s, s->live[i]);
+    for (size_t i = 0; i < s->ntrials; i++) {
+        trial *t = s->trials[i];
+        for (int r2 = 0; r2 < t->nranks; r2++)
+            for (int k = 0; k < r2; k++)
+                if (t->ranks[k].agent_id == t->ranks[r2].agent_id) t->ranks[r2].local_rank++;
+    }
+    return 0;
+}
+
+/* Replay x's history through its fresh searcher and median rule: trials in
+ * creation order (on_created), the objective's reports in arrival order
+ * (on_report), then the finished trials (on_done). */
+static void load_replay(sched *s, experiment *x)
+{
+    for (size_t k = 0; k < x->ntrials; k++) {
+        trial *t = x->trials[k];
+        if (x->srch->ops->on_created)
+            x->srch->ops->on_created(x->srch, t->id, t->idx, t->hparams, t->budget, t->parent);
+    }
+    sqlite3_stmt *q = row_report_scan(s, x);
+    report_row r;
+    while (row_report_next(q, &r)) {
+        trial *t = trial_find(s, r.trial_id);
+        if (!t) continue;
+        t->nreports++;
+        double xp = r.has_epoch ? r.epoch : r.has_step ? (double)r.step : (double)t->nreports;
+        double v = exp_norm(x, r.value);
+        if (x->srch->ops->on_report) x->srch->ops->on_report(x->srch, t->id, xp, v);
+        if (x->med) search_median_on_report(x->med, t->id, xp, v);
+    }
+    row_scan_end(q);
+    for (size_t k = 0; k < x->ntrials; k++)
+        if (trial_state_terminal(x->trials[k]->state)) trial_done_notify(x->trials[k], x->trials[k]->state);
+}
+
+int sched_load(sched *s, char *err, size_t errlen)
+{
+    int64_t now_mono = hf_mono_ms();
+    int rc = load_experiments(s);
+    if (rc == 0) rc = load_agents(s, now_mono);
+    if (rc == 0) rc = load_trials(s, now_mono);
+    if (rc == 0) rc = load_allocations(s, now_mono);
+    if (rc) {
+        snprintf(err, errlen, "loading state: %s", hf_strerror(rc));
+        return rc;
+    }
+    s->dispatch_dirty = 1;
+    for (size_t i = 0; i < s->nexps; i++) load_replay(s, s->exps[i]);
+    return 0;
+}

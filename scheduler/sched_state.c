@@ -1,0 +1,261 @@
+/*
+ * sched_state.c — the trial and experiment state machine of the scheduler
+ * core (sched_int.h):
+ *
+ *   QUEUED -> ASSIGNED -> RUNNING -> COMPLETED | FAILED | STOPPED | CANCELED
+ *   (PAUSED while its experiment is paused; FAILED with restarts left goes
+ *   back to QUEUED; an ASHA promotion sends a STOPPED/COMPLETED trial back
+ *   to QUEUED with a larger budget, to resume from its own checkpoint.)
+ *
+ *   ACTIVE <-> PAUSED, ACTIVE -> COMPLETED (search finished; extend makes it
+ *   ACTIVE again), ACTIVE | PAUSED | COMPLETED -> CANCELED.
+ *
+ * Every state change goes through trial_set_state / exp_set_state, which
+ * write the record's row and an events row in the current transaction and
+ * queue an SSE event that is published only after the commit. A placed
+ * trial ends through kills (trial_request_kill: sent in its agents' next
+ * heartbeat replies) and rank exits (rank_exited); when its last rank has
+ * exited, trial_finish releases its slots and applies the restart rules.
+ * Reported metrics enter here too (trial_report): the objective feeds the
+ * searcher and the median rule, which may STOP the trial.
+ */
+#include "scheduler/sched_int.h"
+
+#include "hf_log.h"
+#include "hf_time.h"
+#include "scheduler/metrics.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void exp_save(sched *s, experiment *x)
+{
+    row_exp_update(s, x);
+    s->dispatch_dirty = 1;
+    txn_emit(s, "experiment", exp_summary(x));
+}
+
+void exp_set_state(sched *s, experiment *x, int st, const char *detail)
+{
+    if (x->state == st) return;
+    x->state = st;
+    s->dispatch_dirty = 1;
+    if (st == E_COMPLETED || st == E_CANCELED) x->ended_at = hf_wall_ms();
+    else x->ended_at = 0;
+    exp_save(s, x);
+    row_event(s, x->id, 0, exp_state_names[st], detail);
+    hf_info("experiment %lld -> %s%s%s", (long long)x->id, exp_state_names[st], detail ? ": " : "",
+            detail ? detail : "");
+}
+
+void trial_set_state(sched *s, trial *t, int st, const char *detail)
+{
+    int old = t->state;
+    t->exp->counts[old]--;
+    t->exp->counts[st]++;
+    t->state = st;
+    s->dispatch_dirty = 1;
+    if (st == T_QUEUED) t->ready_mono = hf_mono_ms();
+    if (trial_state_terminal(st)) t->ended_at = hf_wall_ms();
+    else if (old != st && trial_state_terminal(old)) t->ended_at = 0;
+    row_trial_update(s, t);
+    row_event(s, t->exp->id, t->id, sched_trial_state_names[st], detail);
+    txn_emit(s, "trial", trial_view(s, t));
+    hf_debug("trial %lld %s -> %s%s%s", (long long)t->id, sched_trial_state_names[old], sched_trial_state_names[st],
+             detail ? ": " : "", detail ? detail : "");
+}
+
+/* ---------- ends of attempts ---------- */
+
+/* Give t's slots and GPUs back to its agents and close its allocations. */
+static void ranks_release(sched *s, trial *t)
+{
+    for (int r = 0; r < t->nranks; r++) {
+        agent *a = agent_find(s, t->ranks[r].agent_id);
+        if (!a) continue;
+        place_rank pr = {.agent = 0, .ngpu = t->ranks[r].ngpu};
+        memcpy(pr.gpu, t->ranks[r].gpu, sizeof pr.gpu);
+        placement_release(&a->pa, 1, 1, t->ranks[r].slots, &pr);
+        t->exp->slots_in_use -= t->ranks[r].slots;
+    }
+    if (t->nranks) row_alloc_release(s, t);
+    if (t->ranks) { agent_unlink(s, t); live_del(s, t); }
+    s->dispatch_dirty = 1;
+    free(t->ranks);
+    t->ranks = NULL;
+    t->nranks = 0;
+}
+
+void trial_done_notify(trial *t, int st)
+{
+    experiment *x = t->exp;
+    int outcome = st == T_COMPLETED ? SEARCH_COMPLETED : st == T_FAILED ? SEARCH_FAILED
+                : st == T_STOPPED ? SEARCH_STOPPED : SEARCH_CANCELED;
+    double v = t->has_obj ? exp_norm(x, t->obj) : NAN;
+    if (x->srch && x->srch->ops->on_done) x->srch->ops->on_done(x->srch, t->id, outcome, v);
+    if (x->med) search_median_on_done(x->med, t->id, outcome);
+}
+
+/* The attempt is over (all ranks exited, or it was never started). target
+ * is the state asked for by a kill, or the outcome of the exit codes. */
+static void trial_finish(sched *s, trial *t, int target, const char *detail)
+{
+    experiment *x = t->exp;
+    int64_t agent_id = t->agent_id;
+    ranks_release(s, t);
+    t->kill_state = -1;
+    t->kill_reason[0] = 0;
+    if (target == T_FAILED) {
+        if (agent_id > 0 && agent_id == t->fail_agent) t->fail_streak++;
+        else { t->fail_agent = agent_id; t->fail_streak = 1; }
+        if (t->restarts < x->spec.max_restarts && (x->state == E_ACTIVE || x->state == E_PAUSED)) {
+            char d[160];
+            trial_set_state(s, t, T_FAILED, detail);
+            t->restarts++;
+            snprintf(d, sizeof d, "restart %lld of %lld from the newest checkpoint", (long long)t->restarts,
+                     (long long)x->spec.max_restarts);
+            trial_set_state(s, t, x->state == E_PAUSED ? T_PAUSED : T_QUEUED, d);
+            return;
+        }
+    } else if (target == T_COMPLETED) {
+        t->fail_streak = 0;
+    }
+    if (target == T_PAUSED && x->state != E_PAUSED) target = T_QUEUED;
+    if (target == T_QUEUED || target == T_PAUSED) {
+        trial_set_state(s, t, target, detail);
+        return;
+    }
+    trial_set_state(s, t, target, detail);
+    trial_done_notify(t, target);
+}
+
+/* Is tr a holder rank of a launcher (mpirun) trial whose rank 0 still
+ * runs? Such a rank is not sent kills yet: mpirun's daemons use its agent. */
+int trial_holder_waits(const trial *t, const trial_rank *tr)
+{
+    return t->exp->spec.launcher_mpirun && tr->rank != 0 && t->ranks && !t->ranks[0].exited;
+}
+
+/* Ask for the trial to end in state target (STOPPED, CANCELED, PAUSED or
+ * FAILED). Unplaced trials change at once; placed ones get a kill in
+ * their agents' next heartbeat replies and change when they exit. */
+void trial_request_kill(sched *s, trial *t, int target, const char *reason)
+{
+    if (trial_state_terminal(t->state)) return;
+    if (t->state == T_QUEUED || t->state == T_PAUSED) {
+        trial_set_state(s, t, target, reason);
+        if (trial_state_terminal(target)) trial_done_notify(t, target);
+        return;
+    }
+    int any_sent = 0;
+    for (int r = 0; r < t->nranks; r++)
+        if (t->ranks[r].st != R_NEW && !t->ranks[r].exited) any_sent = 1;
+    if (!any_sent) {                       /* nothing reached an agent yet */
+        trial_finish(s, t, target, reason);
+        return;
+    }
+    /* A pause or user kill overrides a weaker pending one (stop -> cancel),
+     * except once mpirun (rank 0 of a launcher trial) has ended: its exit
+     * decided the outcome, and only the holders are left to release. */
+    if (t->kill_state >= 0 && !(target == T_CANCELED && t->kill_state != T_CANCELED)) return;
+    if (t->kill_state >= 0 && t->exp->spec.launcher_mpirun && t->ranks && t->ranks[0].exited) return;
+    t->kill_state = target;
+    snprintf(t->kill_reason, sizeof t->kill_reason, "%s", reason);
+    for (int r = 0; r < t->nranks; r++) {
+        t->ranks[r].kill_sent_mono = 0;
+        if (t->ranks[r].st != R_NEW && !t->ranks[r].exited && !trial_holder_waits(t, &t->ranks[r]))
+            txn_ring_note(s, t->ranks[r].agent_id);
+    }
+    row_trial_update(s, t);
+    row_event(s, t->exp->id, t->id, "KILL_REQUESTED", reason);
+}
+
+/* One rank ended (exit, start failure, lost agent). */
+void rank_exited(sched *s, trial *t, trial_rank *r, int code, const char *why)
+{
+    if (r->exited) return;
+    r->exited = 1;
+    r->exit_code = code;
+    row_alloc_update(s, t, r);
+    int others = 0;
+    for (int k = 0; k < t->nranks; k++)
+        if (!t->ranks[k].exited && t->ranks[k].st != R_NEW) others = 1;
+    if (t->exp->spec.launcher_mpirun && r->rank == 0 && others) {
+        /* mpirun (rank 0) ended: its exit code is the trial's outcome, and
+         * the holders on the other agents are released now. A kill already
+         * pending (STOP, cancel, pause) was held back from them until now. */
+        if (t->kill_state < 0)
+            trial_request_kill(s, t, code == 0 ? T_COMPLETED : T_FAILED,
+                               code == 0 ? "mpirun exited" : why ? why : "mpirun failed");
+        for (int k = 0; k < t->nranks; k++)
+            if (!t->ranks[k].exited && t->ranks[k].st != R_NEW) {
+                t->ranks[k].kill_sent_mono = 0;
+                txn_ring_note(s, t->ranks[k].agent_id);
+            }
+    } else if (code != 0 && t->kill_state < 0 && others) {
+        /* A failed worker fails the gang: stop the others, then restart. */
+        trial_request_kill(s, t, T_FAILED, why ? why : "worker failed");
+    }
+    for (int k = 0; k < t->nranks; k++)
+        if (!t->ranks[k].exited && t->ranks[k].st != R_NEW) return;   /* others still running */
+    int all_ok = 1;
+    for (int k = 0; k < t->nranks; k++)
+        if (!t->ranks[k].exited || t->ranks[k].exit_code != 0) all_ok = 0;
+    if (t->exp->spec.launcher_mpirun) all_ok = t->ranks[0].exited && t->ranks[0].exit_code == 0;
+    t->has_exit = 1;
+    t->exit_code = t->ranks[0].exited ? t->ranks[0].exit_code : code;
+    char d[160];
+    snprintf(d, sizeof d, "%s%sexit code %d", why ? why : "", why ? ", " : "", code);
+    int target = t->kill_state >= 0 ? t->kill_state : all_ok ? T_COMPLETED : T_FAILED;
+    trial_finish(s, t, target, t->kill_state >= 0 ? t->kill_reason : d);
+}
+
+/* ---------- objective and metric reports ---------- */
+
+static int lower_is_better(const char *name)
+{
+    return strstr(name, "loss") || strstr(name, "err") || strstr(name, "time") || strstr(name, "perplexity");
+}
+
+void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
+{
+    experiment *x = t->exp;
+    json_object_set_new(t->latest, name, json_real(v));
+    t->mver++;
+    json_t *b = json_object_get(t->best, name);
+    int is_obj = strcmp(name, x->spec.metric) == 0;
+    int lower = is_obj ? !x->spec.goal_max : lower_is_better(name);
+    if (!b || (lower ? v < json_number_value(b) : v > json_number_value(b)))
+        json_object_set_new(t->best, name, json_real(v));
+    if (!t->dirty_metrics && !sched_grow((void **)&s->dirty, &s->cdirty, s->ndirty + 1, sizeof *s->dirty)) {
+        t->dirty_metrics = 1;
+        s->dirty[s->ndirty++] = t;
+    }
+    if (!is_obj) return;
+    if (x->waits_report) s->dispatch_dirty = 1;   /* the searcher may want to run something now */
+    if (!t->has_obj || exp_norm(x, v) > exp_norm(x, t->obj)) {
+        t->has_obj = 1;
+        t->obj = v;
+    }
+    if (x->best_trial == 0 || exp_norm(x, v) > x->best_norm) {
+        x->best_trial = t->id;
+        x->best_norm = exp_norm(x, v);
+        x->best_raw = v;
+        txn_emit(s, "experiment", exp_summary(x));
+    }
+    if (t->state != T_RUNNING || t->kill_state >= 0) return;
+    int d = SEARCH_CONTINUE;
+    const char *why = x->spec.searcher_name;
+    if (x->srch->ops->on_report) d = x->srch->ops->on_report(x->srch, t->id, x_pos, exp_norm(x, v));
+    if (d == SEARCH_CONTINUE && x->med) {
+        d = search_median_on_report(x->med, t->id, x_pos, exp_norm(x, v));
+        why = "median";
+    }
+    if (d == SEARCH_STOP) {
+        atomic_fetch_add(&metrics.searcher_stops, 1);
+        trial_request_kill(s, t, T_STOPPED, why);
+    }
+}
