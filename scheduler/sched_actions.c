@@ -49,16 +49,30 @@ end:
     return rc;
 }
 
+/* End an action's transaction; on success *out = the experiment's summary
+ * (looked up again: a failed commit reloads the model). RET 0 or HF_E*. */
+static int txn_end_summary(sched *s, int64_t id, json_t **out)
+{
+    int rc = txn_end(s);
+    experiment *x = exp_find(s, id);
+    if (rc == 0 && x) *out = exp_summary(x);
+    return rc;
+}
+
 /* The experiment actions: each checks x's state (HF_ESTATE with a message
  * in e) and changes it in the open transaction. */
+/* Pause and resume apply to an ACTIVE or PAUSED experiment only. */
+static int exp_check_pausable(const experiment *x, const char *only, hf_jerr *e)
+{
+    if (x->state == E_ACTIVE || x->state == E_PAUSED) return 0;
+    hf_jerr_set(e, "", NULL, "experiment is %s; %s", exp_state_names[x->state], only);
+    return HF_ESTATE;
+}
+
 static int exp_pause(sched *s, experiment *x, hf_jerr *e)
 {
-    if (x->state != E_ACTIVE && x->state != E_PAUSED) {
-        hf_jerr_set(e, "", NULL, "experiment is %s; only an ACTIVE experiment can be paused",
-                    exp_state_names[x->state]);
-        return HF_ESTATE;
-    }
-    if (x->state == E_PAUSED) return 0;
+    int rc = exp_check_pausable(x, "only an ACTIVE experiment can be paused", e);
+    if (rc || x->state == E_PAUSED) return rc;
     exp_set_state(s, x, E_PAUSED, "paused by user");
     for (size_t i = 0; i < x->ntrials; i++)
         if (trial_state_active(x->trials[i]->state)) trial_request_kill(s, x->trials[i], T_PAUSED, "pause");
@@ -67,12 +81,8 @@ static int exp_pause(sched *s, experiment *x, hf_jerr *e)
 
 static int exp_resume(sched *s, experiment *x, hf_jerr *e)
 {
-    if (x->state != E_ACTIVE && x->state != E_PAUSED) {
-        hf_jerr_set(e, "", NULL, "experiment is %s; only a PAUSED experiment can be resumed (use extend)",
-                    exp_state_names[x->state]);
-        return HF_ESTATE;
-    }
-    if (x->state == E_ACTIVE) return 0;
+    int rc = exp_check_pausable(x, "only a PAUSED experiment can be resumed (use extend)", e);
+    if (rc || x->state == E_ACTIVE) return rc;
     exp_set_state(s, x, E_ACTIVE, "resumed by user");
     for (size_t i = 0; i < x->ntrials; i++)
         if (x->trials[i]->state == T_PAUSED) trial_set_state(s, x->trials[i], T_QUEUED, "resume");
@@ -119,9 +129,7 @@ int sched_experiment_action(sched *s, int64_t id, const char *action, json_t **o
     }
     txn_begin(s);
     if ((rc = exp_actions[k].run(s, x, e))) { txn_abort(s); goto end; }
-    rc = txn_end(s);
-    x = exp_find(s, id);
-    if (rc == 0 && x) *out = exp_summary(x);
+    rc = txn_end_summary(s, id, out);
 end:
     pthread_mutex_unlock(&s->lock);
     return rc;
@@ -160,9 +168,7 @@ int sched_experiment_extend(sched *s, int64_t id, const json_t *body, json_t **o
     row_event(s, x->id, 0, "EXTENDED", d);
     s->dispatch_dirty = 1;
     dispatch_pass(s);
-    rc = txn_end(s);
-    x = exp_find(s, id);
-    if (rc == 0 && x) *out = exp_summary(x);
+    rc = txn_end_summary(s, id, out);
 end:
     pthread_mutex_unlock(&s->lock);
     return rc;

@@ -62,18 +62,6 @@ static void agent_stale_update(sched *s, agent *a, const json_t *running)
     s->dispatch_dirty = 1;
 }
 
-/* A copy of an agent's list of placed trials, for loops whose body may end
- * trials (*n entries, NULL on ENOMEM). */
-static trial **agent_snapshot_on(const agent *a, size_t *n)
-{
-    trial **v = malloc((a->non + 1) * sizeof *v);
-    *n = 0;
-    if (!v) return NULL;
-    if (a->non) memcpy(v, a->on, a->non * sizeof *v);
-    *n = a->non;
-    return v;
-}
-
 /* ---------- registration ---------- */
 
 /* The agent named r->name, created or updated (row and record) as
@@ -518,7 +506,7 @@ static void tick_agent_lost(sched *s, agent *a, int64_t mono)
     row_event(s, 0, 0, "AGENT_LOST", a->name);
     size_t nsnap = 0;
     int stale = 0;
-    trial **snap = agent_snapshot_on(a, &nsnap);
+    trial **snap = trials_copy(a->on, a->non, &nsnap);
     for (size_t k = 0; k < nsnap; k++) {
         trial *t = snap[k];
         for (int r = 0; t->ranks && r < t->nranks; r++) {

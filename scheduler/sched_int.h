@@ -208,8 +208,10 @@ trial *trial_find(sched *s, int64_t id);
 experiment *exp_find(sched *s, int64_t id);
 agent *agent_find(sched *s, int64_t id);
 agent *agent_by_name(sched *s, const char *name);
-/* s->live: placed trials. live_snapshot: a malloc'ed copy (*n entries, NULL
- * on ENOMEM) for loops whose body may end trials. */
+/* A malloc'ed copy of the n trials of v (*out_n entries; NULL on ENOMEM),
+ * for loops whose body may end trials (and so change v). */
+trial **trials_copy(trial *const *v, size_t n, size_t *out_n);
+/* s->live: placed trials; live_snapshot = trials_copy of it. */
 void live_add(sched *s, trial *t);
 void live_del(sched *s, trial *t);
 trial **live_snapshot(sched *s, size_t *n);
@@ -221,6 +223,7 @@ void agent_unlink(sched *s, trial *t);
 trial *trial_alloc(sched *s, experiment *x);
 void trial_index(sched *s, experiment *x, trial *t);
 void trial_free(trial *t);
+void agent_free(agent *a);
 /* An experiment's runtime (spec, searcher, median rule) from its config
  * (stolen). NULL with e set (invalid config) or e empty (ENOMEM). */
 experiment *exp_build(json_t *config, hf_jerr *e);
@@ -286,9 +289,8 @@ sqlite3_stmt *row_scan(sched *s, enum row_table table);
 /* The experiment is built from its stored config (exp_build): *x = NULL
  * with e set when that config is no longer valid (or e empty: ENOMEM). */
 int row_exp_next(sqlite3_stmt *q, experiment **x, int64_t *id, hf_jerr *e);
-/* a: zeroed storage; its strings and gpus are allocated here. The agent
- * is given a grace period starting at now_mono. */
-int row_agent_next(sqlite3_stmt *q, agent *a, int64_t now_mono);
+/* *a: a new agent (NULL on ENOMEM), given a grace period from now_mono. */
+int row_agent_next(sqlite3_stmt *q, agent **a, int64_t now_mono);
 /* row_trial_next reads the experiment id; row_trial_read the rest into t. */
 int row_trial_next(sqlite3_stmt *q, int64_t *exp_id);
 void row_trial_read(sqlite3_stmt *q, trial *t);

@@ -28,18 +28,13 @@ static int load_experiments(sched *s)
     int64_t id;
     hf_jerr e;
     int rc = 0;
-    while (row_exp_next(q, &x, &id, &e)) {
-        if (!x) {
+    while (rc == 0 && row_exp_next(q, &x, &id, &e)) {
+        if (!x)
             hf_error("experiment %lld: stored config no longer valid (%s: %s); skipped", (long long)id, e.field,
                      e.msg);
-            continue;
-        }
-        if (sched_grow((void **)&s->exps, &s->cexps, s->nexps + 1, sizeof *s->exps)) {
-            exp_free(x);
-            rc = HF_ENOMEM;
-            break;
-        }
-        s->exps[s->nexps++] = x;
+        else if (sched_grow((void **)&s->exps, &s->cexps, s->nexps + 1, sizeof *s->exps) == 0)
+            s->exps[s->nexps++] = x;
+        else { exp_free(x); rc = HF_ENOMEM; }
     }
     row_scan_end(q);
     return rc;
@@ -48,19 +43,12 @@ static int load_experiments(sched *s)
 static int load_agents(sched *s, int64_t now_mono)
 {
     sqlite3_stmt *q = row_scan(s, ROWS_AGENTS);
+    agent *a;
     int rc = 0;
-    for (;;) {
-        agent *a = calloc(1, sizeof *a);
-        if (!a || sched_grow((void **)&s->agents, &s->cagents, s->nagents + 1, sizeof *s->agents)) {
-            free(a);
-            rc = HF_ENOMEM;
-            break;
-        }
-        if (!row_agent_next(q, a, now_mono)) {
-            free(a);
-            break;
-        }
-        s->agents[s->nagents++] = a;
+    while (rc == 0 && row_agent_next(q, &a, now_mono)) {
+        if (a && sched_grow((void **)&s->agents, &s->cagents, s->nagents + 1, sizeof *s->agents) == 0)
+            s->agents[s->nagents++] = a;
+        else { agent_free(a); rc = HF_ENOMEM; }
     }
     row_scan_end(q);
     return rc;

@@ -72,15 +72,17 @@ void live_del(sched *s, trial *t)
     s->live[i]->live_idx = i;
 }
 
-trial **live_snapshot(sched *s, size_t *n)
+trial **trials_copy(trial *const *v, size_t n, size_t *out_n)
 {
-    trial **v = malloc((s->nlive + 1) * sizeof *v);
-    *n = 0;
-    if (!v) return NULL;
-    if (s->nlive) memcpy(v, s->live, s->nlive * sizeof *v);
-    *n = s->nlive;
-    return v;
+    trial **c = malloc((n + 1) * sizeof *c);
+    *out_n = 0;
+    if (!c) return NULL;
+    if (n) memcpy(c, v, n * sizeof *c);
+    *out_n = n;
+    return c;
 }
+
+trial **live_snapshot(sched *s, size_t *n) { return trials_copy(s->live, s->nlive, n); }
 
 void agent_link(sched *s, trial *t)
 {
@@ -151,7 +153,7 @@ void exp_free(experiment *x)
     free(x);
 }
 
-static void agent_free(agent *a)
+void agent_free(agent *a)
 {
     if (!a) return;
     free(a->name);

@@ -163,18 +163,26 @@ void row_alloc_release(sched *s, const trial *t)
     row_exec(s, st);
 }
 
+/* The registration columns of the agents row, bound from index i:
+ * host, slots, gpus, version, state (ALIVE), registered_at, last_heartbeat. */
+static void bind_agent_registration(sqlite3_stmt *st, int i, const char *host, int64_t slots,
+                                    const char *gpus_json, const char *version, int64_t now)
+{
+    sqlite3_bind_text(st, i, host, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, i + 1, slots);
+    store_bind_text(st, i + 2, gpus_json ? gpus_json : "[]");
+    store_bind_text(st, i + 3, version);
+    sqlite3_bind_text(st, i + 4, "ALIVE", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, i + 5, now);
+    sqlite3_bind_int64(st, i + 6, now);
+}
+
 int64_t row_agent_insert(sched *s, const char *name, const char *host, int64_t slots, const char *gpus_json,
                          const char *version, int64_t now)
 {
     sqlite3_stmt *st = store_stmt(s->st, ST_AGENT_INSERT);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, slots);
-    store_bind_text(st, 4, gpus_json ? gpus_json : "[]");
-    store_bind_text(st, 5, version);
-    sqlite3_bind_text(st, 6, "ALIVE", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 7, now);
-    sqlite3_bind_int64(st, 8, now);
+    bind_agent_registration(st, 2, host, slots, gpus_json, version, now);
     row_exec(s, st);
     return row_inserted_id(s);
 }
@@ -183,33 +191,29 @@ void row_agent_update(sched *s, int64_t id, const char *host, int64_t slots, con
                       const char *version, int64_t now)
 {
     sqlite3_stmt *st = store_stmt(s->st, ST_AGENT_UPDATE);
-    sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, slots);
-    store_bind_text(st, 3, gpus_json ? gpus_json : "[]");
-    store_bind_text(st, 4, version);
-    sqlite3_bind_text(st, 5, "ALIVE", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 6, now);
-    sqlite3_bind_int64(st, 7, now);
+    bind_agent_registration(st, 1, host, slots, gpus_json, version, now);
     sqlite3_bind_int64(st, 8, id);
+    row_exec(s, st);
+}
+
+/* An UPDATE of two columns of agent id (ST_AGENT_HB, ST_AGENT_BATCH). */
+static void row_agent_set(sched *s, int stmt, const char *text, int64_t value, int64_t id)
+{
+    sqlite3_stmt *st = store_stmt(s->st, stmt);
+    sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, value);
+    sqlite3_bind_int64(st, 3, id);
     row_exec(s, st);
 }
 
 void row_agent_state(sched *s, int64_t id, const char *state, int64_t last_heartbeat)
 {
-    sqlite3_stmt *st = store_stmt(s->st, ST_AGENT_HB);
-    sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, last_heartbeat);
-    sqlite3_bind_int64(st, 3, id);
-    row_exec(s, st);
+    row_agent_set(s, ST_AGENT_HB, state, last_heartbeat, id);
 }
 
 void row_agent_batch(sched *s, int64_t id, const char *instance, int64_t batch)
 {
-    sqlite3_stmt *st = store_stmt(s->st, ST_AGENT_BATCH);
-    sqlite3_bind_text(st, 1, instance, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, batch);
-    sqlite3_bind_int64(st, 3, id);
-    row_exec(s, st);
+    row_agent_set(s, ST_AGENT_BATCH, instance, batch, id);
 }
 
 void row_metric_insert(sched *s, const trial *t, const char *name, const json_t *step, const json_t *epoch,
@@ -303,9 +307,11 @@ int row_exp_next(sqlite3_stmt *q, experiment **out, int64_t *id, hf_jerr *e)
     return 1;
 }
 
-int row_agent_next(sqlite3_stmt *q, agent *a, int64_t now_mono)
+int row_agent_next(sqlite3_stmt *q, agent **out, int64_t now_mono)
 {
     if (sqlite3_step(q) != SQLITE_ROW) return 0;
+    agent *a = *out = calloc(1, sizeof *a);
+    if (!a) return 1;
     a->id = sqlite3_column_int64(q, 0);
     a->pa.id = a->id;
     a->name = strdup(col_text(q, 1));

@@ -176,19 +176,21 @@ int sched_experiment_get(sched *s, int64_t id, json_t **out)
     return rc;
 }
 
+/* The views of all x's trials, in creation order. */
+static json_t *exp_trial_views(sched *s, const experiment *x)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < x->ntrials; i++) json_array_append_new(a, trial_view(s, x->trials[i]));
+    return a;
+}
+
 int sched_experiment_trials(sched *s, int64_t id, json_t **out)
 {
-    int rc = HF_ENOTFOUND;
     pthread_mutex_lock(&s->lock);
     experiment *x = exp_find(s, id);
-    if (x) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < x->ntrials; i++) json_array_append_new(a, trial_view(s, x->trials[i]));
-        *out = json_pack("{so}", "trials", a);
-        rc = 0;
-    }
+    if (x) *out = json_pack("{so}", "trials", exp_trial_views(s, x));
     pthread_mutex_unlock(&s->lock);
-    return rc;
+    return x ? 0 : HF_ENOTFOUND;
 }
 
 int sched_experiment_trials_text(sched *s, int64_t id, char **out, size_t *len)
@@ -266,9 +268,7 @@ int sched_experiment_export(sched *s, int64_t id, json_t **summary, json_t **tri
     if (x) {
         *summary = exp_summary(x);
         json_object_set_new(*summary, "config", json_deep_copy(x->config));
-        json_t *a = json_array();
-        for (size_t i = 0; i < x->ntrials; i++) json_array_append_new(a, trial_view(s, x->trials[i]));
-        *trials = a;
+        *trials = exp_trial_views(s, x);
         rc = 0;
     }
     pthread_mutex_unlock(&s->lock);
@@ -285,15 +285,11 @@ int sched_trial_exists(sched *s, int64_t id)
 
 int sched_trial_get(sched *s, int64_t id, json_t **out)
 {
-    int rc = HF_ENOTFOUND;
     pthread_mutex_lock(&s->lock);
     trial *t = trial_find(s, id);
-    if (t) {
-        *out = trial_view(s, t);
-        rc = 0;
-    }
+    if (t) *out = trial_view(s, t);
     pthread_mutex_unlock(&s->lock);
-    return rc;
+    return t ? 0 : HF_ENOTFOUND;
 }
 
 int sched_agent_list(sched *s, json_t **out)
