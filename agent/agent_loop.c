@@ -25,10 +25,11 @@
  * it and acknowledge it without storing its metrics and logs twice.
  */
 #include "agent.h"
+#include "agent_assign.h"
 #include "agent_gpu.h"
-#include "agent_hb.h"
+#include "agent_link.h"
 #include "agent_outbox.h"
-#include "agent_proc.h"
+#include "agent_sup.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
