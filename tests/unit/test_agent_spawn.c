@@ -40,18 +40,20 @@ static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
     return remove(p);
 }
 
-static int setup(void **state)
+/* One work directory for the group: each test uses its own checkpoint_dir. */
+static int group_setup(void **state)
 {
     (void)state;
+    hf_log_init("test_agent_spawn");
+    hf_log_set_level(HF_LOG_WARN);
     snprintf(workdir, sizeof workdir, "/tmp/hf-agent-spawn-XXXXXX");
     return mkdtemp(workdir) ? 0 : -1;
 }
 
-static int teardown(void **state)
+static int group_teardown(void **state)
 {
     (void)state;
-    nftw(workdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    return 0;
+    return nftw(workdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static agent_spec *spec_from(const char *text)
@@ -235,15 +237,11 @@ static void test_holder(void **state)
     agent_spec_free(sp);
 }
 
-int main(void)
-{
-    hf_log_init("test_agent_spawn");
-    hf_log_set_level(HF_LOG_WARN);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_env_contract),
-        cmocka_unit_test_setup_teardown(test_child_init, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_exec_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_holder, setup, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_env_contract),
+    cmocka_unit_test(test_child_init),
+    cmocka_unit_test(test_exec_errors),
+    cmocka_unit_test(test_holder),
+};
+
+int main(void) { return cmocka_run_group_tests(tests, group_setup, group_teardown); }
