@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,10 +35,33 @@
 
 /* ---------- static files ---------- */
 
+/* A dashboard file (r, NULL -> MHD_NO) as the type of its name; the
+ * browser revalidates it on every load. */
+static enum MHD_Result send_asset(struct MHD_Connection *c, struct MHD_Response *r, const char *name)
+{
+    const api_hdr h[] = {
+        {"Content-Type", webfs_mime(name)},
+        {"X-Content-Type-Options", "nosniff"},
+        {"Cache-Control", "no-cache"},
+        {NULL, NULL},
+    };
+    return api_queue(c, 200, r, h);
+}
+
+/* The dashboard built into the binary (no --web DIR): served from memory. */
+static enum MHD_Result serve_embedded(struct MHD_Connection *c, const char *url)
+{
+    const webfs_asset *f;
+    int rc = webfs_embedded(url, &f);
+    if (rc == HF_EINVAL) return api_send_err(c, 400, NULL, "forbidden path");
+    if (rc) return api_send_err(c, 404, NULL, "no such route: %s", url);
+    return send_asset(c, MHD_create_response_from_buffer(f->size, (void *)f->data, MHD_RESPMEM_PERSISTENT), f->path);
+}
+
 static enum MHD_Result serve_static(api *a, struct MHD_Connection *c, const char *url)
 {
     char path[PATH_MAX];
-    if (!a->web_root) return api_send_err(c, 404, NULL, "no such route: %s", url);
+    if (!a->web_root) return serve_embedded(c, url);
     int rc = webfs_resolve(a->web_root, url, path, sizeof path);
     if (rc == HF_EINVAL) return api_send_err(c, 400, NULL, "forbidden path");
     if (rc) return api_send_err(c, 404, NULL, "not found");
@@ -49,13 +73,7 @@ static enum MHD_Result serve_static(api *a, struct MHD_Connection *c, const char
     }
     struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)sb.st_size, fd);
     if (!r) { close(fd); return MHD_NO; }
-    const api_hdr h[] = {
-        {"Content-Type", webfs_mime(path)},
-        {"X-Content-Type-Options", "nosniff"},
-        {"Cache-Control", "no-cache"},
-        {NULL, NULL},
-    };
-    return api_queue(c, 200, r, h);
+    return send_asset(c, r, path);
 }
 
 /* ---------- libmicrohttpd callbacks ---------- */
@@ -153,6 +171,28 @@ static char *read_file(const char *path, char *err, size_t errlen)
     return hf_buf_take(&b, &n);
 }
 
+/* API_MAX_CONNS, or fewer when the open-files limit cannot hold them (64
+ * descriptors kept for the database, logs and the listening socket). The
+ * soft limit is first raised as far as the hard limit allows. */
+static unsigned conn_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1000;
+    rlim_t want = API_MAX_CONNS + 64;
+    if (rl.rlim_cur < want && rl.rlim_cur != RLIM_INFINITY) {
+        rlim_t cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (cur > rl.rlim_cur) {
+            rl.rlim_cur = cur;
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) return API_MAX_CONNS;
+    unsigned n = rl.rlim_cur > 128 ? (unsigned)(rl.rlim_cur - 64) : 64;
+    hf_warn("open-files limit %llu: serving at most %u connections (raise it with ulimit -n / LimitNOFILE)",
+            (unsigned long long)rl.rlim_cur, n);
+    return n;
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -220,11 +260,18 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
         {MHD_OPTION_HTTPS_MEM_KEY, 0, a->key},
         {MHD_OPTION_END, 0, NULL},
     };
+    /* An idle crowd must not lock agents and users out: one address holds
+     * at most max_conns_per_ip connections, and a connection whose request
+     * stops arriving is closed after request_timeout_s. Parked /wait
+     * long-polls and idle SSE streams are suspended connections, which
+     * libmicrohttpd does not time out. */
     a->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, a,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->threads > 0 ? cfg->threads : 4),
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)8192,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+                            MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(cfg->max_conns_per_ip > 0 ? cfg->max_conns_per_ip : 0),
+                            MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)(cfg->request_timeout_s > 0 ? cfg->request_timeout_s : API_REQUEST_TIMEOUT_S),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
