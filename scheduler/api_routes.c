@@ -14,7 +14,7 @@
  *                       token file is loaded; docs/protocol.md "Roles")
  *   body over limit     413
  *   bad id              400 field "id"
- *   API_F_JSON body     400 with the JSON parser's message
+ *   F_JSON body         400 with the JSON parser's message
  *   then the handler.
  *
  * tests/system/test_eco_openapi.sh reads the table out of this file (rows
