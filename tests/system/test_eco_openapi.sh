@@ -34,8 +34,9 @@ done
 [[ -n $py ]] || hf_fail "no python3 with the yaml module (apt-get install python3-yaml)"
 
 # ---- 1. route table <-> YAML ----------------------------------------------
-# {R_NAME, "/pattern", "GET, POST"}: '*' is an id segment, '@' an action.
-grep -hoE '\{R_[A-Z_]+, *"[^"]+", *"[^"]+"\}' "$root"/scheduler/api*.c \
+# rows {"/pattern", "GET, POST", ...} of scheduler/api_routes.c: '*' is an
+# id segment, '@' an action.
+grep -hoE '^ *\{"/[^"]*", *"[A-Z][A-Z, ]*",' "$root"/scheduler/api*.c \
   | sed -E 's/.*"([^"]+)", *"([^"]+)".*/\1\t\2/' >"$HF_TMP/routes.tsv"
 (( $(wc -l <"$HF_TMP/routes.tsv") >= 10 )) || hf_fail "could not read the route table from scheduler/api*.c"
 while IFS=$'\t' read -r pat methods; do
