@@ -6,7 +6,7 @@
 # promised body) and then sit still (tests/progs/idle_crowd). Meanwhile,
 # from another address (127.0.0.1), it must hold that
 #   - /healthz, an agent's registration and heartbeat, and an experiment
-#     submission each answer within 1 s, every round;
+#     submission each answer within 2 s (sanitizer build included), every round;
 #   - the crowd holds at most --max-conns-per-ip connections: the rest are
 #     closed at once;
 #   - the ones held are closed by the scheduler once --request-timeout
@@ -42,7 +42,7 @@ timed() {   # NAME METHOD PATH [BODY]: the call must answer 2xx within 1 s
   hf_api "${@:2}"
   ms=$(ms_since "$t0")
   [[ $HF_STATUS == 2* ]] || hf_fail "$name answered $HF_STATUS during the crowd: $HF_BODY"
-  (( ms < 1000 )) || hf_fail "$name took $ms ms during the crowd"
+  (( ms < 2000 )) || hf_fail "$name took $ms ms during the crowd"
   echo "$ms"
 }
 exp='{"name": "crowd", "objective": {"metric": "val_acc", "goal": "maximize"},
