@@ -51,25 +51,8 @@
     return v;
   };
 
-  exp.store = function (id) {
-    const st = {
-      id, exp: null, trials: new Map(), curves: new Map(), metric: null,
-      selection: null, curveHover: null, loaded: false, closed: false,
-    };
-    const subs = {};
-    const offs = [];
-    let gen = 0, curvesNext = 0;
-
-    st.on = (topic, fn) => {
-      (subs[topic] = subs[topic] || []).push(fn);
-      return () => { subs[topic] = subs[topic].filter((f) => f !== fn); };
-    };
-    st.emit = (topic, arg) => {
-      if (st.closed) return;
-      for (const fn of subs[topic] || []) fn(arg);
-    };
-
-    // ---------- derived data ----------
+  /* Adds to st the values derived from its experiment and trials. */
+  function addDerived(st) {
     st.goal = () => (st.exp && st.exp.objective && st.exp.objective.goal === 'minimize' ? -1 : 1);
     st.objMetric = () => (st.exp && st.exp.objective && st.exp.objective.metric) || 'objective';
     st.better = (a, b) => (b == null || (a != null && st.goal() * (a - b) > 0));
@@ -99,7 +82,6 @@
       names.add(st.objMetric());
       return [...names].sort();
     };
-
     /* The axes of the parallel coordinates (one per searched hyperparameter,
      * then the objective) over the trials that have an objective. */
     st.dims = function () {
@@ -118,25 +100,14 @@
       dims.push({ key: st.objMetric(), type: 'value', objective: true });
       return { dims, trials };
     };
+  }
 
-    // ---------- view state ----------
-    st.setMetric = (m) => { st.metric = m; loadCurves(false); st.emit('metric'); };
-    /* sel: a Set of trial ids, or null for no brush. Emits only on change. */
-    st.setSelection = (sel) => {
-      const key = (s) => (s ? [...s].sort((a, b) => a - b).join(',') : '');
-      if (key(sel) === key(st.selection)) return;
-      st.selection = sel;
-      st.emit('selection');
-    };
-    st.setCurveHover = (tid, source) => {
-      if (tid === st.curveHover) return;
-      st.curveHover = tid;
-      st.emit('hover', source);
-    };
-    /* r: an experiment summary (an action's answer) merged into the one held. */
-    st.mergeExp = (r) => { st.exp = Object.assign(st.exp || {}, r); st.emit('exp'); };
-
-    // ---------- curves ----------
+  /* Adds to st its learning curves: st.perTrialPoints(), st.addPoint(tid,
+   * m) for a live metric, and st.loadCurves(incremental), which fetches
+   * every trial's curve of st.metric (incremental: only the rows after the
+   * last seq fetched, after a reconnect; a newer call supersedes it). */
+  function addCurves(st) {
+    let gen = 0, next = 0;
     st.perTrialPoints = () => Math.max(30, Math.min(2000, Math.floor(POINT_BUDGET / Math.max(1, st.trials.size))));
     function curveOf(tid) {
       let c = st.curves.get(tid);
@@ -168,32 +139,112 @@
       c.loaded = true;
       capCurve(c);
     }
-    /* Every trial's curve of st.metric; incremental: only the rows after the
-     * last seq fetched (after a reconnect). A newer call supersedes it. */
-    async function loadCurves(incremental) {
+    /* m: a live `metric` event whose values hold st.metric. */
+    st.addPoint = (tid, m) => {
+      const c = curveOf(tid);
+      const x = m.step != null ? m.step : (m.values.epoch != null ? m.values.epoch : c.pts.length);
+      const last = c.pts[c.pts.length - 1];
+      if (!last || x > last[0]) { c.pts.push([x, m.values[st.metric]]); capCurve(c); st.emit('points'); }
+    };
+    st.loadCurves = async function (incremental) {
       if (!st.metric) return;
-      if (!incremental || !curvesNext) { gen++; st.curves.clear(); curvesNext = 0; }
+      if (!incremental || !next) { gen++; st.curves.clear(); next = 0; }
       const my = gen;
       const ids = [...st.trials.keys()].sort((a, b) => b - a);
       const t0 = performance.now();
       st.emit('curves-loading', { count: ids.length });
       try {
-        const url = `/api/v1/experiments/${id}/metrics?name=${encodeURIComponent(st.metric)}` +
-          `&max_points=${st.perTrialPoints()}` + (curvesNext ? `&after=${curvesNext}` : '');
+        const url = `/api/v1/experiments/${st.id}/metrics?name=${encodeURIComponent(st.metric)}` +
+          `&max_points=${st.perTrialPoints()}` + (next ? `&after=${next}` : '');
         const r = await HF.api.get(url);
         if (my !== gen || st.closed) return;
         for (const s of r.series || []) addSeries(s.trial_id, s.points);
         for (const tid of ids) curveOf(tid).loaded = true;   // trials without points yet
-        if (r.next != null) curvesNext = Math.max(curvesNext, r.next);
+        if (r.next != null) next = Math.max(next, r.next);
         st.emit('points');
       } catch (e) { if (e.status !== 401) HF.toast('loading curves failed: ' + e.message, true); }
       if (my !== gen || st.closed) return;
       st.emit('curves-loaded', { count: ids.length, ms: Math.round(performance.now() - t0), perTrial: st.perTrialPoints() });
-    }
+    };
+  }
+
+  /* st's handlers of the live stream; returns their off functions. slow:
+   * the throttled refresh after a trial change; reload: the catch-up after
+   * a reconnect. */
+  function subscribeLive(st, slow, reload) {
+    const id = st.id;
+    return [
+      HF.live.on('experiment', (e) => {
+        if (!e || e.id !== id) return;
+        st.mergeExp(e);
+      }),
+      HF.live.on('trial', (t) => {
+        if (!t || t.experiment_id !== id) return;
+        const old = st.trials.get(t.id);
+        st.trials.set(t.id, Object.assign(old || {}, t));
+        st.emit('trial');
+        slow();
+      }),
+      HF.live.on('metric', (m) => {
+        if (!m || m.experiment_id !== id || !m.values) return;
+        const t = st.trials.get(m.trial_id);
+        if (t) {
+          t.latest = Object.assign({}, t.latest, m.values, m.step != null ? { step: m.step } : {});
+          // Trial summaries arrive on state changes only: keep the objective
+          // and its best value current from the metric stream.
+          const ov = m.values[st.objMetric()];
+          if (typeof ov === 'number' && st.better(ov, t.objective)) {
+            t.objective = ov;
+            t.best = Object.assign({}, t.best, { [st.objMetric()]: ov });
+            st.emit('objective');
+          }
+          st.emit('latest');
+        }
+        if (typeof m.values[st.metric] === 'number' && st.metric) st.addPoint(m.trial_id, m);
+      }),
+      HF.live.on('open', () => { if (st.loaded) reload(); }),
+    ];
+  }
+
+  /* The store of experiment id, subscribed to the live stream until
+   * close(); call load() once. */
+  exp.store = function (id) {
+    const st = {
+      id, exp: null, trials: new Map(), curves: new Map(), metric: null,
+      selection: null, curveHover: null, loaded: false, closed: false,
+    };
+    const subs = {};
+    st.on = (topic, fn) => {
+      (subs[topic] = subs[topic] || []).push(fn);
+      return () => { subs[topic] = subs[topic].filter((f) => f !== fn); };
+    };
+    st.emit = (topic, arg) => {
+      if (st.closed) return;
+      for (const fn of subs[topic] || []) fn(arg);
+    };
+    addDerived(st);
+    addCurves(st);
+
+    // ---------- view state ----------
+    st.setMetric = (m) => { st.metric = m; st.loadCurves(false); st.emit('metric'); };
+    /* sel: a Set of trial ids, or null for no brush. Emits only on change. */
+    st.setSelection = (sel) => {
+      const key = (s) => (s ? [...s].sort((a, b) => a - b).join(',') : '');
+      if (key(sel) === key(st.selection)) return;
+      st.selection = sel;
+      st.emit('selection');
+    };
+    st.setCurveHover = (tid, source) => {
+      if (tid === st.curveHover) return;
+      st.curveHover = tid;
+      st.emit('hover', source);
+    };
+    /* r: an experiment summary (live event, an action's answer) merged into
+     * the one held. */
+    st.mergeExp = (r) => { st.exp = Object.assign(st.exp || {}, r); st.emit('exp'); };
 
     // ---------- loading ----------
     const fetchAll = () => Promise.all([HF.api.get('/api/v1/experiments/' + id), HF.api.get(`/api/v1/experiments/${id}/trials`)]);
-
     /* The first load; rejects with the API error (status 404: no such
      * experiment) when the experiment or its trials cannot be read. */
     st.load = async function () {
@@ -205,9 +256,8 @@
       if (!st.metric) st.metric = st.objMetric();
       st.loaded = true;
       st.emit('all');
-      await loadCurves(false);
+      await st.loadCurves(false);
     };
-
     // After a reconnect, catch up on whatever the stream missed.
     const reloadSoon = HF.throttle(async () => {
       try {
@@ -216,10 +266,9 @@
         st.exp = e;
         for (const t of tr.trials || []) st.trials.set(t.id, t);
         st.emit('all');
-        loadCurves(true);
+        st.loadCurves(true);
       } catch (err) { /* next reconnect retries */ }
     }, 3000);
-
     const slow = HF.throttle(async () => {
       st.emit('names');
       if (st.exp && st.exp.searcher_state) {   // rung counts are not in the live summaries
@@ -227,43 +276,7 @@
       }
       st.emit('searcher');
     }, 3000);
-
-    // ---------- live updates ----------
-    offs.push(HF.live.on('experiment', (e) => {
-      if (!e || e.id !== id) return;
-      st.mergeExp(e);
-    }));
-    offs.push(HF.live.on('trial', (t) => {
-      if (!t || t.experiment_id !== id) return;
-      const old = st.trials.get(t.id);
-      st.trials.set(t.id, Object.assign(old || {}, t));
-      st.emit('trial');
-      slow();
-    }));
-    offs.push(HF.live.on('metric', (m) => {
-      if (!m || m.experiment_id !== id || !m.values) return;
-      const t = st.trials.get(m.trial_id);
-      if (t) {
-        t.latest = Object.assign({}, t.latest, m.values, m.step != null ? { step: m.step } : {});
-        // Trial summaries arrive on state changes only: keep the objective
-        // and its best value current from the metric stream.
-        const ov = m.values[st.objMetric()];
-        if (typeof ov === 'number' && st.better(ov, t.objective)) {
-          t.objective = ov;
-          t.best = Object.assign({}, t.best, { [st.objMetric()]: ov });
-          st.emit('objective');
-        }
-        st.emit('latest');
-      }
-      const v = m.values[st.metric];
-      if (typeof v === 'number' && st.metric) {
-        const c = curveOf(m.trial_id);
-        const x = m.step != null ? m.step : (m.values.epoch != null ? m.values.epoch : c.pts.length);
-        const last = c.pts[c.pts.length - 1];
-        if (!last || x > last[0]) { c.pts.push([x, v]); capCurve(c); st.emit('points'); }
-      }
-    }));
-    offs.push(HF.live.on('open', () => { if (st.loaded) reloadSoon(); }));
+    const offs = subscribeLive(st, slow, reloadSoon);
 
     st.close = () => {
       st.closed = true;
