@@ -7,15 +7,34 @@
 #   make demo                 scheduler + local agent + a Fashion-MNIST sweep
 #   make bench                every benchmark in bench/, ours beside the peer's
 #   make fuzz                 each libFuzzer target for FUZZ_SECONDS (clang)
+#   make help                 every target, and how to run one test
 #   CUDA=0|1                  force the CUDA backend off/on (default: on when nvcc exists)
+#
+# Two stages. The flags of the libraries come from pkg-config, which make
+# evaluates while it reads this file, so on a fresh machine they must be
+# installed before that: the first stage (below) only runs
+# scripts/install-deps and then runs make again with HF_MAKE_STAGE=build,
+# which reads the rest of this file with the packages in place. `make help`
+# and `make clean` skip the install.
 #
 # Layout of a module: every dir/*.c except dir/main.c goes into
 # build/<variant>/lib<dir>.a; dir/main.c is the program's entry point.
 # Unit tests tests/unit/test_*.c link every library, so a test names no
 # dependencies by hand.
 
-.DEFAULT_GOAL := all
 SHELL := /bin/bash
+ifeq ($(HF_MAKE_STAGE),)
+NODEPS_GOALS := help clean
+HF_NEED_DEPS := $(if $(MAKECMDGOALS),$(filter-out $(NODEPS_GOALS),$(MAKECMDGOALS)),all)
+.DEFAULT_GOAL := hf-stage1
+.PHONY: hf-stage1 $(MAKECMDGOALS)
+hf-stage1:
+	@$(if $(HF_NEED_DEPS),scripts/install-deps --check,true)
+	@$(MAKE) --no-print-directory HF_MAKE_STAGE=build $(MAKECMDGOALS)
+$(MAKECMDGOALS): hf-stage1
+	@:
+else
+.DEFAULT_GOAL := all
 # Quiet by default ("  CC file"); make V=1 shows full command lines.
 ifeq ($(V),1)
   Q :=
@@ -96,8 +115,28 @@ $(O)/gen/schema_sql.c: $(SCHEMA_SQL) schema/embed.sh
 	@mkdir -p $(@D)
 	schema/embed.sh $(SCHEMA_SQL) > $@
 $(O)/gen/schema_sql.o: $(O)/gen/schema_sql.c
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(O)/libscheduler.a: $(O)/gen/schema_sql.o
+
+# ... and the dashboard: web/embed.sh pulls web/'s files into the binary
+# (served at / when no --web DIR is given). The vendored libraries come out
+# of web/node_modules through web/build.sh.
+WEB_VENDOR := web/vendor/uPlot.iife.min.js web/vendor/uPlot.min.css web/vendor/echarts.min.js
+WEB_FILES  := $(sort $(shell find web -type f \( -name '*.html' -o -name '*.css' -o -name '*.js' \
+                -o -name '*.svg' -o -name '*.png' \) -not -path 'web/node_modules/*' -not -path 'web/vendor/*' \
+                -not -name 'build.sh' -not -name 'embed.sh') $(WEB_VENDOR))
+$(WEB_VENDOR) &: web/build.sh web/package-lock.json
+	web/build.sh
+	@touch $(WEB_VENDOR)
+$(O)/gen/web_assets.c: $(WEB_FILES) web/embed.sh
+	@mkdir -p $(@D)
+	$(call say,GEN,$@)
+	$(Q)web/embed.sh web $(WEB_FILES) > $@.tmp && mv $@.tmp $@
+$(O)/gen/web_assets.o: $(O)/gen/web_assets.c
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(O)/libscheduler.a: $(O)/gen/web_assets.o
 
 # Each program links its own module's library and common; nothing else, so
 # one module's broken build never blocks another's.
@@ -114,7 +153,7 @@ BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BIN    := $(patsubst bench/%.c,$(BIN)/bench/%,$(BENCH_SRC))
 
 .PHONY: all deps test unit system webtest demo bench fuzz clean web
-all: deps-check $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN) web
+all: $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN) web
 
 $(BIN)/hyperfarm-scheduler: $(O)/scheduler/main.o $(LIB_scheduler)
 $(BIN)/hyperfarm-agent:     $(O)/agent/main.o $(LIB_agent)
@@ -166,11 +205,24 @@ deps-check:
 	@scripts/install-deps --check
 .PHONY: deps-check
 
+# T=NAME runs only the tests whose name contains NAME (tests/run's filter):
+#   make unit T=search_tpe     make system T=fault_agent_kill     make webtest
+RUN_TESTS = HF_BIN=$(abspath $(BIN)) HF_UNIT=$(abspath $(O)/tests/unit) HF_VARIANT=$(VARIANT) tests/run
 test: all $(UNIT_BIN)
-	HF_BIN=$(abspath $(BIN)) HF_UNIT=$(abspath $(O)/tests/unit) HF_VARIANT=$(VARIANT) tests/run
+	$(RUN_TESTS) all $(T)
 
 unit: all $(UNIT_BIN)
-	HF_BIN=$(abspath $(BIN)) HF_UNIT=$(abspath $(O)/tests/unit) HF_VARIANT=$(VARIANT) tests/run unit
+	$(RUN_TESTS) unit $(T)
+
+system: all
+	$(RUN_TESTS) system $(T)
+
+webtest: all
+	HF_WEB_UNDER_SAN=$(if $(SANITIZE),1,) $(RUN_TESTS) web $(T)
+
+fuzz-replay: build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
+	$(RUN_TESTS) fuzz $(T)
+.PHONY: fuzz-replay help
 
 demo: all
 	scripts/demo
@@ -186,10 +238,29 @@ bench-allreduce: $(BIN)/bench/allreduce
 .PHONY: bench-allreduce
 
 FUZZ_SECONDS ?= 30
-fuzz: deps-check build/rel/gen/schema_sql.c
+fuzz: build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
 	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run
 
 clean:
 	rm -rf build bin
 
+help:
+	@echo 'hyperfarm make targets (install what is missing first, as root, except help/clean):'
+	@echo '  make                 build every program into bin/ (CUDA backend when nvcc exists; CUDA=0 to skip)'
+	@echo '  make demo            start a scheduler + local agent, run a Fashion-MNIST sweep, print the dashboard URL'
+	@echo '  make test            unit + system + fuzz-corpus + browser tests; last line "N passed, N failed"'
+	@echo '  make unit            unit tests only (cmocka)'
+	@echo '  make system          system tests only (real daemons on loopback)'
+	@echo '  make webtest         browser tests only (headless Chromium)'
+	@echo '  make fuzz-replay     every libFuzzer target over its seed corpus'
+	@echo '  make fuzz            each libFuzzer target for FUZZ_SECONDS (default 30)'
+	@echo '  make bench           every benchmark, our figure beside the peer'"'"'s and the ratio'
+	@echo '  make deps            install the Debian and npm packages (scripts/install-deps)'
+	@echo '  make clean           remove build/ and bin/'
+	@echo 'One test: T=NAME keeps the tests whose name contains NAME, e.g.'
+	@echo '  make unit T=test_scheduler_search_tpe    make system T=fault_agent_kill    make test T=openapi'
+	@echo 'Variants: SANITIZE=address,undefined (ASan+UBSan, build/san/), V=1 (full command lines)'
+
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+endif  # HF_MAKE_STAGE

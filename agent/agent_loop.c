@@ -1,6 +1,7 @@
 /*
  * agent_loop.c — the agent daemon: start-up, the main (supervisor) loop,
- * the heartbeat thread, and shutdown (see agent.h for the threading model).
+ * the heartbeat and long-poll threads that drive the agent_link, and
+ * shutdown (see agent.h for the threading model).
  *
  * Failure policy: the agent never exits because the scheduler or a trial
  * misbehaves. A failed registration or heartbeat is retried with
@@ -25,10 +26,11 @@
  * it and acknowledge it without storing its metrics and logs twice.
  */
 #include "agent.h"
+#include "agent_assign.h"
 #include "agent_gpu.h"
-#include "agent_hb.h"
+#include "agent_link.h"
 #include "agent_outbox.h"
-#include "agent_proc.h"
+#include "agent_sup.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -200,141 +202,180 @@ static void inbox_push(agent *ag, agent_reply *r)
     (void)w;
 }
 
+/* The heartbeat thread's own state between rounds (not shared). */
+typedef struct hb_state {
+    char              err[1024];
+    int64_t           iv;            /* interval in force this round */
+    int64_t           backoff;       /* 0 = the last round worked */
+    int64_t           last_warn, last_send, batch;
+    uint64_t          failures;      /* rounds failed in a row */
+    json_t           *held;          /* a batch sent without an answer: sent again as is */
+    agent_outbox_mark mark;          /* what held contains */
+} hb_state;
+
+/* Register (listing the running trials) when the link has no id.
+ * RET 0 or the error of agent_link_register (h->err says why). */
+static int hb_register(agent *ag, hb_state *h)
+{
+    if (agent_link_id(ag->link)) return HF_OK;
+    json_t *running = agent_outbox_running(ag->ob);
+    int rc = agent_link_register(ag->link, running, h->err, sizeof h->err);
+    if (rc == HF_OK) {
+        hf_info("registered with %s as agent %lld (%zu running trials listed)", ag->cfg->scheduler,
+                (long long)agent_link_id(ag->link), json_array_size(running));
+        if (!ag->cfg->heartbeat_ms && agent_link_interval(ag->link) > 0) {
+            pthread_mutex_lock(&ag->mu);
+            ag->interval_ms = agent_link_interval(ag->link);
+            h->iv = ag->interval_ms;
+            pthread_mutex_unlock(&ag->mu);
+        }
+        set_agent_id(ag, agent_link_id(ag->link));
+    }
+    json_decref(running);
+    return rc;
+}
+
+/* Send the held batch again (same number and items; only the running list
+ * is fresh) or take a new one from the outbox, and post it.
+ * RET 0 with *reply, or an error of agent_link_heartbeat; a batch the
+ * scheduler refused (HF_EINVAL) is dropped here and HF_EHTTP returned. */
+static int hb_send(agent *ag, hb_state *h, json_t **reply)
+{
+    int rc;
+    if (h->held) {
+        json_object_set_new(h->held, "running", agent_outbox_running(ag->ob));
+    } else if ((h->held = agent_outbox_take(ag->ob, &h->mark))) {
+        json_object_set_new(h->held, "instance", json_string(ag->instance));
+        json_object_set_new(h->held, "batch", json_integer(++h->batch));
+    }
+    if (!h->held) return HF_ENOMEM;
+    h->last_send = hf_mono_ms();
+    rc = agent_link_heartbeat(ag->link, h->held, reply, h->err, sizeof h->err);
+    if (rc == HF_EINVAL) {
+        /* A poison batch would block the outbox forever: drop it, loudly. */
+        hf_error("scheduler refused a heartbeat (%s): dropping its %zu events, %zu metrics, %zu logs",
+                 h->err, h->mark.n_events, h->mark.n_metrics, h->mark.n_logs);
+        agent_outbox_ack(ag->ob, &h->mark);
+        json_decref(h->held);
+        h->held = NULL;
+        rc = HF_EHTTP;     /* and back off like any failure */
+    }
+    return rc;
+}
+
+/* A heartbeat was answered 200 with reply (borrowed): acknowledge the
+ * batch, wake the long-poll thread, and hand the reply's work to the main
+ * loop (rejected assignments go back to the scheduler as events). */
+static void hb_on_reply(agent *ag, hb_state *h, const json_t *reply)
+{
+    agent_reply r;
+    hf_jerr e;
+
+    agent_outbox_ack(ag->ob, &h->mark);
+    json_decref(h->held);
+    h->held = NULL;
+    pthread_mutex_lock(&ag->mu);
+    ag->hb_done++;
+    pthread_cond_broadcast(&ag->pcv);
+    pthread_mutex_unlock(&ag->mu);
+    if (h->failures) hf_info("scheduler reachable again after %llu failed attempts", (unsigned long long)h->failures);
+    h->failures = 0;
+    h->backoff = 0;
+    if (agent_reply_parse(reply, &r, &e)) {
+        hf_warn("malformed heartbeat reply: %s: %s", e.field, e.msg);
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(r.rejected); i++)
+        agent_outbox_event(ag->ob, json_incref(json_array_get(r.rejected, i)));
+    if (r.interval_ms > 0 && !ag->cfg->heartbeat_ms) {
+        pthread_mutex_lock(&ag->mu);
+        ag->interval_ms = r.interval_ms;
+        pthread_mutex_unlock(&ag->mu);
+        h->iv = r.interval_ms;
+    }
+    if (r.nassign || r.nkill) inbox_push(ag, &r);
+    agent_reply_free(&r);
+}
+
+/* Registration or heartbeat failed with rc: back off, say so now and then. */
+static void hb_on_failure(agent *ag, hb_state *h, int rc)
+{
+    h->failures++;
+    /* When it answers again, register first: a restarted scheduler
+     * learns which trials still run here before anything else. */
+    if (rc == HF_ECONN || rc == HF_ETIMEOUT) {
+        agent_link_forget(ag->link);
+        set_agent_id(ag, 0);
+    }
+    int64_t now = hf_mono_ms();
+    if (h->failures == 1 || now - h->last_warn >= 30000) {
+        agent_outbox_stats st;
+        agent_outbox_get_stats(ag->ob, &st);
+        hf_warn("scheduler %s unreachable (%s); trials keep running, %zu logs/%zu metrics/%zu events "
+                "queued, %llu logs dropped so far; retrying", ag->cfg->scheduler, h->err, st.logs,
+                st.metrics, st.events, (unsigned long long)st.dropped_logs);
+        h->last_warn = now;
+    }
+    h->backoff = h->backoff ? h->backoff * 2 : h->iv;
+    if (h->backoff > AGENT_BACKOFF_MAX_MS) h->backoff = AGENT_BACKOFF_MAX_MS;
+}
+
+/* Sleep until the next heartbeat is due: the interval, the backoff, a
+ * short gap while a backlog drains, or at once (after a short gap that
+ * lets a burst go in one batch) when the main loop urged. */
+static void hb_wait_next(agent *ag, hb_state *h)
+{
+    pthread_mutex_lock(&ag->mu);
+    int64_t wait = h->iv;
+    if (h->backoff) wait = h->backoff;
+    else if (agent_outbox_pending(ag->ob)) wait = AGENT_URGENT_GAP_MS;   /* backlog: keep draining */
+    if (!h->backoff && ag->urgent) {
+        int64_t since = hf_mono_ms() - h->last_send;
+        wait = since >= AGENT_URGENT_GAP_MS ? 0 : AGENT_URGENT_GAP_MS - since;
+    }
+    ag->urgent = 0;
+    if (wait > 0) wait_locked(ag, wait);
+    if (!h->backoff && ag->urgent) {
+        /* woken for an event: a short gap so a burst goes in one batch */
+        int64_t since = hf_mono_ms() - h->last_send;
+        if (since < AGENT_URGENT_GAP_MS) {
+            ag->urgent = 0;
+            wait_locked(ag, AGENT_URGENT_GAP_MS - since);
+        }
+    }
+    ag->urgent = 0;
+    pthread_mutex_unlock(&ag->mu);
+}
+
 static void *hb_main(void *arg)
 {
     agent *ag = arg;
-    char err[1024];
-    int64_t backoff = 0, last_warn = 0, last_send = 0, batch = 0;
-    uint64_t failures = 0;
-    json_t *held = NULL;           /* a batch sent without an answer: sent again as is */
-    agent_outbox_mark mark;
+    hb_state h;
 
+    memset(&h, 0, sizeof h);
     for (;;) {
         pthread_mutex_lock(&ag->mu);
         int stop = ag->stop;
-        int64_t iv = ag->interval_ms;
+        h.iv = ag->interval_ms;
         pthread_mutex_unlock(&ag->mu);
         if (stop) break;
 
-        int rc;
-        if (!agent_link_id(ag->link)) {
-            json_t *running = agent_outbox_running(ag->ob);
-            rc = agent_link_register(ag->link, running, err, sizeof err);
-            if (rc == HF_OK) {
-                hf_info("registered with %s as agent %lld (%zu running trials listed)", ag->cfg->scheduler,
-                        (long long)agent_link_id(ag->link), json_array_size(running));
-                if (!ag->cfg->heartbeat_ms && agent_link_interval(ag->link) > 0) {
-                    pthread_mutex_lock(&ag->mu);
-                    ag->interval_ms = agent_link_interval(ag->link);
-                    iv = ag->interval_ms;
-                    pthread_mutex_unlock(&ag->mu);
-                }
-                set_agent_id(ag, agent_link_id(ag->link));
-            }
-            json_decref(running);
-        } else rc = HF_OK;
-
         json_t *reply = NULL;
+        int rc = hb_register(ag, &h);
         if (rc == HF_OK) {
-            if (held) {
-                /* same batch number and items; only the running list is fresh */
-                json_object_set_new(held, "running", agent_outbox_running(ag->ob));
-            } else if ((held = agent_outbox_take(ag->ob, &mark))) {
-                json_object_set_new(held, "instance", json_string(ag->instance));
-                json_object_set_new(held, "batch", json_integer(++batch));
-            }
-            if (!held) rc = HF_ENOMEM;
-            else {
-                last_send = hf_mono_ms();
-                rc = agent_link_heartbeat(ag->link, held, &reply, err, sizeof err);
-            }
+            rc = hb_send(ag, &h, &reply);
             if (rc == HF_ENOTFOUND) {
-                hf_warn("scheduler does not know agent id any more (%s): registering again", err);
+                hf_warn("scheduler does not know agent id any more (%s): registering again", h.err);
                 set_agent_id(ag, 0);
                 continue;   /* re-register at once, listing running trials */
             }
-            if (rc == HF_EINVAL) {
-                /* A poison batch would block the outbox forever: drop it, loudly. */
-                hf_error("scheduler refused a heartbeat (%s): dropping its %zu events, %zu metrics, %zu logs",
-                         err, mark.n_events, mark.n_metrics, mark.n_logs);
-                agent_outbox_ack(ag->ob, &mark);
-                json_decref(held);
-                held = NULL;
-                rc = HF_EHTTP;     /* and back off like any failure */
-            }
         }
-        if (rc == HF_OK) {
-            agent_outbox_ack(ag->ob, &mark);
-            json_decref(held);
-            held = NULL;
-            pthread_mutex_lock(&ag->mu);
-            ag->hb_done++;
-            pthread_cond_broadcast(&ag->pcv);
-            pthread_mutex_unlock(&ag->mu);
-            if (failures) hf_info("scheduler reachable again after %llu failed attempts", (unsigned long long)failures);
-            failures = 0;
-            backoff = 0;
-            agent_reply r;
-            hf_jerr e;
-            if (agent_reply_parse(reply, &r, &e)) {
-                hf_warn("malformed heartbeat reply: %s: %s", e.field, e.msg);
-            } else {
-                for (size_t i = 0; i < json_array_size(r.rejected); i++)
-                    agent_outbox_event(ag->ob, json_incref(json_array_get(r.rejected, i)));
-                if (r.interval_ms > 0 && !ag->cfg->heartbeat_ms) {
-                    pthread_mutex_lock(&ag->mu);
-                    ag->interval_ms = r.interval_ms;
-                    pthread_mutex_unlock(&ag->mu);
-                    iv = r.interval_ms;
-                }
-                if (r.nassign || r.nkill) inbox_push(ag, &r);
-                agent_reply_free(&r);
-            }
-            json_decref(reply);
-        } else {
-            failures++;
-            /* When it answers again, register first: a restarted scheduler
-             * learns which trials still run here before anything else. */
-            if (rc == HF_ECONN || rc == HF_ETIMEOUT) {
-                agent_link_forget(ag->link);
-                set_agent_id(ag, 0);
-            }
-            int64_t now = hf_mono_ms();
-            if (failures == 1 || now - last_warn >= 30000) {
-                agent_outbox_stats st;
-                agent_outbox_get_stats(ag->ob, &st);
-                hf_warn("scheduler %s unreachable (%s); trials keep running, %zu logs/%zu metrics/%zu events "
-                        "queued, %llu logs dropped so far; retrying", ag->cfg->scheduler, err, st.logs,
-                        st.metrics, st.events, (unsigned long long)st.dropped_logs);
-                last_warn = now;
-            }
-            backoff = backoff ? backoff * 2 : iv;
-            if (backoff > AGENT_BACKOFF_MAX_MS) backoff = AGENT_BACKOFF_MAX_MS;
-        }
-
-        /* How long until the next heartbeat. */
-        pthread_mutex_lock(&ag->mu);
-        int64_t wait = iv;
-        if (backoff) wait = backoff;
-        else if (agent_outbox_pending(ag->ob)) wait = AGENT_URGENT_GAP_MS;   /* backlog: keep draining */
-        if (!backoff && ag->urgent) {
-            int64_t since = hf_mono_ms() - last_send;
-            wait = since >= AGENT_URGENT_GAP_MS ? 0 : AGENT_URGENT_GAP_MS - since;
-        }
-        ag->urgent = 0;
-        if (wait > 0) wait_locked(ag, wait);
-        if (!backoff && ag->urgent) {
-            /* woken for an event: a short gap so a burst goes in one batch */
-            int64_t since = hf_mono_ms() - last_send;
-            if (since < AGENT_URGENT_GAP_MS) {
-                ag->urgent = 0;
-                wait_locked(ag, AGENT_URGENT_GAP_MS - since);
-            }
-        }
-        ag->urgent = 0;
-        pthread_mutex_unlock(&ag->mu);
+        if (rc == HF_OK) hb_on_reply(ag, &h, reply);
+        else hb_on_failure(ag, &h, rc);
+        json_decref(reply);
+        hb_wait_next(ag, &h);
     }
-    json_decref(held);
+    json_decref(h.held);
     return NULL;
 }
 
@@ -446,25 +487,30 @@ static void urge(agent *ag)
     pthread_mutex_unlock(&ag->mu);
 }
 
-int agent_run(const agent_cfg *cfg)
+/* SIGTERM/SIGINT stop gracefully (through the wake pipe); SIGPIPE must not
+ * kill us. */
+static void install_signals(agent *ag)
 {
-    agent ag;
+    struct sigaction sa;
+    term_fd = ag->wake[1];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* Everything before the threads start: the work directory (created, made
+ * absolute), the agent binary's directory, the token, GPUs, slots, name
+ * and advertised host; then the outbox, supervisor, wake pipe, HTTP
+ * handles and signal handlers. RET 0 or an HF_E* code (logged). */
+static int start_up(agent *ag, const agent_cfg *cfg)
+{
     char workdir[AGENT_PATH_MAX], self_dir[AGENT_PATH_MAX] = "", token[512] = "", host[256], name[256], err[512];
     json_t *gpus = NULL, *info = NULL;
-    pthread_t hb, pt;
-    int hb_started = 0, poll_started = 0, rc = HF_OK;
+    int rc;
 
-    memset(&ag, 0, sizeof ag);
-    ag.cfg = cfg;
-    ag.wake[0] = ag.wake[1] = -1;
-    pthread_mutex_init(&ag.mu, NULL);
-    pthread_cond_init(&ag.cv, NULL);
-    pthread_cond_init(&ag.pcv, NULL);
-    atomic_init(&ag.cancel, 0);
-    make_instance(ag.instance, sizeof ag.instance);
-    ag.interval_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 1000;
-
-    /* work directory: created, then made absolute */
     if ((rc = agent_fs_mkdirs(cfg->workdir)) || !realpath(cfg->workdir, workdir)) {
         hf_error("--workdir %s: cannot create or resolve: %s", cfg->workdir, rc ? hf_strerror(rc) : strerror(errno));
         rc = rc ? rc : HF_EIO;
@@ -496,36 +542,119 @@ int agent_run(const agent_cfg *cfg)
                                .max_log_bytes = (size_t)cfg->max_log_mb << 20,
                                .max_metrics = (size_t)cfg->max_metrics};
     info = json_pack("{s:s, s:I, s:O, s:s}", "name", name, "slots", (json_int_t)slots, "gpus", gpus, "host", host);
-    if (!(ag.ob = agent_outbox_new(&lim))
-        || !(ag.sup = agent_sup_new(workdir, self_dir[0] ? self_dir : NULL, cfg->grace_ms, ag.ob))
-        || pipe2(ag.wake, O_CLOEXEC | O_NONBLOCK)) {
+    if (!(ag->ob = agent_outbox_new(&lim))
+        || !(ag->sup = agent_sup_new(workdir, self_dir[0] ? self_dir : NULL, cfg->grace_ms, ag->ob))
+        || pipe2(ag->wake, O_CLOEXEC | O_NONBLOCK)) {
         hf_error("cannot initialise the agent: out of memory or descriptors");
         rc = HF_ENOMEM;
         goto end;
     }
-    ag.link = agent_link_new(cfg->scheduler, token[0] ? token : NULL, cfg->ca_file, (long)cfg->http_timeout_ms, info);
+    ag->link = agent_link_new(cfg->scheduler, token[0] ? token : NULL, cfg->ca_file, (long)cfg->http_timeout_ms,
+                              info);
     info = NULL;   /* owned (or freed) by agent_link_new */
-    ag.poll = agent_poll_new(cfg->scheduler, token[0] ? token : NULL, cfg->ca_file, (long)cfg->http_timeout_ms,
-                             &ag.cancel);
-    if (!ag.link || !ag.poll) {
+    ag->poll = agent_poll_new(cfg->scheduler, token[0] ? token : NULL, cfg->ca_file, (long)cfg->http_timeout_ms,
+                              &ag->cancel);
+    if (!ag->link || !ag->poll) {
         hf_error("cannot initialise the HTTP client");
         rc = HF_ENOMEM;
         goto end;
     }
-    memset(token, 0, sizeof token);
-
-    /* signals: SIGTERM/SIGINT stop gracefully; SIGPIPE must not kill us */
-    term_fd = ag.wake[1];
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    install_signals(ag);
     hf_info("hyperfarm-agent %s: name %s, %lld slots, %zu GPUs, workdir %s, scheduler %s, host %s",
             AGENT_VERSION, name, (long long)slots, json_array_size(gpus), workdir, cfg->scheduler, host);
+end:
+    memset(token, 0, sizeof token);
+    json_decref(info);
+    json_decref(gpus);
+    return rc;
+}
+
+/* The main loop: supervise trials and start or stop what the heartbeat
+ * thread received, until a signal stopped every trial; then give the
+ * heartbeat thread up to AGENT_FINAL_FLUSH_MS to deliver the exit events. */
+static void serve(agent *ag)
+{
+    int stopping = 0;
+    int64_t stop_started = 0;
+    agent_outbox_stats prev;
+    agent_outbox_get_stats(ag->ob, &prev);
+    for (;;) {
+        if (agent_sup_poll(ag->sup, 200, ag->wake[0])) {
+            char junk[64];
+            while (read(ag->wake[0], junk, sizeof junk) > 0) {}
+        }
+        if (got_term && !stopping) {
+            stopping = 1;
+            stop_started = hf_mono_ms();
+            hf_info("signal %d: stopping %d trials (grace %lld ms) and exiting", (int)got_term,
+                    agent_sup_count(ag->sup), (long long)ag->cfg->grace_ms);
+            agent_sup_kill_all(ag->sup, -1, "agent shutdown");
+        }
+        handle_inbox(ag, stopping);
+        /* a trial started or ended: tell the scheduler soon */
+        agent_outbox_stats st;
+        agent_outbox_get_stats(ag->ob, &st);
+        if (st.events > 0 && (st.events != prev.events || st.sent_events != prev.sent_events)) urge(ag);
+        prev = st;
+        if (stopping && agent_sup_count(ag->sup) == 0) break;
+    }
+
+    /* last heartbeat(s): deliver the exit events */
+    int64_t t0 = hf_mono_ms();
+    urge(ag);
+    while (hf_mono_ms() - t0 < AGENT_FINAL_FLUSH_MS) {
+        agent_outbox_stats st;
+        agent_outbox_get_stats(ag->ob, &st);
+        if (st.events == 0 && st.metrics == 0) break;
+        hf_sleep_ms(20);
+    }
+    hf_info("stopped after %lld ms", (long long)(hf_mono_ms() - stop_started));
+}
+
+/* Stop and join the threads that started (hb, pt: NULL = not started),
+ * answer what is left in the inbox, and free everything. */
+static void shut_down(agent *ag, pthread_t *hb, pthread_t *pt)
+{
+    if (hb || pt) {
+        pthread_mutex_lock(&ag->mu);
+        ag->stop = 1;
+        atomic_store(&ag->cancel, 1);
+        pthread_cond_signal(&ag->cv);
+        pthread_cond_broadcast(&ag->pcv);
+        pthread_mutex_unlock(&ag->mu);
+        if (hb) pthread_join(*hb, NULL);
+        if (pt) pthread_join(*pt, NULL);
+    }
+    term_fd = -1;
+    handle_inbox(ag, 1);
+    agent_sup_free(ag->sup);
+    agent_link_free(ag->link);
+    agent_poll_free(ag->poll);
+    agent_outbox_free(ag->ob);
+    for (int i = 0; i < 2; i++)
+        if (ag->wake[i] >= 0) close(ag->wake[i]);
+    pthread_mutex_destroy(&ag->mu);
+    pthread_cond_destroy(&ag->cv);
+    pthread_cond_destroy(&ag->pcv);
+}
+
+int agent_run(const agent_cfg *cfg)
+{
+    agent ag;
+    pthread_t hb, pt;
+    int hb_started = 0, poll_started = 0, rc;
+
+    memset(&ag, 0, sizeof ag);
+    ag.cfg = cfg;
+    ag.wake[0] = ag.wake[1] = -1;
+    pthread_mutex_init(&ag.mu, NULL);
+    pthread_cond_init(&ag.cv, NULL);
+    pthread_cond_init(&ag.pcv, NULL);
+    atomic_init(&ag.cancel, 0);
+    make_instance(ag.instance, sizeof ag.instance);
+    ag.interval_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 1000;
+
+    if ((rc = start_up(&ag, cfg))) goto end;
     if (pthread_create(&hb, NULL, hb_main, &ag)) {
         hf_error("cannot start the heartbeat thread");
         rc = HF_ENOMEM;
@@ -538,65 +667,8 @@ int agent_run(const agent_cfg *cfg)
         goto end;
     }
     poll_started = 1;
-
-    int stopping = 0;
-    int64_t stop_started = 0;
-    agent_outbox_stats prev;
-    agent_outbox_get_stats(ag.ob, &prev);
-    for (;;) {
-        if (agent_sup_poll(ag.sup, 200, ag.wake[0])) {
-            char junk[64];
-            while (read(ag.wake[0], junk, sizeof junk) > 0) {}
-        }
-        if (got_term && !stopping) {
-            stopping = 1;
-            stop_started = hf_mono_ms();
-            hf_info("signal %d: stopping %d trials (grace %lld ms) and exiting", (int)got_term,
-                    agent_sup_count(ag.sup), (long long)cfg->grace_ms);
-            agent_sup_kill_all(ag.sup, -1, "agent shutdown");
-        }
-        handle_inbox(&ag, stopping);
-        /* a trial started or ended: tell the scheduler soon */
-        agent_outbox_stats st;
-        agent_outbox_get_stats(ag.ob, &st);
-        if (st.events > 0 && (st.events != prev.events || st.sent_events != prev.sent_events)) urge(&ag);
-        prev = st;
-        if (stopping && agent_sup_count(ag.sup) == 0) break;
-    }
-
-    /* last heartbeat(s): deliver the exit events */
-    int64_t t0 = hf_mono_ms();
-    urge(&ag);
-    while (hf_mono_ms() - t0 < AGENT_FINAL_FLUSH_MS) {
-        agent_outbox_stats st;
-        agent_outbox_get_stats(ag.ob, &st);
-        if (st.events == 0 && st.metrics == 0) break;
-        hf_sleep_ms(20);
-    }
-    hf_info("stopped after %lld ms", (long long)(hf_mono_ms() - stop_started));
+    serve(&ag);
 end:
-    if (hb_started || poll_started) {
-        pthread_mutex_lock(&ag.mu);
-        ag.stop = 1;
-        atomic_store(&ag.cancel, 1);
-        pthread_cond_signal(&ag.cv);
-        pthread_cond_broadcast(&ag.pcv);
-        pthread_mutex_unlock(&ag.mu);
-        if (hb_started) pthread_join(hb, NULL);
-        if (poll_started) pthread_join(pt, NULL);
-    }
-    term_fd = -1;
-    handle_inbox(&ag, 1);
-    agent_sup_free(ag.sup);
-    agent_link_free(ag.link);
-    agent_poll_free(ag.poll);
-    agent_outbox_free(ag.ob);
-    json_decref(info);
-    json_decref(gpus);
-    for (int i = 0; i < 2; i++)
-        if (ag.wake[i] >= 0) close(ag.wake[i]);
-    pthread_mutex_destroy(&ag.mu);
-    pthread_cond_destroy(&ag.cv);
-    pthread_cond_destroy(&ag.pcv);
+    shut_down(&ag, hb_started ? &hb : NULL, poll_started ? &pt : NULL);
     return rc;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/dispatch.sh — DESIGN.md §8's "dispatch: trial ready -> process
+# bench/dispatch.sh — docs/design.md §8's "dispatch: trial ready -> process
 # running, p99 < 100 ms on loopback", with real processes (not a test: it
 # prints figures; no peer is named for this row). A scheduler and 2 agents
 # (2 slots each) on loopback run N short fake_trial trials (4 at a time);

@@ -779,13 +779,17 @@ static int sched_spawn(void)
         FILE *f = freopen(logp, "w", stderr);
         (void)f;
         dup2(2, 1);
-        const char *av[8 + 16];
+        const char *av[10 + 16];
         int ac = 0;
         av[ac++] = bin;
         av[ac++] = "--listen";
         av[ac++] = listen_arg;
         av[ac++] = "--db";
         av[ac++] = db_path;
+        /* Every simulated agent connects from 127.0.0.1; real agents come
+         * from their own addresses, so the per-address cap does not apply. */
+        av[ac++] = "--max-conns-per-ip";
+        av[ac++] = "0";
         for (int k = 0; k < opt.nsched_args; k++) av[ac++] = opt.sched_args[k];
         av[ac] = NULL;
         execv(bin, (char *const *)av);

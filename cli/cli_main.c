@@ -43,7 +43,7 @@ static const cli_command commands[] = {
      "  hyperfarm up\n  hyperfarm up --listen 127.0.0.1:9090 --db /tmp/farm.db --slots 2\n"},
     {"submit", cli_cmd_submit, OPT_WATCH | OPT_INTERVAL | OPT_PLAIN, 1, 1,
      "hyperfarm submit FILE|- [--watch]",
-     "Submit an experiment file (DESIGN.md section 5; '-' reads stdin). Prints the new\n"
+     "Submit an experiment file (docs/guide.md, experiments/; '-' reads stdin). Prints the new\n"
      "experiment's id on stdout. An invalid file is reported with the offending\n"
      "field path and exit code 2; nothing is stored.",
      "  hyperfarm submit experiments/fmnist-mlp-random.json\n"

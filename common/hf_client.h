@@ -1,6 +1,6 @@
 /*
  * hf_client.h — a tiny, self-contained client for trials written in C or
- * C++ (DESIGN.md §4). Copy this one file next to your program: it needs
+ * C++ (docs/design.md §4). Copy this one file next to your program: it needs
  * only libc, no hyperfarm library and no JSON library.
  *
  *     #include "hf_client.h"

@@ -1,5 +1,5 @@
 /*
- * hf_metric.h — parser for the trial report line (DESIGN.md §4):
+ * hf_metric.h — parser for the trial report line (docs/design.md §4):
  *
  *     HYPERFARM {"step": 1200, "epoch": 2, "train_loss": 0.41}
  *

@@ -23,11 +23,19 @@
 
 typedef struct api_config {
     const char *listen;        /* "ADDR:PORT"; port 0 = any free port */
-    const char *web_dir;       /* NULL = no static files */
+    const char *web_dir;       /* NULL = the dashboard built into the binary */
     const char *tls_cert, *tls_key;   /* both or neither */
     int         threads;       /* pool size */
     doorbell   *bell;          /* agents' long-poll waiters; NULL = /wait answers at once */
+    int         max_conns_per_ip;  /* connections one client address may hold; 0 = no limit */
+    int         request_timeout_s; /* idle seconds before a connection is closed: a request whose
+                                    * headers or body stop arriving, or keep-alive between requests
+                                    * (parked long-polls and event streams are suspended: exempt);
+                                    * 0 = API_REQUEST_TIMEOUT_S */
 } api_config;
+
+#define API_REQUEST_TIMEOUT_S 15
+#define API_MAX_CONNS         8192     /* all clients together (less if RLIMIT_NOFILE is lower) */
 
 typedef struct api api;
 

@@ -1,5 +1,5 @@
 /*
- * auth.h — bearer tokens of the scheduler (DESIGN.md §6, docs/protocol.md
+ * auth.h — bearer tokens of the scheduler (docs/design.md §6, docs/protocol.md
  * "Roles"). The token file holds one "role:token" per line, role "user" or
  * "agent", several of each allowed; '#' starts a comment line. A token is
  * compared with every known token in constant time (no early exit, fixed

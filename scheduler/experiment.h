@@ -1,5 +1,5 @@
 /*
- * experiment.h — validation of an experiment file (DESIGN.md §5) before
+ * experiment.h — validation of an experiment file (docs/design.md §5) before
  * anything is stored. experiment_parse checks every field (types, ranges,
  * min < max through search_space_parse, a known searcher and its own
  * fields through search_validate, a non-empty argv of strings, resources,

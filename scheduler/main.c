@@ -39,11 +39,12 @@ int main(int argc, char **argv)
     const char *listen = NULL, *db = NULL, *web = NULL, *token_file = NULL, *tls_cert = NULL, *tls_key = NULL;
     const char *log_level = NULL, *log_format = NULL, *config = NULL;
     int64_t agent_timeout = 0, hb_ms = 0, hb_fast_ms = 0, hb_rate = 0, threads = 0, max_log_lines = 0;
+    int64_t max_conns_per_ip = 0, request_timeout = 0;
     int print_config = 0;
     hf_cfg_opt opts[] = {
         {"listen", "HYPERFARM_LISTEN", HF_CFG_STR, &listen, "127.0.0.1:8080", 0, 0, "address:port to serve on (port 0: any)"},
         {"db", "HYPERFARM_DB", HF_CFG_STR, &db, "./hyperfarm.db", 0, 0, "SQLite database file"},
-        {"web", "HYPERFARM_WEB", HF_CFG_STR, &web, NULL, 0, 0, "directory of the dashboard, served at /"},
+        {"web", "HYPERFARM_WEB", HF_CFG_STR, &web, NULL, 0, 0, "serve the dashboard from DIR instead of the copy built into the binary (development)"},
         {"token-file", "HYPERFARM_TOKEN_FILE", HF_CFG_STR, &token_file, NULL, 0, 0,
          "file of role:token lines (user|agent); without it: loopback only, no auth"},
         {"tls-cert", "HYPERFARM_TLS_CERT", HF_CFG_STR, &tls_cert, NULL, 0, 0, "PEM certificate: serve HTTPS"},
@@ -56,6 +57,11 @@ int main(int argc, char **argv)
         {"heartbeat-rate", NULL, HF_CFG_INT, &hb_rate, "1000", 0, 1000000,
          "heartbeats/s all agents together may send: intervals grow to agents*1000/rate ms (0: fixed)"},
         {"threads", NULL, HF_CFG_INT, &threads, "4", 1, 256, "HTTP thread pool size"},
+        {"max-conns-per-ip", "HYPERFARM_MAX_CONNS_PER_IP", HF_CFG_INT, &max_conns_per_ip, "1024", 0, 65536,
+         "connections one client address may hold open (0: no limit); raise it for many agents behind one NAT address"},
+        {"request-timeout", "HYPERFARM_REQUEST_TIMEOUT", HF_CFG_INT, &request_timeout, "15", 1, 3600,
+         "seconds a connection may sit idle: a request whose headers or body stop arriving, or keep-alive "
+         "between requests (parked agent long-polls and event streams are exempt)"},
         {"max-log-lines", NULL, HF_CFG_INT, &max_log_lines, "100000", 0, 100000000, "log lines kept per trial"},
         {"log-level", "HYPERFARM_LOG_LEVEL", HF_CFG_STR, &log_level, "info", 0, 0, "debug|info|warn|error"},
         {"log-format", "HYPERFARM_LOG_FORMAT", HF_CFG_STR, &log_format, "text", 0, 0, "text|json"},
@@ -127,12 +133,13 @@ int main(int argc, char **argv)
     if (!(bell = doorbell_new())) { hf_error("out of memory"); goto end; }
     sched_set_doorbell(s, ring_agent, bell);
     api_config ac = {.listen = listen, .web_dir = web, .tls_cert = tls_cert, .tls_key = tls_key, .threads = (int)threads,
-                     .bell = bell};
+                     .bell = bell, .max_conns_per_ip = (int)max_conns_per_ip,
+                     .request_timeout_s = (int)request_timeout};
     if ((rc = api_start(&ac, s, st, ev, au, &a, err, sizeof err))) { hf_error("api: %s", err); goto end; }
     if (!(cr = cron_start(s, ev, bell))) { hf_error("cannot start the cron thread"); goto end; }
     hf_info("listening on %s://%s:%d (db %s, schema v%d%s%s)", tls_cert ? "https" : "http",
             strchr(listen, '[') ? "[::]" : (api_parse_listen(listen, host, sizeof host, &port), host), api_port(a), db,
-            store_version(st), web ? ", web " : "", web ? web : "");
+            store_version(st), web ? ", web " : ", built-in dashboard", web ? web : "");
     /* A line tests and scripts can wait for. */
     fprintf(stdout, "hyperfarm-scheduler: ready on port %d\n", api_port(a));
     fflush(stdout);

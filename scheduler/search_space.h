@@ -3,7 +3,7 @@
  * parsing with field-path errors, sampling, and the encodings searchers
  * need (unit-cube coordinates for TPE, perturbation for PBT, the grid).
  *
- * Parameter kinds (DESIGN.md §5):
+ * Parameter kinds (docs/design.md §5):
  *   {"type": "uniform", "min": a, "max": b}            (alias "double", "float")
  *   {"type": "log", "min": a, "max": b}                 a > 0 (alias "loguniform")
  *   {"type": "int", "min": a, "max": b, "log": false}   integers, inclusive

@@ -374,3 +374,14 @@ void store_reader_put(store *s, sqlite3 *db)
     pthread_mutex_unlock(&s->rlock);
     if (db) sqlite3_close_v2(db);
 }
+
+int store_health(store *s)
+{
+    sqlite3 *db = store_reader_get(s);
+    sqlite3_stmt *st = NULL;
+    int ok = db && sqlite3_prepare_v2(db, "SELECT count(*) FROM experiments", -1, &st, NULL) == SQLITE_OK &&
+             sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    store_reader_put(s, db);
+    return ok ? 0 : HF_EDB;
+}

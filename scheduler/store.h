@@ -87,4 +87,8 @@ void store_bind_opt_int(sqlite3_stmt *st, int i, int has, int64_t v);
 sqlite3 *store_reader_get(store *s);
 void     store_reader_put(store *s, sqlite3 *db);
 
+/* /healthz: can a reader connection read the experiments table? RET 0, or
+ * HF_EDB (no reader, or the query failed). */
+int store_health(store *s);
+
 #endif

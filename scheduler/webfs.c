@@ -11,9 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int webfs_resolve(const char *root_real, const char *url, char *out, size_t outlen)
+/* The checks both sources share: RET 0 or HF_EINVAL. */
+static int check_url(const char *url)
 {
-    char rel[WEBFS_PATH_MAX + 16];
     size_t n = strlen(url);
     if (n == 0 || url[0] != '/' || n > WEBFS_PATH_MAX) return HF_EINVAL;
     for (size_t i = 0; i < n; i++) {
@@ -30,6 +30,30 @@ int webfs_resolve(const char *root_real, const char *url, char *out, size_t outl
         if ((sl == 1 && p[0] == '.') || (sl == 2 && p[0] == '.' && p[1] == '.')) return HF_EINVAL;
         p = e;
     }
+    return 0;
+}
+
+int webfs_embedded(const char *url, const webfs_asset **out)
+{
+    if (check_url(url)) return HF_EINVAL;
+    char want[WEBFS_PATH_MAX + 16];
+    size_t n = strlen(url);
+    snprintf(want, sizeof want, "%s%s", url, url[n - 1] == '/' ? "index.html" : "");
+    for (int pass = 0; pass < 2; pass++) {
+        for (const webfs_asset *a = webfs_assets; a->path; a++)
+            if (strcmp(a->path, want) == 0) { *out = a; return 0; }
+        /* "/dir" without the slash: its index, as webfs_resolve does. */
+        if (url[n - 1] == '/') break;
+        snprintf(want, sizeof want, "%s/index.html", url);
+    }
+    return HF_ENOTFOUND;
+}
+
+int webfs_resolve(const char *root_real, const char *url, char *out, size_t outlen)
+{
+    char rel[WEBFS_PATH_MAX + 16];
+    if (check_url(url)) return HF_EINVAL;
+    size_t n = strlen(url);
     snprintf(rel, sizeof rel, "%s%s", url, url[n - 1] == '/' ? "index.html" : "");
     char joined[PATH_MAX + WEBFS_PATH_MAX + 32];
     snprintf(joined, sizeof joined, "%s%s", root_real, rel);

@@ -1,4 +1,4 @@
--- 0001_init.sql — the scheduler's first schema (DESIGN.md §7).
+-- 0001_init.sql — the scheduler's first schema (docs/design.md §7).
 -- Every table the scheduler needs; later changes come as 0002_*.sql etc.
 -- Times are milliseconds since the Unix epoch. JSON columns hold compact text.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shell_trial.sh — a hyperfarm trial written as a plain shell script, with
-# no hyperfarm library: it shows the whole trial contract (DESIGN.md §4).
+# no hyperfarm library: it shows the whole trial contract (docs/design.md §4).
 #
 #   reads     HYPERFARM_HPARAMS      {"x": 0.2, "lr": 0.5, ...} (hparams "x", "lr", "sleep_ms")
 #             HYPERFARM_MAX_EPOCHS   the budget the searcher grants (default 5)

@@ -1,18 +1,17 @@
 /*
  * fuzz_agent_reply.c — libFuzzer target for what the agent accepts from
- * the scheduler: a heartbeat reply (agent/agent_hb.c agent_reply_parse,
- * which validates every assignment with agent/agent_proc.c
- * agent_spec_parse, including the checkpoint_dir / copy_checkpoint_from
- * path checks of agent/agent_fs.c).
+ * the scheduler: a heartbeat reply (agent/agent_assign.c agent_reply_parse,
+ * which validates every assignment with agent_spec_parse, including the
+ * checkpoint_dir / copy_checkpoint_from path checks of agent/agent_fs.c).
  *
  * Invariants: no crash, leak or out-of-bounds access whatever the JSON;
  * every accepted assignment has a non-empty NULL-terminated argv, "NAME=..."
  * environment entries, and relative checkpoint paths without "..";
  * rejected assignments become well-formed start_failed events.
  */
-// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_time.c common/hf_log.c common/hf_metric.c common/hf_buf.c common/hf_http.c agent/agent_hb.c agent/agent_proc.c agent/agent_fs.c agent/agent_outbox.c
-// FUZZ_LIBS: -ljansson -lcurl -lpthread
-#include "agent/agent_hb.h"
+// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_time.c common/hf_log.c common/hf_buf.c agent/agent_assign.c agent/agent_fs.c
+// FUZZ_LIBS: -ljansson -lpthread
+#include "agent/agent_assign.h"
 #include "hf_err.h"
 #include "hf_log.h"
 

@@ -7,7 +7,7 @@
  * Nothing may crash or leak, and every rejection is HF_EINVAL/ENOTFOUND/
  * ESTATE with a message.
  */
-// FUZZ_SOURCES: common/*.c scheduler/*.c build/rel/gen/schema_sql.c
+// FUZZ_SOURCES: common/*.c scheduler/*.c build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
 // FUZZ_LIBS: -ljansson -lsqlite3 -lmicrohttpd -lcurl -lm
 #include "hf_err.h"
 #include "hf_json.h"

@@ -6,7 +6,7 @@
  * paths, the searcher's on_report and the reply builder. Every 200 inputs
  * the state is rebuilt so trials keep being placed.
  */
-// FUZZ_SOURCES: common/*.c scheduler/*.c build/rel/gen/schema_sql.c
+// FUZZ_SOURCES: common/*.c scheduler/*.c build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
 // FUZZ_LIBS: -ljansson -lsqlite3 -lmicrohttpd -lcurl -lm
 #include "hf_err.h"
 #include "hf_json.h"

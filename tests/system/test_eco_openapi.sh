@@ -10,23 +10,33 @@
 #      YAML documents for that operation, and the one the case expects;
 #   3. a method a path does not document answers 405 with an Allow header
 #      naming exactly the documented methods;
-#   4. docs/api.md is what scripts/gen-api-doc makes of the YAML now.
+#   4. docs/api.md is what scripts/gen-api-doc makes of the YAML now;
+#   0./5. the YAML passes a standard OpenAPI validator (swagger-parser from
+#      npm, tests/openapi/check.mjs), and every answer of step 2 — success
+#      and error, GET and POST — carries the content type its operation
+#      documents, with a JSON body that validates against the documented
+#      schema (Ajv).
 source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm-scheduler
 hf_setup
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
+# ---- 0. a standard validator accepts the document ---------------------------
+command -v node >/dev/null || hf_fail "node is required (Debian package nodejs)"
+[[ -d $root/tests/openapi/node_modules/@apidevtools/swagger-parser ]] \
+  || hf_fail "tests/openapi/node_modules missing: run scripts/install-deps"
+node "$root/tests/openapi/check.mjs" validate "$root/docs/openapi.yaml" "$HF_TMP/openapi.json" \
+  || hf_fail "docs/openapi.yaml fails @apidevtools/swagger-parser validation"
 py=""
 for p in /usr/bin/python3 python3; do
   if "$p" -c 'import yaml' 2>/dev/null; then py=$p; break; fi
 done
 [[ -n $py ]] || hf_fail "no python3 with the yaml module (apt-get install python3-yaml)"
-"$py" -c 'import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)' \
-  "$root/docs/openapi.yaml" >"$HF_TMP/openapi.json" || hf_fail "docs/openapi.yaml does not parse"
 
 # ---- 1. route table <-> YAML ----------------------------------------------
-# {R_NAME, "/pattern", "GET, POST"}: '*' is an id segment, '@' an action.
-grep -hoE '\{R_[A-Z_]+, *"[^"]+", *"[^"]+"\}' "$root"/scheduler/api*.c \
+# rows {"/pattern", "GET, POST", ...} of scheduler/api_routes.c: '*' is an
+# id segment, '@' an action.
+grep -hoE '^ *\{"/[^"]*", *"[A-Z][A-Z, ]*",' "$root"/scheduler/api*.c \
   | sed -E 's/.*"([^"]+)", *"([^"]+)".*/\1\t\2/' >"$HF_TMP/routes.tsv"
 (( $(wc -l <"$HF_TMP/routes.tsv") >= 10 )) || hf_fail "could not read the route table from scheduler/api*.c"
 while IFS=$'\t' read -r pat methods; do
@@ -47,10 +57,15 @@ hf_log "ok: route table and openapi.yaml agree ($(wc -l <"$HF_TMP/served.txt") o
 
 # ---- 2. every operation answers documented statuses ------------------------
 printf 'user:user-tok\nagent:agent-tok\n' >"$HF_TMP/tokens"
-hf_start_scheduler --token-file "$HF_TMP/tokens"
+# The fake agent below heartbeats only between calls: a long agent timeout
+# keeps its trial RUNNING however slowly a loaded machine runs the calls.
+hf_start_scheduler --token-file "$HF_TMP/tokens" --agent-timeout 120000
 U='user-tok'
 A='agent-tok'
 declare -A ok2xx=()
+ncalls=0
+mkdir -p "$HF_TMP/bodies"
+: >"$HF_TMP/answers.tsv"
 
 # call TOKEN METHOD SPEC_PATH URL_PATH [BODY [EXPECT]]: the answer must be
 # documented for (SPEC_PATH, METHOD); EXPECT (if given) must match exactly.
@@ -59,8 +74,12 @@ call() {
   local tok=$1 m=$2 spec=$3 url=$4 body=${5-} expect=${6-} code args=()
   [[ -n $tok ]] && args+=(-H "Authorization: Bearer $tok")
   [[ -n $body ]] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
-  code=$(curl -s -m 3 -o "$HF_TMP/body" -w '%{http_code}' -X "$m" "${args[@]}" "$HF_URL$url" || true)
-  BODY_OUT=$(head -c 100000 "$HF_TMP/body")
+  ncalls=$((ncalls + 1))
+  local bf="$HF_TMP/bodies/$ncalls" ct
+  ct=$(curl -s -m 3 -o "$bf" -w '%{http_code}\t%{content_type}' -X "$m" "${args[@]}" "$HF_URL$url" || true)
+  code=${ct%%$'\t'*}; ct=${ct#*$'\t'}
+  BODY_OUT=$(head -c 100000 "$bf")
+  printf '%s\t%s\t%s\t%s\t%s\n' "$m" "$spec" "$code" "$ct" "$bf" >>"$HF_TMP/answers.tsv"
   jq -e --arg p "$spec" --arg m "${m,,}" --arg c "$code" '.paths[$p][$m].responses | has($c)' \
     "$HF_TMP/openapi.json" >/dev/null \
     || hf_fail "$m $url answered $code, not documented for $m $spec in openapi.yaml (body: ${BODY_OUT:0:300})"
@@ -174,6 +193,23 @@ jq -r '.paths | keys[]' "$HF_TMP/openapi.json" | while read -r p; do
   [[ $allow == "$want" ]] || hf_fail "DELETE $url: Allow '$allow', openapi.yaml documents '$want'"
 done
 hf_log "ok: undocumented methods answer 405 with Allow = the documented methods"
+
+# ---- 5. every answer's body matches the documented schema ------------------
+node "$root/tests/openapi/check.mjs" responses "$root/docs/openapi.yaml" "$HF_TMP/answers.tsv" >&2 \
+  || hf_fail "answers of the live scheduler do not match docs/openapi.yaml's schemas (above)"
+hf_log "ok: all $ncalls answers match the content types and schemas of docs/openapi.yaml"
+# The check can fail: the experiments list without its required field, a
+# trial whose state is not one of the documented ones, and an error body
+# answered where the document names no content type, are each refused.
+echo '{"count": 1}' >"$HF_TMP/bad1"
+jq '.trials[0].state = "EXPLODED"' "$(awk -F'\t' '$1 == "GET" && $2 ~ /trials$/ && $3 == 200 {print $5; exit}' "$HF_TMP/answers.tsv")" >"$HF_TMP/bad2"
+printf 'GET\t/api/v1/experiments\t200\tapplication/json\t%s\n' "$HF_TMP/bad1" >"$HF_TMP/bad.tsv"
+printf 'GET\t/api/v1/experiments/{id}/trials\t200\tapplication/json\t%s\n' "$HF_TMP/bad2" >>"$HF_TMP/bad.tsv"
+printf 'GET\t/metrics\t200\tapplication/json\t%s\n' "$HF_TMP/bad1" >>"$HF_TMP/bad.tsv"
+out=$(node "$root/tests/openapi/check.mjs" responses "$root/docs/openapi.yaml" "$HF_TMP/bad.tsv" 2>&1) \
+  && hf_fail "the schema check accepted broken bodies: $out"
+[[ $(grep -c '^FAIL' <<<"$out") == 3 ]] || hf_fail "the schema check did not refuse all three broken bodies: $out"
+hf_log "ok: the schema check refuses a missing required field, a bad enum value and an undocumented type"
 
 # ---- 4. docs/api.md is generated from the YAML -----------------------------
 PATH=$(dirname "$py"):$PATH "$py" "$root/scripts/gen-api-doc" --check || hf_fail "docs/api.md is stale: run scripts/gen-api-doc"

@@ -2,8 +2,9 @@
  * test_scheduler_store.c — the SQLite store on a real temporary file:
  * migrations applied once (user_version), WAL and foreign keys on,
  * prepared statements work, rows survive close and reopen, a failed
- * transaction leaves nothing behind; and the core (sched) reloads
- * experiments and trials from the same file after a "restart".
+ * transaction leaves nothing behind, store_health answers /healthz's
+ * question; and the core (sched) reloads experiments and trials from the
+ * same file after a "restart".
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -115,6 +116,21 @@ static void test_rc_mapping(void **state)
     assert_int_equal(store_rc(SQLITE_IOERR_WRITE), HF_EDB);
 }
 
+/* /healthz's question: a reader can read the experiments table. */
+static void test_health(void **state)
+{
+    (void)state;
+    char p2[320], err[256];
+    store *s = NULL;
+    snprintf(p2, sizeof p2, "%s/health.db", dir);
+    assert_int_equal(store_open(p2, &s, err, sizeof err), 0);
+    assert_int_equal(store_health(s), 0);
+    assert_int_equal(sqlite3_exec(store_db(s), "PRAGMA foreign_keys=OFF; DROP TABLE experiments", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(store_health(s), HF_EDB);
+    store_close(s);
+}
+
 static const char *exp_json =
     "{\"name\":\"restart\",\"objective\":{\"metric\":\"val_acc\",\"goal\":\"maximize\"},"
     "\"searcher\":{\"name\":\"random\",\"max_trials\":4,\"max_concurrent_trials\":4,\"seed\":7},"
@@ -194,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_migrate_and_reopen),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_rc_mapping),
+        cmocka_unit_test(test_health),
         cmocka_unit_test(test_core_reload),
         cmocka_unit_test(test_sent_assignment_survives_restart),
     };

@@ -247,6 +247,14 @@ test('the ASHA experiment shows rungs, parallel coordinates and brushing', async
   await shot('experiment');
   await checkCategoryLabels();
   await checkTableOverflow();
+  // checkTableOverflow narrowed the window and widened it again: the chart
+  // re-lays itself out on the next frame after the resize, and a drag made
+  // before that lands on the old axes. Brush once it has (as a user would).
+  await until('parallel chart laid out at the restored width', () => page.$eval('#parallel-chart', (el) => {
+    const c = window.echarts && echarts.getInstanceByDom(el);
+    return !!c && Math.abs(c.getWidth() - el.clientWidth) <= 1;
+  }), 5000);
+  await page.waitForTimeout(300);
   // Brush the objective axis (rightmost) over its upper half.
   const box = await page.locator('#parallel-chart').boundingBox();
   const x = box.x + box.width - 90;

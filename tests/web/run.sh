@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/web/run.sh — the dashboard in a real browser against a real farm.
 #
-# Starts a real hyperfarm-scheduler (serving web/, with a token file so the
+# Starts a real hyperfarm-scheduler (serving its built-in copy of web/, with a token file so the
 # login prompt is exercised) and a real hyperfarm-agent on loopback, then
 # runs the node:test suites in tests/web/*.test.js, which drive Debian's
 # headless Chromium through playwright-core (no browser is ever downloaded)
@@ -37,7 +37,9 @@ printf 'user:%s\nagent:%s\n' "$user_token" "$agent_token" >"$HF_TMP/tokens"
 printf '%s\n' "$agent_token" >"$HF_TMP/agent-token"
 chmod 600 "$HF_TMP/tokens" "$HF_TMP/agent-token"
 
-hf_start_scheduler --web "$root/web" --token-file "$HF_TMP/tokens"
+# The dashboard built into the scheduler, as users get it; HF_WEB_DIR=web
+# serves the files on disk instead (editing the page without rebuilding).
+hf_start_scheduler ${HF_WEB_DIR:+--web "$HF_WEB_DIR"} --token-file "$HF_TMP/tokens"
 
 # The agent, started by hand: lib.sh's registration check has no token.
 mkdir -p "$HF_TMP/agent-a1"

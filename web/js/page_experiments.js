@@ -222,7 +222,7 @@
     const okMsg = h('div.ok-msg', { hidden: true });
     const submitBtn = h('button.btn.primary#submit-exp', 'Submit');
     const panel = h('section.panel#submit-panel', { hidden: true },
-      h('div.panel-head', h('h2', 'New experiment'), h('span.hint', 'Paste or upload an experiment file (DESIGN §5). Errors point at the field.'),
+      h('div.panel-head', h('h2', 'New experiment'), h('span.hint', 'Paste or upload an experiment file (docs/design.md §5). Errors point at the field.'),
         h('div.spacer'),
         h('button.btn.small', { onclick: () => fileIn.click() }, 'Upload file…'),
         h('button.btn.small', { onclick: () => { ed.ta.value = JSON.stringify(EXAMPLE, null, 2); ed.setError(-1, ''); msg.hidden = true; } }, 'Load example'),

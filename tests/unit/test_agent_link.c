@@ -1,5 +1,5 @@
 /*
- * test_agent_hb.c — the agent's wire protocol against a real HTTP server.
+ * test_agent_link.c — the agent's wire protocol against a real HTTP server.
  *
  * A small scheduler stand-in on libmicrohttpd (a real socket on 127.0.0.1)
  * speaks docs/protocol.md's agent routes, records every registration and
@@ -16,7 +16,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "agent/agent_hb.h"
+#include "agent/agent_assign.h"
+#include "agent/agent_link.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -537,7 +538,7 @@ int main(void)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    hf_log_init("test_agent_hb");
+    hf_log_init("test_agent_link");
     hf_log_set_level(HF_LOG_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reply_parse),

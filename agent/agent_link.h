@@ -1,18 +1,17 @@
 /*
- * agent_hb.h — the agent's side of the wire (docs/protocol.md, "Agents"):
- * registration, heartbeats, and validation of the scheduler's replies.
+ * agent_link.h — the agent's link to the scheduler (docs/protocol.md,
+ * "Agents"): registration and heartbeats (agent_link), and the doorbell
+ * long-poll (agent_poll). What a heartbeat reply means is agent_assign's
+ * business; this module only moves JSON and maps HTTP statuses to HF_E*
+ * codes.
  *
  * An agent_link holds the HTTP client (one curl handle, kept alive) and
- * the agent id. It is used by one thread only (the heartbeat thread).
- * Replies are untrusted input: every assignment is validated on its own, an
- * invalid one becomes a "start_failed" event naming the field, and the
- * others still run.
+ * the agent id. It is used by one thread only (the heartbeat thread). An
+ * agent_poll has its own handle and is used by the long-poll thread only.
+ * Neither retries inside a request: the threads have their own backoff.
  */
-#ifndef AGENT_HB_H
-#define AGENT_HB_H
-
-#include "agent_proc.h"
-#include "hf_json.h"
+#ifndef AGENT_LINK_H
+#define AGENT_LINK_H
 
 #include <jansson.h>
 #include <stdatomic.h>
@@ -20,14 +19,14 @@
 #include <stdint.h>
 
 #define AGENT_VERSION "0.1"
-#define AGENT_MAX_ASSIGN 1024   /* assignments or kills per reply */
 
 typedef struct agent_link agent_link;
 
-/* info: {"name", "slots", "gpus", "host"} (stolen; "version" is added).
- * token and cafile may be NULL. RET NULL on OOM. */
+/* info: {"name", "slots", "gpus", "host"} (stolen, also on failure;
+ * "version" is added). token and cafile may be NULL. RET NULL on OOM. */
 agent_link *agent_link_new(const char *url, const char *token, const char *cafile, long timeout_ms,
                            json_t *info);
+/* Accepts NULL. */
 void agent_link_free(agent_link *l);
 int64_t agent_link_id(const agent_link *l);
 /* Heartbeat interval the scheduler asked for at registration (0 = none). */
@@ -61,29 +60,10 @@ typedef struct agent_poll agent_poll;
 /* cancel: a flag that aborts a request in progress (shutdown). RET NULL on OOM. */
 agent_poll *agent_poll_new(const char *url, const char *token, const char *cafile, long timeout_ms,
                            const atomic_int *cancel);
+/* Accepts NULL. */
 void agent_poll_free(agent_poll *p);
 /* RET 0 with *pending set; HF_ENOTFOUND (404: unknown agent, or a scheduler
  * without the route), HF_EAUTH, HF_EHTTP, HF_ECONN, HF_ETIMEOUT, HF_EPARSE. */
 int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, char *err, size_t errlen);
-
-typedef struct agent_killreq {
-    int64_t trial_id, attempt, grace_ms;   /* grace_ms < 0: the agent's default */
-    char    reason[64];
-} agent_killreq;
-
-typedef struct agent_reply {
-    agent_spec   **assign;     /* valid assignments, owned */
-    size_t         nassign;
-    agent_killreq *kill;
-    size_t         nkill;
-    json_t        *rejected;   /* start_failed events for invalid assignments (array) */
-    int64_t        interval_ms;   /* 0 = not given */
-} agent_reply;
-
-/* Validate a heartbeat reply. RET 0 (invalid elements are in rejected or
- * skipped with a warning) or HF_EINVAL when the document itself is
- * malformed (e names the field); *out is always safe to free. */
-int  agent_reply_parse(const json_t *reply, agent_reply *out, hf_jerr *e);
-void agent_reply_free(agent_reply *r);
 
 #endif

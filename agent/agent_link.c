@@ -1,12 +1,11 @@
 /*
- * agent_hb.c — registration, heartbeats and reply validation
- * (see agent_hb.h and docs/protocol.md).
+ * agent_link.c — registration, heartbeats and the long-poll over HTTP
+ * (see agent_link.h and docs/protocol.md, "Agents").
  */
-#include "agent_hb.h"
+#include "agent_link.h"
 #include "hf_err.h"
 #include "hf_http.h"
-#include "hf_log.h"
-#include "hf_time.h"
+#include "hf_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,78 +166,4 @@ int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, ch
     if (rc == HF_EINVAL) rc = HF_EHTTP;
     json_decref(resp);
     return rc;
-}
-
-void agent_reply_free(agent_reply *r)
-{
-    if (!r) return;
-    for (size_t i = 0; i < r->nassign; i++) agent_spec_free(r->assign[i]);
-    free(r->assign);
-    free(r->kill);
-    json_decref(r->rejected);
-    memset(r, 0, sizeof *r);
-}
-
-int agent_reply_parse(const json_t *reply, agent_reply *out, hf_jerr *e)
-{
-    json_t *assign = NULL, *kill = NULL;
-    int64_t iv = 0;
-    char p[64];
-
-    memset(out, 0, sizeof *out);
-    hf_jerr_clear(e);
-    if (!json_is_object(reply)) return hf_jerr_set(e, "", NULL, "reply must be an object");
-    if (hf_json_get_array(reply, "", "assign", 0, AGENT_MAX_ASSIGN, &assign, e)
-        || hf_json_get_array(reply, "", "kill", 0, AGENT_MAX_ASSIGN, &kill, e)
-        || hf_json_get_int(reply, "", "heartbeat_interval_ms", 0, 10, 3600000, &iv, e))
-        return HF_EINVAL;
-    out->interval_ms = iv;
-    if (!(out->rejected = json_array())) return hf_jerr_set(e, "", NULL, "out of memory");
-    size_t na = json_array_size(assign), nk = json_array_size(kill);
-    if ((na && !(out->assign = calloc(na, sizeof *out->assign)))
-        || (nk && !(out->kill = calloc(nk, sizeof *out->kill)))) {
-        agent_reply_free(out);
-        return hf_jerr_set(e, "", NULL, "out of memory");
-    }
-    for (size_t i = 0; i < na; i++) {
-        json_t *a = json_array_get(assign, i);
-        hf_jerr ae;
-        hf_jpath_index(p, sizeof p, "assign", i);
-        agent_spec *s = agent_spec_parse(a, p, &ae);
-        if (s) {
-            out->assign[out->nassign++] = s;
-            continue;
-        }
-        /* Tell the scheduler, if we know which trial it was. */
-        json_t *tid = json_object_get(a, "trial_id"), *att = json_object_get(a, "attempt");
-        hf_warn("rejected assignment %s: %s: %s", p, ae.field, ae.msg);
-        if (json_is_integer(tid) && json_is_integer(att)) {
-            char msg[600];
-            snprintf(msg, sizeof msg, "invalid assignment: %s: %s", ae.field, ae.msg);
-            json_array_append_new(out->rejected,
-                                  json_pack("{s:O, s:O, s:s, s:I, s:s}", "trial_id", tid, "attempt", att,
-                                            "type", "start_failed", "time", (json_int_t)hf_wall_ms(),
-                                            "error", msg));
-        }
-    }
-    for (size_t i = 0; i < nk; i++) {
-        json_t *k = json_array_get(kill, i);
-        agent_killreq *kr = &out->kill[out->nkill];
-        const char *reason = NULL;
-        hf_jerr ke;
-        hf_jpath_index(p, sizeof p, "kill", i);
-        kr->attempt = 0;
-        kr->grace_ms = -1;
-        if (!json_is_object(k)
-            || hf_json_get_int(k, p, "trial_id", 1, 1, INT64_MAX, &kr->trial_id, &ke)
-            || hf_json_get_int(k, p, "attempt", 0, 0, INT32_MAX, &kr->attempt, &ke)
-            || hf_json_get_int(k, p, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &kr->grace_ms, &ke)) {
-            hf_warn("ignored kill %s: %s", p, json_is_object(k) ? ke.msg : "not an object");
-            continue;
-        }
-        reason = json_string_value(json_object_get(k, "reason"));   /* optional, may be null */
-        snprintf(kr->reason, sizeof kr->reason, "%s", reason && *reason ? reason : "scheduler");
-        out->nkill++;
-    }
-    return HF_OK;
 }

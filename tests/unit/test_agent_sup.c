@@ -1,5 +1,5 @@
 /*
- * test_agent_proc.c — the agent's trial supervisor against real processes:
+ * test_agent_sup.c — the agent's trial supervisor against real processes:
  * tests/progs/fake_trial is launched with fork/exec exactly as the agent
  * does, its output captured and parsed, stopped with SIGTERM or SIGKILL.
  * Needs bin/tests/fake_trial ($HF_BIN/tests/fake_trial).
@@ -11,7 +11,8 @@
 
 #include "agent/agent_fs.h"
 #include "agent/agent_outbox.h"
-#include "agent/agent_proc.h"
+#include "agent/agent_assign.h"
+#include "agent/agent_sup.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -621,7 +622,7 @@ int main(void)
         snprintf(abs, sizeof abs, "%s/%s", getcwd(cwd, sizeof cwd), fake);
         if (snprintf(fake, sizeof fake, "%s", abs) >= (int)sizeof fake) return 1;
     }
-    hf_log_init("test_agent_proc");
+    hf_log_init("test_agent_sup");
     hf_log_set_level(HF_LOG_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_validation),

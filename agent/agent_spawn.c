@@ -1,0 +1,369 @@
+/*
+ * agent_spawn.c — a trial's files, environment, argv, and fork + exec
+ * (see agent_spawn.h for the contract, docs/agent.md "Starting a trial").
+ *
+ * Split as libuv splits uv_spawn: the parent side (agent_spawn) prepares
+ * everything that may allocate or fail with a message before fork; the
+ * child side (spawn_child_init) runs between fork and exec and makes
+ * async-signal-safe calls only, because the agent has other threads whose
+ * locks may be held at the moment of the fork.
+ */
+#include "agent_spawn.h"
+#include "hf_buf.h"
+#include "hf_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* ------------------------------------------------------------ environment */
+
+/* Does env entry e (NAME=...) have name n? */
+static int env_is(const char *e, const char *n)
+{
+    size_t l = strlen(n);
+    return strncmp(e, n, l) == 0 && e[l] == '=';
+}
+
+/* The agent-controlled names that the scheduler's env cannot override. */
+static const char *const agent_env[] = {"HYPERFARM_CHECKPOINT_DIR", "HYPERFARM_CONTROL_FILE",
+                                        "HYPERFARM_ATTEMPT", "HYPERFARM_HOSTFILE", "CUDA_VISIBLE_DEVICES",
+                                        "PATH", NULL};
+
+static int env_agent_owned(const char *e)
+{
+    for (int i = 0; agent_env[i]; i++)
+        if (env_is(e, agent_env[i])) return 1;
+    return 0;
+}
+
+/* The value of name in env, or NULL. */
+static const char *env_get(char *const *env, const char *name)
+{
+    for (size_t i = 0; env[i]; i++)
+        if (env_is(env[i], name)) return env[i] + strlen(name) + 1;
+    return NULL;
+}
+
+/* Build the child's environment: base, minus names the spec or the agent
+ * set, plus the spec's env, plus the agent's variables. */
+char **agent_spawn_env(char *const *base, const char *self_dir, const agent_spec *sp, const char *ckpt,
+                       const char *control, const char *hostfile, char ***strs_out, const char **path_out)
+{
+    size_t nenv = 0, nsp = 0, k = 0, ns = 0;
+    while (base[nenv]) nenv++;
+    while (sp->env[nsp]) nsp++;
+    char **envp = calloc(nenv + nsp + 8, sizeof *envp);
+    char **strs = calloc(8, sizeof *strs);
+    char gpus[AGENT_MAX_GPUS * 4 + 1] = "";
+    const char *oldpath = env_get(base, "PATH");
+    if (!envp || !strs) goto fail;
+
+    for (size_t i = 0; i < nenv; i++) {
+        const char *e = base[i];
+        const char *eq = strchr(e, '=');
+        int shadowed = env_agent_owned(e);
+        for (size_t j = 0; j < nsp && !shadowed && eq; j++)
+            shadowed = strncmp(sp->env[j], e, (size_t)(eq - e) + 1) == 0;
+        if (!shadowed) envp[k++] = base[i];
+    }
+    for (size_t j = 0; j < nsp; j++)
+        if (!env_agent_owned(sp->env[j])) envp[k++] = sp->env[j];
+
+    for (int i = 0, n = 0; i < sp->ngpus; i++)
+        n += snprintf(gpus + n, sizeof gpus - (size_t)n, "%s%d", i ? "," : "", sp->gpus[i]);
+    if (asprintf(&strs[ns++], "HYPERFARM_CHECKPOINT_DIR=%s", ckpt) < 0) goto fail;
+    if (asprintf(&strs[ns++], "HYPERFARM_CONTROL_FILE=%s", control) < 0) goto fail;
+    if (asprintf(&strs[ns++], "HYPERFARM_ATTEMPT=%lld", (long long)sp->attempt) < 0) goto fail;
+    if (asprintf(&strs[ns++], "CUDA_VISIBLE_DEVICES=%s", gpus) < 0) goto fail;
+    if (hostfile && asprintf(&strs[ns++], "HYPERFARM_HOSTFILE=%s", hostfile) < 0) goto fail;
+    if (self_dir && self_dir[0]) {
+        if (asprintf(&strs[ns++], "PATH=%s%s%s", self_dir, oldpath ? ":" : "", oldpath ? oldpath : "") < 0)
+            goto fail;
+    } else if (asprintf(&strs[ns++], "PATH=%s", oldpath ? oldpath : DEFAULT_PATH) < 0)
+        goto fail;
+    *path_out = strs[ns - 1] + 5;
+    for (size_t i = 0; i < ns; i++) envp[k++] = strs[i];
+    envp[k] = NULL;
+    *strs_out = strs;
+    return envp;
+fail:
+    for (size_t i = 0; strs && i < 8; i++) free(strs[i]);
+    free(strs);
+    free(envp);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- argv */
+
+/* Find prog on the PATH value path; write the full name to out. RET 0 or errno. */
+static int path_lookup(const char *prog, const char *path, char *out, size_t outlen)
+{
+    if (strchr(prog, '/')) {
+        snprintf(out, outlen, "%s", prog);
+        return 0;
+    }
+    int err = ENOENT;
+    const char *p = path ? path : DEFAULT_PATH;
+    while (*p) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        struct stat st;
+        if (len == 0) snprintf(out, outlen, "%s", prog);          /* empty entry = cwd */
+        else snprintf(out, outlen, "%.*s/%s", (int)len, p, prog);
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (access(out, X_OK) == 0) return 0;
+            err = EACCES;
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+    return err;
+}
+
+static void argv_free(char **v)
+{
+    for (char **p = v; p && *p; p++) free(*p);
+    free(v);
+}
+
+/* argv of an mpirun-launcher rank 0 with every "{hostfile}" replaced by
+ * the host file's path (NULL-terminated, strings owned; free with
+ * argv_free). RET NULL on OOM or an argument over AGENT_ARG_MAX. */
+static char **argv_subst(char *const *argv, const char *hostfile)
+{
+    static const char tok[] = "{hostfile}";
+    size_t n = 0, tl = sizeof tok - 1, hl = strlen(hostfile);
+    while (argv[n]) n++;
+    char **out = calloc(n + 1, sizeof *out);
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        hf_buf b;
+        const char *p = argv[i], *q;
+        hf_buf_init(&b, AGENT_ARG_MAX + 1);
+        int rc = 0;
+        while (!rc && (q = strstr(p, tok))) {
+            rc = hf_buf_add(&b, p, (size_t)(q - p));
+            if (!rc) rc = hf_buf_add(&b, hostfile, hl);
+            p = q + tl;
+        }
+        if (!rc) rc = hf_buf_add(&b, p, strlen(p) + 1);
+        if (rc || !(out[i] = strdup(b.data))) {
+            hf_buf_free(&b);
+            argv_free(out);
+            return NULL;
+        }
+        hf_buf_free(&b);
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------- files */
+
+/* The trial's paths (c->dir, c->control, ckpt) and files: the checkpoint
+ * directory, the PBT copy (its failure goes to c->copy_rc), control.json
+ * (should_stop false: a stale stop of an earlier attempt must not stop a
+ * restart) and, for rank 0 of an mpirun-launcher trial, the host file.
+ * RET 0 or an HF_E* code with a message in err. */
+static int spawn_files(const char *workdir, const agent_spec *sp, agent_child *c, char *ckpt, size_t ckptlen,
+                       char *err, size_t errlen)
+{
+    char why[512];
+    int rc;
+    if (agent_fs_check_rel(sp->checkpoint_dir, why, sizeof why)) {
+        snprintf(err, errlen, "checkpoint_dir: %s", why);
+        return HF_EINVAL;
+    }
+    if (snprintf(ckpt, ckptlen, "%s/%s", workdir, sp->checkpoint_dir) >= (int)ckptlen) goto too_long;
+    snprintf(c->dir, sizeof c->dir, "%s", ckpt);
+    *strrchr(c->dir, '/') = '\0';      /* ckpt always has the workdir's '/' */
+    if (snprintf(c->control, sizeof c->control, "%s/control.json", c->dir) >= (int)sizeof c->control)
+        goto too_long;
+    if ((rc = agent_fs_mkdirs(ckpt))) {
+        snprintf(err, errlen, "mkdir %s: %s", ckpt, hf_strerror(rc));
+        return rc;
+    }
+    if (sp->copy_from[0]) {
+        char src[AGENT_PATH_MAX];
+        if (snprintf(src, sizeof src, "%s/%s", workdir, sp->copy_from) >= (int)sizeof src) {
+            snprintf(c->copy_err, sizeof c->copy_err, "path too long");
+            c->copy_rc = HF_EINVAL;
+        } else if (strcmp(src, ckpt) != 0)
+            c->copy_rc = agent_fs_copy_tree(src, ckpt, c->copy_err, sizeof c->copy_err);
+    }
+    if ((rc = agent_fs_write_control(c->control, 0, NULL))) {
+        snprintf(err, errlen, "write %s: %s", c->control, hf_strerror(rc));
+        return rc;
+    }
+    if (sp->launcher && !sp->hold && sp->hostfile) {
+        if (snprintf(c->hostfile, sizeof c->hostfile, "%s/hostfile", c->dir) >= (int)sizeof c->hostfile) {
+            c->hostfile[0] = '\0';
+            goto too_long;
+        }
+        if ((rc = agent_fs_write_file(c->hostfile, sp->hostfile, strlen(sp->hostfile)))) {
+            snprintf(err, errlen, "write %s: %s", c->hostfile, hf_strerror(rc));
+            return rc;
+        }
+    }
+    return HF_OK;
+too_long:
+    snprintf(err, errlen, "checkpoint_dir: path too long");
+    return HF_EINVAL;
+}
+
+/* ------------------------------------------------------------- fork */
+
+/* What the child needs between fork and exec, prepared by the parent. */
+typedef struct child_args {
+    pid_t              parent;
+    int                out, err, ep;   /* write ends: stdout, stderr, exec-error pipe */
+    const char        *dir, *prog;
+    char *const       *argv, *const *envp;
+    int                hold;
+} child_args;
+
+/* The child after fork: never returns. Async-signal-safe calls only (the
+ * agent has other threads). An errno that prevents the exec is written to
+ * the exec-error pipe; a successful exec closes it (close-on-exec), which
+ * the parent reads as success. */
+static void spawn_child_init(const child_args *a) __attribute__((noreturn));
+static void spawn_child_init(const child_args *a)
+{
+    sigset_t all;
+    struct sigaction dfl;
+    int code = 0;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < 65; sig++) sigaction(sig, &dfl, NULL);
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != a->parent) _exit(127);   /* the agent died before prctl */
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul < 0 || dup2(nul, 0) < 0 || dup2(a->out, 1) < 0 || dup2(a->err, 2) < 0) code = errno;
+    else if (chdir(a->dir)) code = errno;
+    if (!code && a->hold) {
+        /* A holder: no program, so no exec closes the agent's fds
+         * (sockets, pipes): close them all, which also closes the
+         * exec-error pipe (= success), then wait for the SIGTERM that
+         * releases the slots. */
+#ifdef SYS_close_range
+        if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+#endif
+            for (int fd = 3; fd < 65536; fd++) close(fd);
+        for (;;) pause();
+    }
+    if (!code) {
+        execve(a->prog, a->argv, a->envp);
+        code = errno;
+    }
+    ssize_t w = write(a->ep, &code, sizeof code);
+    (void)w;
+    _exit(127);
+}
+
+/* fork, spawn_child_init in the child, and wait in the parent for the exec
+ * (or its failure) on the exec-error pipe. a's fds are filled here.
+ * RET 0 with c->pid and c->fd set, or HF_EIO/HF_ECHILD with err. */
+static int spawn_fork(child_args *a, const agent_spec *sp, agent_child *c, char *err, size_t errlen)
+{
+    int out[2] = {-1, -1}, errp[2] = {-1, -1}, ep[2] = {-1, -1};
+    int rc = HF_OK, code = 0;
+    ssize_t r;
+    pid_t pid;
+
+    if (pipe2(out, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        rc = HF_EIO;
+        goto end;
+    }
+    a->parent = getpid();
+    a->out = out[1];
+    a->err = errp[1];
+    a->ep = ep[1];
+    pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        rc = HF_ECHILD;
+        goto end;
+    }
+    if (pid == 0) spawn_child_init(a);
+    setpgid(pid, pid);     /* also in the parent: no race with an early kill */
+    close(out[1]);
+    close(errp[1]);
+    close(ep[1]);
+    out[1] = errp[1] = ep[1] = -1;
+    while ((r = read(ep[0], &code, sizeof code)) < 0 && errno == EINTR) {}
+    if (r > 0) {
+        waitpid(pid, NULL, 0);
+        snprintf(err, errlen, "execvp %s: %s", sp->argv[0], strerror(code));
+        rc = HF_ECHILD;
+        goto end;
+    }
+    c->pid = pid;
+    c->fd[0] = out[0];
+    c->fd[1] = errp[0];
+    out[0] = errp[0] = -1;
+    for (int i = 0; i < 2; i++) fcntl(c->fd[i], F_SETFL, fcntl(c->fd[i], F_GETFL) | O_NONBLOCK);
+end:
+    for (int i = 0; i < 2; i++) {
+        if (out[i] >= 0) close(out[i]);
+        if (errp[i] >= 0) close(errp[i]);
+        if (ep[i] >= 0) close(ep[i]);
+    }
+    return rc;
+}
+
+int agent_spawn(const char *workdir, const char *self_dir, const agent_spec *sp, agent_child *c, char *err,
+                size_t errlen)
+{
+    char ckpt[AGENT_PATH_MAX], **envp = NULL, **strs = NULL, **argv = NULL;
+    const char *path = NULL;
+    int rc;
+
+    memset(c, 0, sizeof *c);
+    c->pid = -1;
+    c->fd[0] = c->fd[1] = -1;
+    err[0] = '\0';
+    if ((rc = spawn_files(workdir, sp, c, ckpt, sizeof ckpt, err, errlen))) goto end;
+    if (c->hostfile[0] && !(argv = argv_subst(sp->argv, c->hostfile))) {
+        snprintf(err, errlen, "argv: out of memory or an argument over %d bytes", AGENT_ARG_MAX);
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    if (!(envp = agent_spawn_env(environ, self_dir, sp, ckpt, c->control, c->hostfile[0] ? c->hostfile : NULL,
+                                 &strs, &path))) {
+        snprintf(err, errlen, "out of memory");
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    int perr = sp->hold ? 0 : path_lookup(sp->argv[0], path, c->prog, sizeof c->prog);
+    if (sp->hold) snprintf(c->prog, sizeof c->prog, "(holding %lld slots for mpirun)", (long long)sp->slots);
+    if (perr) {
+        snprintf(err, errlen, "execvp %s: %s", sp->argv[0], strerror(perr));
+        rc = HF_ECHILD;
+        goto end;
+    }
+    child_args a = {.dir = c->dir, .prog = c->prog, .argv = argv ? argv : sp->argv, .envp = envp,
+                    .hold = sp->hold};
+    rc = spawn_fork(&a, sp, c, err, errlen);
+end:
+    for (int i = 0; strs && i < 8; i++) free(strs[i]);
+    free(strs);
+    free(envp);
+    argv_free(argv);
+    return rc;
+}

@@ -1,0 +1,71 @@
+/*
+ * agent_spawn.h — starting one trial process from a validated assignment
+ * (docs/agent.md, "Starting a trial"): its files, its environment and
+ * argv, and fork + exec. It knows nothing of the trial table or the
+ * outbox; agent_sup decides whether to start and supervises what started.
+ *
+ * A trial process:
+ *   - is started with fork + execve of an argv array (never a shell), the
+ *     program found on the PATH of the trial's environment, whose first
+ *     entry is the directory of the agent's own binary;
+ *   - runs in its own process group (setpgid, in the child and in the
+ *     parent), in <workdir>/<dirname of checkpoint_dir>, with stdin from
+ *     /dev/null, default signal dispositions, an empty signal mask, and the
+ *     trial environment of docs/guide.md ("Writing a trial") on top of the
+ *     agent's own: the scheduler's env, then the variables the agent owns
+ *     (HYPERFARM_CHECKPOINT_DIR, HYPERFARM_CONTROL_FILE, HYPERFARM_ATTEMPT,
+ *     HYPERFARM_HOSTFILE, CUDA_VISIBLE_DEVICES, PATH), which the
+ *     scheduler's env cannot override;
+ *   - gets SIGTERM if the agent dies (PR_SET_PDEATHSIG), so no orphan
+ *     keeps running after an agent crash;
+ *   - (a holder rank of an mpirun-launcher trial: a forked placeholder that
+ *     closes every inherited descriptor and only waits for its SIGTERM; no
+ *     program is run, see agent_spec).
+ * An exec failure travels back over a close-on-exec pipe, so it is an
+ * error of agent_spawn, not a trial that exits 127.
+ */
+#ifndef AGENT_SPAWN_H
+#define AGENT_SPAWN_H
+
+#include "agent_assign.h"
+#include "agent_fs.h"
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* What agent_spawn started. */
+typedef struct agent_child {
+    pid_t pid;                        /* also the process group id */
+    int   fd[2];                      /* stdout, stderr read ends: non-blocking, close-on-exec */
+    char  dir[AGENT_PATH_MAX];        /* working directory */
+    char  control[AGENT_PATH_MAX];    /* control.json */
+    char  hostfile[AGENT_PATH_MAX];   /* "" unless rank 0 of an mpirun-launcher trial */
+    char  prog[AGENT_PATH_MAX];       /* the program executed (a description for a holder) */
+    int   copy_rc;                    /* copy_checkpoint_from: 0 = copied or none, else HF_E* */
+    char  copy_err[512];              /* why the copy failed */
+} agent_child;
+
+/* Prepare the trial's files (checkpoint directory, PBT checkpoint copy,
+ * control.json with should_stop false, mpirun host file) and start it.
+ * IN  workdir: absolute; self_dir: directory put first on the trial's PATH
+ *     ("" = none); sp: the assignment (borrowed).
+ * OUT c: the process; its fds belong to the caller (close them). A failed
+ *     PBT copy is not an error: c->copy_rc says so, the trial starts anyway.
+ * RET 0; HF_EINVAL (bad or too long path), HF_ENOMEM, HF_EIO (pipes),
+ *     HF_ECHILD (program not found, fork or exec failed), or the HF_E* of
+ *     a file operation, with a message in err; nothing runs then. */
+int agent_spawn(const char *workdir, const char *self_dir, const agent_spec *sp, agent_child *c, char *err,
+                size_t errlen);
+
+/* The environment of a trial (exposed for tests).
+ * IN  base: the agent's own environment (NULL-terminated, borrowed);
+ *     self_dir as above; ckpt, control: absolute paths; hostfile: NULL or
+ *     the host file's path.
+ * OUT *strs: the strings built here (NULL-terminated, owned: free each,
+ *     then the array); *path: the trial's PATH value (points into *strs).
+ * RET the NULL-terminated envp (the array is owned, its strings are
+ *     borrowed from base, sp and *strs), or NULL on OOM. */
+char **agent_spawn_env(char *const *base, const char *self_dir, const agent_spec *sp, const char *ckpt,
+                       const char *control, const char *hostfile, char ***strs, const char **path);
+
+#endif

@@ -1,0 +1,111 @@
+/*
+ * api_int.h — what the files of the HTTP server share (not for the rest of
+ * the scheduler: that uses api.h).
+ *
+ *   api.c         the server: start/stop, the libmicrohttpd request
+ *                 callbacks (body buffering), static files for what is
+ *                 no route
+ *   api_http.c    answers (every response header is set there) and
+ *                 query-argument parsing
+ *   api_routes.c  the route table {pattern, methods, role, body limit,
+ *                 flags, handler}, matching, roles, and one handler per
+ *                 route
+ *   api_stream.c  the two answers that outlive their call: the SSE event
+ *                 stream and the agents' long-poll /wait
+ *
+ * A request goes: first call (headers) -> a req context whose body buffer
+ * is bounded by the route's limit (api_route_body_max); body chunks ->
+ * appended (beyond the limit read and discarded, the answer is 413); last
+ * call -> api_route_serve: match, 405, role, 413, id, JSON body, handler.
+ * Every error is {"error": "...", "field": "..."} with the status of
+ * docs/protocol.md.
+ */
+#ifndef HF_API_INT_H
+#define HF_API_INT_H
+
+#include "hf_buf.h"
+#include "hf_json.h"
+#include "scheduler/api.h"
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct api {
+    struct MHD_Daemon *d;
+    sched      *s;
+    store      *st;
+    events_hub *ev;
+    const auth *au;
+    char       *web_root;       /* realpath of --web, or NULL */
+    char       *cert, *key;     /* PEM in memory for MHD */
+    int         port;
+    doorbell   *bell;
+    atomic_int  stopping;       /* /wait answers at once from now on */
+};
+
+/* One request's context (libmicrohttpd's con_cls), freed on completion. */
+typedef struct req {
+    hf_buf  body;
+    int     too_big;
+    int64_t t0_us;
+    int     parked;            /* a /wait parked in the doorbell (suspended) */
+    int     is_wait;           /* not counted in the request latency histogram */
+    doorbell_waiter w;
+} req;
+
+/* ---- api_http.c: answers ---- */
+
+/* Extra response headers: {name, value} pairs ending with {NULL, NULL}. */
+typedef struct api_hdr {
+    const char *name, *value;
+} api_hdr;
+
+/* Queue r with headers h and count the status in /metrics; r is destroyed
+ * here. RET MHD_NO when r is NULL. */
+enum MHD_Result api_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r, const api_hdr *h);
+/* text (malloc'ed, taken) of len bytes as ctype, not cacheable. */
+enum MHD_Result api_send_text(struct MHD_Connection *c, unsigned status, const char *ctype, char *text,
+                              size_t len);
+/* v (stolen) as compact JSON with 15 significant digits; 500 if it cannot
+ * be serialized. */
+enum MHD_Result api_send_json(struct MHD_Connection *c, unsigned status, json_t *v);
+/* {"error": fmt..., "field": field} (field omitted when NULL or ""). */
+enum MHD_Result api_send_err(struct MHD_Connection *c, unsigned status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+enum MHD_Result api_send_jerr(struct MHD_Connection *c, unsigned status, const hf_jerr *e);
+/* A core return code as its status (sched.h): HF_EINVAL/EPARSE 400,
+ * ENOTFOUND 404 ("no such <what>" without e), ESTATE 409, ENOSPC 507,
+ * others 500. e may be NULL. */
+enum MHD_Result api_send_rc(struct MHD_Connection *c, int rc, const hf_jerr *e, const char *what);
+/* 405 with an Allow header; the body names allow too when with_field. */
+enum MHD_Result api_send_405(struct MHD_Connection *c, const char *allow, int with_field);
+/* 401 with a WWW-Authenticate challenge. */
+enum MHD_Result api_send_401(struct MHD_Connection *c, const char *msg);
+
+/* Integer query argument key in [lo, hi]; absent -> dflt. RET 0, or
+ * HF_EINVAL with e naming key. */
+int api_query_int(struct MHD_Connection *c, const char *key, int64_t lo, int64_t hi, int64_t dflt, int64_t *out,
+                  hf_jerr *e);
+
+/* ---- api_routes.c: the route table ---- */
+
+/* Body limit of the route url/method names (API_MAX_BODY_USER when none). */
+unsigned api_route_body_max(const char *url, const char *method);
+/* Answer a request whose body is complete: the route's handler, or 404
+ * (under /api) / 405 / 401 / 403 / 413 / 400. RET 0 with *ret, or
+ * HF_ENOTFOUND when url is no route and not under /api (nothing answered:
+ * the caller serves static files). */
+int api_route_serve(api *a, struct MHD_Connection *c, const char *url, const char *method, req *rq,
+                    enum MHD_Result *ret);
+
+/* ---- api_stream.c ---- */
+
+/* GET /api/v1/events: an SSE stream of the events hub (503 at the
+ * subscriber limit). */
+enum MHD_Result api_stream_events(api *a, struct MHD_Connection *c);
+/* GET /api/v1/agents/{id}/wait: park the request in the doorbell or answer
+ * {"pending": ...}; called again with rq->parked set once woken. */
+enum MHD_Result api_stream_wait(api *a, struct MHD_Connection *c, int64_t agent_id, req *rq);
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * api_stream.c — the two answers of the HTTP server that outlive the call
+ * that starts them (api_int.h):
+ *
+ *   GET /api/v1/events            an SSE stream fed by the events hub
+ *                                 (events.h): the connection is suspended
+ *                                 while its queue is empty and resumed
+ *                                 by the hub when an event arrives
+ *   GET /api/v1/agents/{id}/wait  the agents' long-poll: the request is
+ *                                 parked in the doorbell (doorbell.h) and
+ *                                 suspended, holding no thread, until the
+ *                                 core rings or the cron expires it
+ *
+ * Both rely on libmicrohttpd's suspend/resume (MHD_ALLOW_SUSPEND_RESUME,
+ * set by api_start).
+ */
+#include "scheduler/api_int.h"
+
+#include "hf_err.h"
+#include "hf_time.h"
+
+#include <stdlib.h>
+
+/* ---------- SSE ---------- */
+
+typedef struct sse_ctx {
+    struct MHD_Connection *conn;
+    events_hub *ev;
+    events_sub *sub;
+    int         suspended;
+} sse_ctx;
+
+static void sse_wake(void *arg)
+{
+    sse_ctx *x = arg;
+    if (x->suspended) {
+        x->suspended = 0;
+        MHD_resume_connection(x->conn);
+    }
+}
+
+static void sse_sleep(void *arg)
+{
+    sse_ctx *x = arg;
+    if (!x->suspended) {
+        x->suspended = 1;
+        MHD_suspend_connection(x->conn);
+    }
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    sse_ctx *x = cls;
+    ssize_t n = events_read(x->ev, x->sub, buf, max);
+    if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
+    return n;
+}
+
+static void sse_free(void *cls)
+{
+    sse_ctx *x = cls;
+    events_unsubscribe(x->ev, x->sub);
+    free(x);
+}
+
+enum MHD_Result api_stream_events(api *a, struct MHD_Connection *c)
+{
+    static const api_hdr h[] = {
+        {"Content-Type", "text/event-stream"},
+        {"Cache-Control", "no-store"},
+        {"X-Accel-Buffering", "no"},
+        {NULL, NULL},
+    };
+    sse_ctx *x = calloc(1, sizeof *x);
+    if (!x) return api_send_err(c, 500, NULL, "out of memory");
+    x->conn = c;
+    x->ev = a->ev;
+    x->sub = events_subscribe(a->ev, sse_wake, sse_sleep, x);
+    if (!x->sub) {
+        free(x);
+        return api_send_err(c, 503, NULL, "too many event streams (limit %d)", EVENTS_MAX_SUBS);
+    }
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, x, sse_free);
+    if (!r) { sse_free(x); return MHD_NO; }
+    return api_queue(c, 200, r, h);
+}
+
+/* ---------- agent long-poll (doorbell) ---------- */
+
+static void wait_park(void *arg) { MHD_suspend_connection(arg); }
+static void wait_wake(void *arg) { MHD_resume_connection(arg); }
+
+/* {"pending": true} as soon as the agent has an assignment or kill waiting
+ * for its next heartbeat, else {"pending": false} after timeout_ms. The
+ * core's ring or the cron's expiry resumes the request, and libmicrohttpd
+ * then calls the handler again, landing here with rq->parked set. */
+enum MHD_Result api_stream_wait(api *a, struct MHD_Connection *c, int64_t id, req *rq)
+{
+    hf_jerr e;
+    int64_t timeout;
+    int pending = 0;
+    if (rq->parked) {
+        int st = doorbell_state(a->bell, &rq->w);
+        doorbell_unpark(a->bell, &rq->w);
+        rq->parked = 0;
+        return api_send_json(c, 200, json_pack("{sb}", "pending", st == DOORBELL_RUNG));
+    }
+    hf_jerr_clear(&e);
+    if (api_query_int(c, "timeout_ms", 0, DOORBELL_MAX_WAIT_MS, 25000, &timeout, &e)) return api_send_jerr(c, 400, &e);
+    int rc = sched_agent_pending(a->s, id, &pending);
+    if (rc == HF_ENOTFOUND) return api_send_err(c, 404, NULL, "unknown agent %lld: register again", (long long)id);
+    if (rc) return api_send_rc(c, rc, NULL, "agent");
+    if (pending || timeout == 0 || !a->bell || atomic_load(&a->stopping))
+        return api_send_json(c, 200, json_pack("{sb}", "pending", pending));
+    rq->is_wait = 1;
+    rq->w.agent_id = id;
+    rq->w.deadline_mono = hf_mono_ms() + timeout;
+    rq->w.wake = wait_wake;
+    rq->w.arg = c;
+    if (doorbell_park(a->bell, &rq->w, wait_park))
+        return api_send_err(c, 503, NULL, "too many waiting agents (limit %d)", DOORBELL_MAX_WAITERS);
+    rq->parked = 1;
+    /* Work queued between the check above and parking rang nobody: check
+     * again now that a ring would find us. */
+    if (sched_agent_pending(a->s, id, &pending) == 0 && pending) doorbell_ring(a->bell, id);
+    return MHD_YES;
+}
