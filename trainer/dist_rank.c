@@ -1,0 +1,137 @@
+/*
+ * dist_rank.c — one rank's set-up and the chief's checkpoints, shared by
+ * every distributed mode (dist_rank.h). Calls no mode and nothing of
+ * dist.c.
+ *
+ * Checkpoints are written in the single-process format (ckpt.h) with the
+ * whole model, so a run can resume in any mode from any other's files.
+ */
+#include "dist_rank.h"
+
+#include "hf_err.h"
+#include "hf_log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int dist_setup(tr_rank *r, const tr_options *o, int max_batch)
+{
+    char err[512];
+    int rc;
+    r->o = o;
+    if ((rc = tr_data_load(o->data, &r->all, &r->test, err, sizeof err))) {
+        fprintf(stderr, "hyperfarm-train: rank %d: data: %s\n", r->rank, err);
+        return rc;
+    }
+    tr_dataset limited;
+    tr_dataset_head(&r->all, o->limit_train, &limited);
+    if (o->val_size >= limited.n) {
+        fprintf(stderr, "hyperfarm-train: --val-size %d leaves no training samples of %d\n", o->val_size, limited.n);
+        return HF_EINVAL;
+    }
+    tr_dataset_split(&limited, o->val_size, &r->train, &r->val);
+    tr_dataset_head(&r->test, o->limit_test, &r->test_view);
+    r->m = tr_model_from_options(o, max_batch, err, sizeof err);
+    if (!r->m) {
+        fprintf(stderr, "hyperfarm-train: %s\n", err);
+        return HF_EINVAL;
+    }
+    tr_loader tmp;
+    if ((rc = tr_loader_init(&tmp, &r->train, o->batch_size, 0, 1, o->seed, 0))) return rc;
+    r->spe = tr_loader_batches(&tmp);
+    tr_loader_free(&tmp);
+    r->target = tr_options_target_epochs(o);
+    return 0;
+}
+
+void dist_free(tr_rank *r)
+{
+    tr_model_free(r->m);
+    tr_dataset_free(&r->all);
+    tr_dataset_free(&r->test);
+    r->m = NULL;
+}
+
+int dist_ckpt_save(tr_rank *r, const float *params, const float *bufs, const float *state, size_t n_state,
+                   int64_t optim_t, int epoch, int64_t batch, int64_t step, const tr_epoch_sums *sums,
+                   char *path, size_t pathlen)
+{
+    const tr_options *o = r->o;
+    if (!o->checkpoint_dir[0]) return HF_ENOTFOUND;
+    tr_ckpt c = {
+        .arch_hash = r->m->arch_hash, .epoch = epoch, .batch = batch, .step = step,
+        .loss_sum = sums->loss_sum, .loss_count = sums->loss_count, .correct = sums->correct, .seen = sums->seen,
+        .rng = {o->seed, 0, 0, 0}, .optim_t = optim_t,
+        .n_params = r->m->n_params, .n_bufs = r->m->n_bufs, .n_state = n_state,
+        .params = (float *)params, .bufs = (float *)bufs, .state = (float *)state,
+    };
+    char err[512];
+    int rc = tr_ckpt_write(o->checkpoint_dir, &c, o->keep_checkpoints, path, pathlen, err, sizeof err);
+    if (rc) hf_error("checkpoint failed: %s", err);
+    else hf_info("checkpoint %s (epoch %d, batch %lld, step %lld)", path, epoch, (long long)batch, (long long)step);
+    return rc;
+}
+
+/* Chief: load the newest usable checkpoint into params/bufs/state (any may
+ * be NULL to skip). RET 0 with res->found set (0 when there is none). */
+static int ckpt_load(tr_rank *r, float *params, float *bufs, float *state, size_t n_state, tr_resume *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!r->o->checkpoint_dir[0]) return 0;
+    tr_ckpt c;
+    char path[TR_PATH_MAX + 64];
+    if (tr_ckpt_load_latest(r->o->checkpoint_dir, r->m->arch_hash, r->m->n_params, r->m->n_bufs, n_state, &c, path,
+                            sizeof path)) {
+        hf_info("no usable checkpoint in %s: starting from scratch", r->o->checkpoint_dir);
+        return 0;
+    }
+    if (params) memcpy(params, c.params, c.n_params * sizeof(float));
+    if (bufs && c.n_bufs) memcpy(bufs, c.bufs, c.n_bufs * sizeof(float));
+    if (state && c.n_state) memcpy(state, c.state, c.n_state * sizeof(float));
+    res->found = 1;
+    res->epoch = (int)c.epoch;
+    res->batch = c.batch;
+    res->step = c.step;
+    res->sums = (tr_epoch_sums){c.loss_sum, c.loss_count, c.correct, c.seen};
+    res->optim_t = c.optim_t;
+    hf_info("resumed from %s: epoch %d, batch %lld, step %lld", path, res->epoch, (long long)res->batch,
+            (long long)res->step);
+    tr_ckpt_clear(&c);
+    return 0;
+}
+
+int dist_stop_status(const tr_options *o)
+{
+    return tr_stop_was_requested_by_searcher(o->checkpoint_dir) ? TR_EXIT_OK : TR_EXIT_SIGTERM;
+}
+
+/* Broadcast the resume position (doubles) from rank 0. */
+static int resume_bcast(tr_coll *c, tr_resume *res)
+{
+    double v[9] = {res->found, res->epoch, (double)res->batch, (double)res->step, res->sums.loss_sum,
+                   (double)res->sums.loss_count, (double)res->sums.correct, (double)res->sums.seen,
+                   (double)res->optim_t};
+    int rc = tr_coll_broadcast(c, v, sizeof v, 0);
+    if (rc) return rc;
+    res->found = (int)v[0];
+    res->epoch = (int)v[1];
+    res->batch = (int64_t)v[2];
+    res->step = (int64_t)v[3];
+    res->sums = (tr_epoch_sums){v[4], (int64_t)v[5], (int64_t)v[6], (int64_t)v[7]};
+    res->optim_t = (int64_t)v[8];
+    return 0;
+}
+
+int dist_start(tr_rank *r, float *state, size_t n_state, tr_resume *res)
+{
+    tr_model *m = r->m;
+    tr_coll *c = r->coll;
+    int rc;
+    memset(res, 0, sizeof *res);
+    if (r->rank == 0 && r->o->resume) ckpt_load(r, m->params, m->bufs, state, n_state, res);
+    if ((rc = resume_bcast(c, res)) || (rc = tr_coll_broadcast(c, m->params, m->n_params * 4, 0)) ||
+        (m->n_bufs && (rc = tr_coll_broadcast(c, m->bufs, m->n_bufs * 4, 0))) ||
+        (n_state && (rc = tr_coll_broadcast(c, state, n_state * 4, 0))))
+        return rc;
+    return 0;
+}
