@@ -185,13 +185,8 @@ static int mpi_barrier(tr_coll *c)
 
 /* Messages are not offered: the front end answers HF_EUNSUP. */
 const tr_coll_ops tr_coll_mpi_ops = {
-    .backend   = TR_COLL_MPI,
-    .open      = mpi_open,
-    .close     = mpi_close,
-    .allreduce = mpi_allreduce,
-    .broadcast = mpi_broadcast,
-    .allgather = mpi_allgather,
-    .barrier   = mpi_barrier,
+    .backend = TR_COLL_MPI, .open = mpi_open, .close = mpi_close,
+    .allreduce = mpi_allreduce, .broadcast = mpi_broadcast, .allgather = mpi_allgather, .barrier = mpi_barrier,
 };
 
 #else /* !HF_HAVE_MPI */

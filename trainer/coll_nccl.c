@@ -115,16 +115,10 @@ static int nccl_broadcast(tr_coll *c, void *buf, size_t bytes, int root)
 }
 
 const tr_coll_ops tr_coll_nccl_ops = {
-    .backend   = TR_COLL_NCCL,
-    .open      = nccl_open,
-    .close     = nccl_close,
-    .allreduce = nccl_allreduce,
-    .broadcast = nccl_broadcast,
-    .allgather = tr_coll_tcp_allgather,
-    .barrier   = tr_coll_tcp_barrier,
-    .send      = tr_coll_tcp_send,
-    .recv      = tr_coll_tcp_recv,
-    .wait_any  = tr_coll_tcp_wait_any,
+    .backend = TR_COLL_NCCL, .open = nccl_open, .close = nccl_close,
+    .allreduce = nccl_allreduce, .broadcast = nccl_broadcast,
+    .allgather = tr_coll_tcp_allgather, .barrier = tr_coll_tcp_barrier,
+    .send = tr_coll_tcp_send, .recv = tr_coll_tcp_recv, .wait_any = tr_coll_tcp_wait_any,
 };
 
 #else /* no NCCL in this build */

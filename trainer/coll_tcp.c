@@ -141,6 +141,17 @@ typedef struct stream_pos {
 
 enum { HL = sizeof(wire_hdr) };
 
+/* After send() or recv() returned -1 for peer: RET 1 to retry (EINTR), 0
+ * when the socket is full or empty (*blocked set), else HF_ECONN with
+ * "op seq N: <what> rank R (addr): <errno text><tail>" recorded. */
+static int io_failed(tr_coll *c, const stream_op *o, const char *what, int peer, const char *tail, int *blocked)
+{
+    if (errno == EINTR) return 1;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) { *blocked = 1; return 0; }
+    return tr_coll_fail(c, HF_ECONN, "%s seq %u: %s rank %d (%s): %s%s", op_name(o->op), o->seq, what, peer,
+                        c->peers[peer].addr, strerror(errno), tail);
+}
+
 static void skip_idle(const step *steps, int nsteps, stream_pos *sp)
 {
     while (sp->si < nsteps && steps[sp->si].send_peer < 0) sp->si++;
@@ -176,11 +187,9 @@ static int stream_recv(tr_coll *c, const stream_op *o, step *steps, int nsteps, 
             return tr_coll_fail(c, HF_ECONN, "%s seq %u: rank %d (%s) closed the connection (died?)",
                                 op_name(o->op), o->seq, st->recv_peer, c->peers[st->recv_peer].addr);
         if (k < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) { *blocked = 1; return 0; }
-            return tr_coll_fail(c, HF_ECONN, "%s seq %u: receiving from rank %d (%s): %s",
-                                op_name(o->op), o->seq, st->recv_peer, c->peers[st->recv_peer].addr,
-                                strerror(errno));
+            int rc = io_failed(c, o, "receiving from", st->recv_peer, "", blocked);
+            if (rc > 0) continue;
+            return rc;
         }
         size_t before = sp->roff;
         sp->roff += (size_t)k;
@@ -243,11 +252,9 @@ static int stream_send(tr_coll *c, const stream_op *o, const step *steps, int ns
         if (!want) return 0;   /* gated: wait for the receive side */
         ssize_t k = send(fd, src, want, MSG_NOSIGNAL);
         if (k < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) { *blocked = 1; return 0; }
-            return tr_coll_fail(c, HF_ECONN, "%s seq %u: sending to rank %d (%s): %s (died?)",
-                                op_name(o->op), o->seq, st->send_peer, c->peers[st->send_peer].addr,
-                                strerror(errno));
+            int rc = io_failed(c, o, "sending to", st->send_peer, " (died?)", blocked);
+            if (rc > 0) continue;
+            return rc;
         }
         sp->soff += (size_t)k;
         *moved = 1;
@@ -350,16 +357,30 @@ static void seg_bounds(size_t n, int p, int i, size_t *off, size_t *cnt)
     *cnt = base + ((size_t)i < rem ? 1 : 0);
 }
 
+/* The 2(p-1) steps of a segmented allreduce of n floats, and scratch for
+ * its largest segment. RET the steps (caller frees) or NULL (error recorded). */
+static step *reduce_steps(tr_coll *c, size_t n)
+{
+    step *st = calloc((size_t)(2 * (c->world - 1)), sizeof *st);
+    if (!st) {
+        tr_coll_fail(c, HF_ENOMEM, "out of memory");
+        return NULL;
+    }
+    size_t maxseg = n / (size_t)c->world + 1;
+    if (scratch_ensure(c, scratch_size(c, maxseg * 4))) {
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
 static int ring_allreduce(tr_coll *c, float *buf, size_t n, const stream_op *o)
 {
     int p = c->world, r = c->rank;
     int next = (r + 1) % p, prev = (r + p - 1) % p;
     int ns = 2 * (p - 1);
-    step *st = calloc((size_t)ns, sizeof *st);
-    if (!st) return tr_coll_fail(c, HF_ENOMEM, "out of memory");
-    size_t maxseg = n / (size_t)p + 1;
-    int rc = scratch_ensure(c, scratch_size(c, maxseg * 4));
-    if (rc) goto end;
+    step *st = reduce_steps(c, n);
+    if (!st) return HF_ENOMEM;
     for (int s = 0; s < ns; s++) {
         int sseg = ((r - s) % p + p) % p, rseg = ((r - s - 1) % p + p) % p;
         size_t off, cnt;
@@ -374,8 +395,7 @@ static int ring_allreduce(tr_coll *c, float *buf, size_t n, const stream_op *o)
         st[s].rlen = cnt * 4;
         st[s].reduce = s < p - 1;
     }
-    rc = stream_run(c, o, st, ns);
-end:
+    int rc = stream_run(c, o, st, ns);
     free(st);
     return rc;
 }
@@ -394,11 +414,8 @@ static int pairwise_allreduce(tr_coll *c, float *buf, size_t n, const stream_op 
 {
     int p = c->world, r = c->rank;
     int ns = 2 * (p - 1);
-    step *st = calloc((size_t)ns, sizeof *st);
-    if (!st) return tr_coll_fail(c, HF_ENOMEM, "out of memory");
-    size_t maxseg = n / (size_t)p + 1;
-    int rc = scratch_ensure(c, scratch_size(c, maxseg * 4));
-    if (rc) goto end;
+    step *st = reduce_steps(c, n);
+    if (!st) return HF_ENOMEM;
     size_t moff, mcnt;
     seg_bounds(n, p, r, &moff, &mcnt);
     for (int k = 1; k < p; k++) {
@@ -412,8 +429,7 @@ static int pairwise_allreduce(tr_coll *c, float *buf, size_t n, const stream_op 
                                .gate = p - 2, .recv_peer = from, .rptr = (char *)(buf + off),
                                .rlen = cnt * 4, .reduce = 0};
     }
-    rc = stream_run(c, o, st, ns);
-end:
+    int rc = stream_run(c, o, st, ns);
     free(st);
     return rc;
 }
@@ -655,14 +671,8 @@ int tr_coll_tcp_open(tr_coll *c, const tr_coll_config *cfg)
 }
 
 const tr_coll_ops tr_coll_tcp_ops = {
-    .backend   = TR_COLL_TCP,
-    .open      = tr_coll_tcp_open,
-    .close     = NULL,
-    .allreduce = tcp_allreduce,
-    .broadcast = tr_coll_tcp_broadcast,
-    .allgather = tr_coll_tcp_allgather,
-    .barrier   = tr_coll_tcp_barrier,
-    .send      = tr_coll_tcp_send,
-    .recv      = tr_coll_tcp_recv,
-    .wait_any  = tr_coll_tcp_wait_any,
+    .backend = TR_COLL_TCP, .open = tr_coll_tcp_open, .close = NULL,
+    .allreduce = tcp_allreduce, .broadcast = tr_coll_tcp_broadcast,
+    .allgather = tr_coll_tcp_allgather, .barrier = tr_coll_tcp_barrier,
+    .send = tr_coll_tcp_send, .recv = tr_coll_tcp_recv, .wait_any = tr_coll_tcp_wait_any,
 };

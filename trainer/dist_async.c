@@ -248,8 +248,6 @@ typedef struct worker {
     char          path[TR_PATH_MAX + 64];
 } worker;
 
-enum { STEP_OK, STEP_STOP, STEP_END, STEP_FAIL, STEP_COMM };
-
 /* Pull every shard (requests first, so servers work in parallel). RET 0 or HF_E*. */
 static int worker_pull(worker *w)
 {
@@ -283,27 +281,27 @@ static int worker_push(worker *w, int rows)
     return 0;
 }
 
-/* pull, work, push. RET STEP_OK, STEP_STOP, STEP_END (loader done),
- * STEP_FAIL (printed) or STEP_COMM. */
-static int worker_step(worker *w, double t0, int64_t *samples)
+/* dist_loop.step: pull, work, push. */
+static int worker_step(void *ctx, double t0, int64_t *samples)
 {
+    worker *w = ctx;
     tr_rank *r = w->r;
     const tr_options *o = r->o;
     tr_model *m = r->m;
     w->this_batch = w->ld.batch;
-    if (tr_stop_requested() || (o->max_steps > 0 && w->step >= o->max_steps)) return STEP_STOP;
-    if (worker_pull(w)) return STEP_COMM;
+    if (dist_should_stop(r, w->step)) return DIST_STEP_STOP;
+    if (worker_pull(w)) return DIST_STEP_COMM;
     int rows, gb, hits = 0;
     int64_t row_base;
-    if (!tr_loader_next(&w->ld, m->act[0], w->y, &rows, &gb, &row_base)) return STEP_END;
+    if (!tr_loader_next(&w->ld, m->act[0], w->y, &rows, &gb, &row_base)) return DIST_STEP_END;
     double loss = 0;
     tr_layer_ctx lc = {.train = 1, .seed = o->seed, .step = w->step, .row_base = row_base};
     if (rows > 0) loss = tr_model_step(m, w->y, rows, rows, &lc, NULL, NULL, &hits);
     if (!isfinite(loss)) {
         fprintf(stderr, "hyperfarm-train: worker %d: loss is not finite at step %lld\n", r->rank, (long long)w->step);
-        return STEP_FAIL;
+        return DIST_STEP_FAIL;
     }
-    if (worker_push(w, rows)) return STEP_COMM;
+    if (worker_push(w, rows)) return DIST_STEP_COMM;
     w->clock++;
     w->step++;
     w->sums.loss_sum += loss * rows;
@@ -311,53 +309,49 @@ static int worker_step(worker *w, double t0, int64_t *samples)
     w->sums.correct += hits;
     w->sums.seen += rows;
     *samples += rows;
-    if (r->rank == 0 && o->log_every > 0 && w->step % o->log_every == 0)
-        tr_report_step(w->step, w->epoch + (double)w->ld.batch / r->spe,
-                       w->sums.loss_count ? w->sums.loss_sum / w->sums.loss_count : NAN, NAN,
-                       *samples / (hf_mono_s() - t0) * w->W);
-    return STEP_OK;
+    dist_report_step(r, w->step, w->epoch + (double)w->ld.batch / r->spe, &w->sums, NAN,
+                     *samples / (hf_mono_s() - t0) * w->W);
+    return DIST_STEP_OK;
 }
 
-/* Chief: snapshot the servers, then report and checkpoint the epoch's end
- * (or where a stopped run stands), with the staleness line. RET 0 or HF_E*. */
-static int worker_epoch_end(worker *w, int stopped, double train_time, int64_t samples)
+/* dist_loop.epoch_end: the chief snapshots the servers, then reports and
+ * checkpoints the epoch's end (or where a stopped run stands), with the
+ * staleness line. */
+static int worker_epoch_end(void *ctx, int stopped, double train_time, int64_t samples)
 {
+    worker *w = ctx;
     tr_rank *r = w->r;
     tr_model *m = r->m;
+    tr_epoch_sums sums = w->sums;
+    if (!stopped) w->sums = (tr_epoch_sums){0};
+    if (r->rank != 0) return DIST_STEP_OK;
     snapshot sn;
-    int rc = take_snapshot(r, w->P, w->per, m->params, w->full_state, w->msg, &sn);
-    if (rc) return rc;
-    tr_report rep;
-    int64_t cb = stopped ? w->this_batch : 0;
-    tr_epoch_sums none = {0};
+    if (take_snapshot(r, w->P, w->per, m->params, w->full_state, w->msg, &sn)) return DIST_STEP_COMM;
+    dist_optstate os = {w->full_state, w->per * m->n_params, sn.optim_t};
+    double epoch = w->epoch + 1;
     if (stopped) {
-        tr_report_init(&rep);
-        rep.step = w->step;
-        rep.epoch = w->epoch + (double)cb / r->spe;
+        epoch = w->epoch + (double)w->this_batch / r->spe;
+        dist_report_stop(r, &os, w->epoch, w->this_batch, w->step, &sums, 1);
     } else {
+        tr_report rep;
         char where[64];
         snprintf(where, sizeof where, "on %d workers, %lld stale gradients", w->W, (long long)sn.stale);
         /* the chief's rate times the workers: every worker runs the same steps */
-        tr_report_epoch(&rep, m, r->o, &r->val, &r->test_view, w->epoch, r->target, w->step, r->spe, &w->sums,
-                        train_time > 0 ? samples / train_time * w->W : NAN, where);
+        dist_report_epoch(r, &os, w->epoch, w->step, &sums, train_time > 0 ? samples / train_time * w->W : NAN,
+                          where, &rep, w->path, sizeof w->path);
     }
-    if (dist_ckpt_save(r, m->params, m->bufs, w->full_state, w->per * m->n_params, sn.optim_t,
-                       stopped ? w->epoch : w->epoch + 1, cb, w->step, stopped ? &w->sums : &none, w->path,
-                       sizeof w->path) == 0)
-        rep.checkpoint = w->path;
-    tr_report_print(stdout, &rep);
     /* staleness as its own line: tr_report has no member for it */
     printf("HYPERFARM {\"step\":%lld,\"epoch\":%g,\"stale_grads\":%lld,\"mean_staleness\":%.4f,\"updates\":%lld}\n",
-           (long long)w->step, rep.epoch, (long long)sn.stale,
-           sn.stale ? (double)sn.stale_sum / (double)sn.stale : 0.0, (long long)sn.version);
+           (long long)w->step, epoch, (long long)sn.stale, sn.stale ? (double)sn.stale_sum / (double)sn.stale : 0.0,
+           (long long)sn.version);
     fflush(stdout);
-    return 0;
+    return DIST_STEP_OK;
 }
 
 static int worker_run(tr_rank *r, size_t per, float *full_state, const tr_resume *res)
 {
     const tr_options *o = r->o;
-    int status = TR_EXIT_ERROR, stopped = 0, st = STEP_OK;
+    int status = TR_EXIT_ERROR, stopped = 0, st;
     worker w;
     memset(&w, 0, sizeof w);
     w.r = r;
@@ -377,18 +371,10 @@ static int worker_run(tr_rank *r, size_t per, float *full_state, const tr_resume
     w.this_batch = res->batch;
     w.sums = res->sums;
     w.epoch = res->epoch;
-    for (int64_t batch = res->batch; w.epoch < r->target && !stopped; w.epoch++, batch = 0) {
-        tr_loader_seek(&w.ld, w.epoch, batch);
-        double t0 = hf_mono_s();
-        int64_t samples = 0;
-        while (w.ld.batch < r->spe && (st = worker_step(&w, t0, &samples)) == STEP_OK) {}
-        if (st == STEP_FAIL) goto end;
-        if (st == STEP_COMM) goto comm_fail;
-        stopped = st == STEP_STOP;
-        if (r->rank == 0 && worker_epoch_end(&w, stopped, hf_mono_s() - t0, samples)) goto comm_fail;
-        if (stopped) break;
-        w.sums = (tr_epoch_sums){0};
-    }
+    dist_loop lp = {.ctx = &w, .step = worker_step, .epoch_end = worker_epoch_end};
+    st = dist_epochs(r, &w.ld, &w.epoch, res->batch, &lp, &stopped);
+    if (st == DIST_STEP_FAIL) goto end;
+    if (st == DIST_STEP_COMM) goto comm_fail;
     for (int k = 0; k < w.P; k++)
         if (tr_coll_send(r->coll, w.W + k, TAG_DONE, &w.clock, sizeof w.clock)) goto comm_fail;
     status = stopped && tr_stop_requested() ? dist_stop_status(o) : TR_EXIT_OK;

@@ -123,8 +123,6 @@ typedef struct pipe_run {
     char          path[TR_PATH_MAX + 64];
 } pipe_run;
 
-enum { STEP_OK, STEP_STOP, STEP_FAIL, STEP_COMM };
-
 static void mb_rows(int gb, int mb, int j, int *r0, int *nr)
 {
     *r0 = (int)((int64_t)gb * j / mb);
@@ -195,20 +193,22 @@ static int pipe_backward(pipe_run *p, int gb, int mb)
     return 0;
 }
 
-/* One global step on every stage. RET STEP_* (STEP_FAIL: loader error). */
-static int pipe_step(pipe_run *p, double t0, int64_t *samples)
+/* dist_loop.step: one global step on every stage (DIST_STEP_FAIL: the
+ * loader failed). */
+static int pipe_step(void *ctx, double t0, int64_t *samples)
 {
+    pipe_run *p = ctx;
     tr_rank *r = p->r;
     const tr_options *o = r->o;
     tr_model *m = r->m;
     p->this_batch = p->ld.batch;
-    int local_stop = tr_stop_requested() || (o->max_steps > 0 && p->step >= o->max_steps);
+    int local_stop = dist_should_stop(r, p->step);
     int gb = 0, rows, hits = 0;
     int64_t rb;
     double loss = 0;
     if (!local_stop) {
         /* first and last stages draw the batch (the last needs labels only) */
-        if ((p->first || p->last) && !tr_loader_next(&p->ld, p->X, p->Y, &rows, &gb, &rb)) return STEP_FAIL;
+        if ((p->first || p->last) && !tr_loader_next(&p->ld, p->X, p->Y, &rows, &gb, &rb)) return DIST_STEP_FAIL;
         if (!p->first && !p->last) {
             /* middle stages only need the row count: the batch is full except the last */
             p->ld.batch++;
@@ -217,15 +217,15 @@ static int pipe_step(pipe_run *p, double t0, int64_t *samples)
         }
         memset(p->gacc, 0, p->pcnt * sizeof(float));
         int mb = p->M < gb ? p->M : gb;
-        if (pipe_forward(p, gb, mb, &loss, &hits) || pipe_backward(p, gb, mb)) return STEP_COMM;
+        if (pipe_forward(p, gb, mb, &loss, &hits) || pipe_backward(p, gb, mb)) return DIST_STEP_COMM;
         memcpy(m->grads + p->poff, p->gacc, p->pcnt * sizeof(float));
     }
     double sq = 0;
     for (size_t k = 0; k < p->pcnt && !local_stop; k++) sq += (double)p->gacc[k] * p->gacc[k];
     float ctl[5] = {(float)local_stop, (float)sq, p->last ? (float)loss : 0, p->last ? (float)hits : 0,
                     p->last && !local_stop ? (float)gb : 0};
-    if (tr_coll_allreduce(r->coll, ctl, 5, TR_COLL_SUM)) return STEP_COMM;
-    if (ctl[0] > 0) return STEP_STOP;
+    if (tr_coll_allreduce(r->coll, ctl, 5, TR_COLL_SUM)) return DIST_STEP_COMM;
+    if (ctl[0] > 0) return DIST_STEP_STOP;
     double norm = sqrt((double)ctl[1]);
     if (o->clip_norm > 0 && norm > o->clip_norm) {
         float f = (float)(o->clip_norm / (norm + 1e-6));
@@ -239,46 +239,38 @@ static int pipe_step(pipe_run *p, double t0, int64_t *samples)
     p->sums.seen += (int64_t)ctl[4];
     *samples += (int64_t)ctl[4];
     p->step++;
-    if (r->rank == 0 && o->log_every > 0 && p->step % o->log_every == 0)
-        tr_report_step(p->step, p->epoch + (double)p->ld.batch / r->spe,
-                       p->sums.loss_count ? p->sums.loss_sum / p->sums.loss_count : NAN, lr,
-                       *samples / (hf_mono_s() - t0));
-    return STEP_OK;
+    dist_report_step(r, p->step, p->epoch + (double)p->ld.batch / r->spe, &p->sums, lr,
+                     *samples / (hf_mono_s() - t0));
+    return DIST_STEP_OK;
 }
 
-/* The whole model on every rank (the chief evaluates and saves it); then
- * the chief reports and checkpoints: an epoch's end, or where a stopped
- * run stands. RET STEP_OK or STEP_COMM. */
-static int pipe_epoch_end(pipe_run *p, int stopped, double train_time, int64_t samples)
+/* dist_loop.epoch_end: the whole model on every rank (the chief evaluates
+ * and saves it); then the chief reports and checkpoints an epoch's end, or
+ * where a stopped run stands. */
+static int pipe_epoch_end(void *ctx, int stopped, double train_time, int64_t samples)
 {
+    pipe_run *p = ctx;
     tr_rank *r = p->r;
     tr_model *m = r->m;
     tr_coll *c = r->coll;
     if (gather_full(c, m->params, m->params + p->poff, m->n_params, p->poff, p->pcnt, p->tmp) ||
         (m->n_bufs && gather_full(c, m->bufs, m->bufs + p->boff, m->n_bufs, p->boff, p->bcnt, p->tmp)))
-        return STEP_COMM;
+        return DIST_STEP_COMM;
     for (size_t k = 0; k < p->per; k++)
         if (gather_full(c, p->full_state + k * m->n_params, p->opt.state + k * p->pcnt, m->n_params, p->poff,
                         p->pcnt, p->tmp))
-            return STEP_COMM;
-    if (r->rank != 0) return STEP_OK;
-    if (stopped) {
-        int saved = dist_ckpt_save(r, m->params, m->bufs, p->full_state, p->per * m->n_params, p->opt.t, p->epoch,
-                                   p->this_batch, p->step, &p->sums, p->path, sizeof p->path) == 0;
-        tr_report_ckpt(saved ? p->path : NULL, p->step, p->epoch + (double)p->this_batch / r->spe);
-        return STEP_OK;
+            return DIST_STEP_COMM;
+    if (r->rank == 0) {
+        dist_optstate os = {p->full_state, p->per * m->n_params, p->opt.t};
+        tr_report rep;
+        char where[32];
+        snprintf(where, sizeof where, "on %d stages", p->S);
+        if (stopped) dist_report_stop(r, &os, p->epoch, p->this_batch, p->step, &p->sums, 1);
+        else dist_report_epoch(r, &os, p->epoch, p->step, &p->sums, train_time > 0 ? samples / train_time : NAN,
+                               where, &rep, p->path, sizeof p->path);
     }
-    tr_report rep;
-    char where[32];
-    snprintf(where, sizeof where, "on %d stages", p->S);
-    tr_report_epoch(&rep, m, r->o, &r->val, &r->test_view, p->epoch, r->target, p->step, r->spe, &p->sums,
-                    train_time > 0 ? samples / train_time : NAN, where);
-    tr_epoch_sums none = {0};
-    if (dist_ckpt_save(r, m->params, m->bufs, p->full_state, p->per * m->n_params, p->opt.t, p->epoch + 1, 0,
-                       p->step, &none, p->path, sizeof p->path) == 0)
-        rep.checkpoint = p->path;
-    tr_report_print(stdout, &rep);
-    return STEP_OK;
+    if (!stopped) p->sums = (tr_epoch_sums){0};
+    return DIST_STEP_OK;
 }
 
 /* Cut the model, allocate, draw nothing yet. RET 0 or TR_EXIT_ERROR (printed). */
@@ -331,21 +323,17 @@ static int pipe_init(pipe_run *p, tr_rank *r)
 
 static void pipe_free(pipe_run *p)
 {
+    void *arrays[] = {p->X, p->Y, p->stash, p->gacc, p->tmp, p->full_state};
     tr_loader_free(&p->ld);
     tr_optim_free(&p->opt);
-    free(p->X);
-    free(p->Y);
-    free(p->stash);
-    free(p->gacc);
-    free(p->tmp);
-    free(p->full_state);
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
 }
 
 int dist_pipeline_run(tr_rank *r)
 {
     const tr_options *o = r->o;
     tr_model *m = r->m;
-    int status = TR_EXIT_ERROR, stopped = 0, st = STEP_OK;
+    int status = TR_EXIT_ERROR, stopped = 0, st;
     pipe_run p;
     memset(&p, 0, sizeof p);
     if (pipe_init(&p, r)) goto end;
@@ -358,18 +346,10 @@ int dist_pipeline_run(tr_rank *r)
     p.this_batch = res.batch;
     p.sums = res.sums;
     p.epoch = res.epoch;
-    for (int64_t batch = res.batch; p.epoch < r->target && !stopped; p.epoch++, batch = 0) {
-        tr_loader_seek(&p.ld, p.epoch, batch);
-        double t0 = hf_mono_s();
-        int64_t samples = 0;
-        while (p.ld.batch < r->spe && (st = pipe_step(&p, t0, &samples)) == STEP_OK) {}
-        if (st == STEP_FAIL) goto end;
-        if (st == STEP_COMM) goto comm_fail;
-        stopped = st == STEP_STOP;
-        if (pipe_epoch_end(&p, stopped, hf_mono_s() - t0, samples)) goto comm_fail;
-        if (stopped) break;
-        p.sums = (tr_epoch_sums){0};
-    }
+    dist_loop lp = {.ctx = &p, .step = pipe_step, .epoch_end = pipe_epoch_end};
+    st = dist_epochs(r, &p.ld, &p.epoch, res.batch, &lp, &stopped);
+    if (st == DIST_STEP_FAIL) goto end;
+    if (st == DIST_STEP_COMM) goto comm_fail;
     status = stopped && tr_stop_requested() ? dist_stop_status(o) : TR_EXIT_OK;
     goto end;
 comm_fail:

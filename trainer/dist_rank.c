@@ -10,7 +10,9 @@
 
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_time.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,24 +54,66 @@ void dist_free(tr_rank *r)
     r->m = NULL;
 }
 
-int dist_ckpt_save(tr_rank *r, const float *params, const float *bufs, const float *state, size_t n_state,
-                   int64_t optim_t, int epoch, int64_t batch, int64_t step, const tr_epoch_sums *sums,
-                   char *path, size_t pathlen)
+int dist_ckpt_save(tr_rank *r, const dist_optstate *os, int epoch, int64_t batch, int64_t step,
+                   const tr_epoch_sums *sums, char *path, size_t pathlen)
 {
     const tr_options *o = r->o;
     if (!o->checkpoint_dir[0]) return HF_ENOTFOUND;
     tr_ckpt c = {
         .arch_hash = r->m->arch_hash, .epoch = epoch, .batch = batch, .step = step,
         .loss_sum = sums->loss_sum, .loss_count = sums->loss_count, .correct = sums->correct, .seen = sums->seen,
-        .rng = {o->seed, 0, 0, 0}, .optim_t = optim_t,
-        .n_params = r->m->n_params, .n_bufs = r->m->n_bufs, .n_state = n_state,
-        .params = (float *)params, .bufs = (float *)bufs, .state = (float *)state,
+        .rng = {o->seed, 0, 0, 0}, .optim_t = os->t,
+        .n_params = r->m->n_params, .n_bufs = r->m->n_bufs, .n_state = os->n,
+        .params = r->m->params, .bufs = r->m->bufs, .state = (float *)os->state,
     };
-    char err[512];
-    int rc = tr_ckpt_write(o->checkpoint_dir, &c, o->keep_checkpoints, path, pathlen, err, sizeof err);
-    if (rc) hf_error("checkpoint failed: %s", err);
-    else hf_info("checkpoint %s (epoch %d, batch %lld, step %lld)", path, epoch, (long long)batch, (long long)step);
-    return rc;
+    return tr_ckpt_save(o->checkpoint_dir, o->keep_checkpoints, &c, path, pathlen);
+}
+
+void dist_report_epoch(tr_rank *r, const dist_optstate *os, int epoch, int64_t step, const tr_epoch_sums *sums,
+                       double samples_per_s, const char *where, tr_report *rep, char *path, size_t pathlen)
+{
+    tr_report_epoch(rep, r->m, r->o, &r->val, &r->test_view, epoch, r->target, step, r->spe, sums, samples_per_s,
+                    where);
+    tr_epoch_sums none = {0};
+    if (dist_ckpt_save(r, os, epoch + 1, 0, step, &none, path, pathlen) == 0) rep->checkpoint = path;
+    tr_report_print(stdout, rep);
+}
+
+void dist_report_stop(tr_rank *r, const dist_optstate *os, int epoch, int64_t batch, int64_t step,
+                      const tr_epoch_sums *sums, int always)
+{
+    char path[TR_PATH_MAX + 64];
+    int saved = dist_ckpt_save(r, os, epoch, batch, step, sums, path, sizeof path) == 0;
+    if (saved || always) tr_report_ckpt(saved ? path : NULL, step, epoch + (double)batch / r->spe);
+}
+
+int dist_should_stop(const tr_rank *r, int64_t step)
+{
+    return tr_stop_requested() || (r->o->max_steps > 0 && step >= r->o->max_steps);
+}
+
+void dist_report_step(const tr_rank *r, int64_t step, double epoch, const tr_epoch_sums *sums, double lr,
+                      double samples_per_s)
+{
+    if (r->rank != 0 || r->o->log_every <= 0 || step % r->o->log_every) return;
+    tr_report_step(step, epoch, sums->loss_count ? sums->loss_sum / sums->loss_count : NAN, lr, samples_per_s);
+}
+
+int dist_epochs(tr_rank *r, tr_loader *ld, int *epoch, int64_t batch, const dist_loop *lp, int *stopped)
+{
+    *stopped = 0;
+    for (; *epoch < r->target; ++*epoch, batch = 0) {
+        tr_loader_seek(ld, *epoch, batch);
+        double t0 = hf_mono_s();
+        int64_t samples = 0;
+        int st = DIST_STEP_OK;
+        while (ld->batch < r->spe && (st = lp->step(lp->ctx, t0, &samples)) == DIST_STEP_OK) {}
+        if (st == DIST_STEP_FAIL || st == DIST_STEP_COMM) return st;
+        *stopped = st == DIST_STEP_STOP;
+        if ((st = lp->epoch_end(lp->ctx, *stopped, hf_mono_s() - t0, samples))) return st;
+        if (*stopped) break;
+    }
+    return DIST_STEP_OK;
 }
 
 /* Chief: load the newest usable checkpoint into params/bufs/state (any may

@@ -64,12 +64,65 @@ void dist_free(tr_rank *r);
  */
 int  dist_start(tr_rank *r, float *state, size_t n_state, tr_resume *res);
 
-/* Chief: write a checkpoint of full-model params/bufs and optimizer state
- * (laid out as a single-process optimizer over all parameters would be).
- * path receives the file name. RET 0 or HF_E*. */
-int  dist_ckpt_save(tr_rank *r, const float *params, const float *bufs, const float *state, size_t n_state,
-                    int64_t optim_t, int epoch, int64_t batch, int64_t step, const tr_epoch_sums *sums,
-                    char *path, size_t pathlen);
+/* The optimizer state of the whole model as a checkpoint holds it: n
+ * floats laid out as a single-process optimizer over all parameters would
+ * (whatever shards the mode keeps), and its step count. */
+typedef struct dist_optstate {
+    const float *state;
+    size_t       n;
+    int64_t      t;
+} dist_optstate;
+
+/* Chief: write a checkpoint of the model's params/bufs and os at position
+ * (epoch, batch, step) with the running sums. path receives the file name.
+ * RET 0 or HF_E* (HF_ENOTFOUND: checkpoints are off). */
+int  dist_ckpt_save(tr_rank *r, const dist_optstate *os, int epoch, int64_t batch, int64_t step,
+                    const tr_epoch_sums *sums, char *path, size_t pathlen);
+
+/* Chief, at the end of epoch `epoch`: the epoch line (tr_report_epoch;
+ * `where` ends its log line), with the checkpoint of the epoch's end, is
+ * printed. OUT *rep as printed (path must outlive it). */
+void dist_report_epoch(tr_rank *r, const dist_optstate *os, int epoch, int64_t step, const tr_epoch_sums *sums,
+                       double samples_per_s, const char *where, tr_report *rep, char *path, size_t pathlen);
+
+/* Chief, when a stop ended epoch `epoch` at `batch` (not applied: a
+ * resumed run starts with it): checkpoint that position with the running
+ * sums and print the position line — with always, also when the
+ * checkpoint failed (then without a path). */
+void dist_report_stop(tr_rank *r, const dist_optstate *os, int epoch, int64_t batch, int64_t step,
+                      const tr_epoch_sums *sums, int always);
+
+/* Should this rank stop before step `step` (a signal, or --max-steps)? The
+ * modes agree on it with a collective: one rank's answer stops them all. */
+int  dist_should_stop(const tr_rank *r, int64_t step);
+
+/* Chief, every --log-every steps: the step line, with the running mean
+ * loss of sums (lr NaN: left out). */
+void dist_report_step(const tr_rank *r, int64_t step, double epoch, const tr_epoch_sums *sums, double lr,
+                      double samples_per_s);
+
+/* What a mode's step answers to dist_epochs. */
+enum { DIST_STEP_OK = 0, DIST_STEP_STOP, DIST_STEP_END, DIST_STEP_FAIL, DIST_STEP_COMM };
+
+typedef struct dist_loop {
+    void *ctx;
+    /* One global step; t0: when the epoch began; *samples: training rows
+     * so far this epoch. RET DIST_STEP_OK, _STOP (all ranks stop here),
+     * _END (the data ended early: the epoch ends), _FAIL (message
+     * printed) or _COMM (the communicator failed). */
+    int (*step)(void *ctx, double t0, int64_t *samples);
+    /* The end of an epoch, or of the run when stopped. Resets the mode's
+     * running sums when not stopped. RET DIST_STEP_OK or _COMM. */
+    int (*epoch_end)(void *ctx, int stopped, double train_time, int64_t samples);
+} dist_loop;
+
+/*
+ * The epoch loop of every mode: from (*epoch, batch) until r->target,
+ * seek ld, step until the epoch's last batch (decided by position, so the
+ * same on every rank), then epoch_end. OUT *epoch where it stopped,
+ * *stopped. RET DIST_STEP_OK, _FAIL or _COMM.
+ */
+int  dist_epochs(tr_rank *r, tr_loader *ld, int *epoch, int64_t batch, const dist_loop *lp, int *stopped);
 
 /* The exit status after a stop request (0 when the searcher asked). */
 int  dist_stop_status(const tr_options *o);

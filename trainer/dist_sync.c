@@ -134,7 +134,11 @@ typedef struct sync_run {
     char          path[TR_PATH_MAX + 64];
 } sync_run;
 
-enum { STEP_OK, STEP_STOP, STEP_FAIL, STEP_COMM };
+/* The optimizer state as a checkpoint holds it (here: all of it). */
+static dist_optstate sync_optstate(const sync_run *s)
+{
+    return (dist_optstate){s->opt.state, s->opt.n_state, s->opt.t};
+}
 
 /* Forward and backward of this rank's rows, handing gradients to the
  * bucketer. OUT *loss (mean over rows), *hits. */
@@ -154,24 +158,23 @@ static void sync_compute(sync_run *s, int rows, int gb, int64_t row_base, double
         if (m->layers[li].param_count) bucketer_on_grad(&s->b, m->layers[li].param_off, m->layers[li].param_count);
 }
 
-/* One global step on every rank. The end of an epoch is decided by
- * position only (the caller's loop), so it is the same on every rank.
- * RET STEP_OK, STEP_STOP (some rank stops: all stop here, before
- * updating), STEP_FAIL (message printed) or STEP_COMM. */
-static int sync_step(sync_run *s, double t0, int64_t *samples)
+/* dist_loop.step: one global step on every rank; when any rank stops, all
+ * stop here, before updating. */
+static int sync_step(void *ctx, double t0, int64_t *samples)
 {
+    sync_run *s = ctx;
     tr_rank *r = s->r;
     const tr_options *o = r->o;
     tr_model *m = r->m;
     s->this_batch = s->ld.batch;
-    int local_stop = tr_stop_requested() || (o->max_steps > 0 && s->step >= o->max_steps);
+    int local_stop = dist_should_stop(r, s->step);
     int rows = 0, gb = 0, hits = 0;
     int64_t row_base = 0;
     int more = !local_stop && tr_loader_next(&s->ld, m->act[0], s->y, &rows, &gb, &row_base);
     if (!more && !local_stop) {
         fprintf(stderr, "hyperfarm-train: rank %d: loader ended early at batch %lld\n", r->rank,
                 (long long)s->this_batch);
-        return STEP_FAIL;
+        return DIST_STEP_FAIL;
     }
     double loss = 0;
     if (more) sync_compute(s, rows, gb, row_base, &loss, &hits);
@@ -180,14 +183,14 @@ static int sync_step(sync_run *s, double t0, int64_t *samples)
     ctl[1] = (float)(loss * rows * more);
     ctl[2] = (float)hits;
     ctl[3] = (float)(more ? rows : 0);
-    if (bucketer_finish(&s->b)) return STEP_COMM;
-    if (ctl[0] > 0) return STEP_STOP;
+    if (bucketer_finish(&s->b)) return DIST_STEP_COMM;
+    if (ctl[0] > 0) return DIST_STEP_STOP;
     if (o->clip_norm > 0) tr_grad_clip(m->grads, m->n_params, o->clip_norm);
     double lr = tr_lr_at(o, s->step, r->spe);
     tr_optim_step(&s->opt, m->params, m->grads, (float)lr);
     if (!isfinite(ctl[1])) {
         fprintf(stderr, "hyperfarm-train: loss is not finite at step %lld (lr too high?)\n", (long long)s->step);
-        return STEP_FAIL;
+        return DIST_STEP_FAIL;
     }
     s->sums.loss_sum += ctl[1];
     s->sums.loss_count += (int64_t)ctl[3];
@@ -195,58 +198,35 @@ static int sync_step(sync_run *s, double t0, int64_t *samples)
     s->sums.seen += (int64_t)ctl[3];
     *samples += (int64_t)ctl[3];
     s->step++;
-    if (r->rank != 0) return STEP_OK;
     double epoch = s->epoch + (double)s->ld.batch / r->spe;
-    if (o->log_every > 0 && s->step % o->log_every == 0)
-        tr_report_step(s->step, epoch, s->sums.loss_count ? s->sums.loss_sum / s->sums.loss_count : NAN, lr,
-                       *samples / (hf_mono_s() - t0));
+    dist_report_step(r, s->step, epoch, &s->sums, lr, *samples / (hf_mono_s() - t0));
+    if (r->rank != 0) return DIST_STEP_OK;
+    dist_optstate os = sync_optstate(s);
     if (o->checkpoint_every > 0 && s->step % o->checkpoint_every == 0 && s->ld.batch < r->spe &&
-        dist_ckpt_save(r, m->params, m->bufs, s->opt.state, s->opt.n_state, s->opt.t, s->epoch, s->ld.batch,
-                       s->step, &s->sums, s->path, sizeof s->path) == 0)
+        dist_ckpt_save(r, &os, s->epoch, s->ld.batch, s->step, &s->sums, s->path, sizeof s->path) == 0)
         tr_report_ckpt(s->path, s->step, epoch);
-    return STEP_OK;
+    return DIST_STEP_OK;
 }
 
-/* Average BN statistics; the chief evaluates, checkpoints and reports.
- * RET STEP_OK or STEP_COMM. */
-static int sync_epoch_end(sync_run *s, double train_time, int64_t samples)
+/* dist_loop.epoch_end: average BN statistics; the chief evaluates,
+ * checkpoints and reports. A stopped run is reported by dist_sync_run. */
+static int sync_epoch_end(void *ctx, int stopped, double train_time, int64_t samples)
 {
+    sync_run *s = ctx;
     tr_rank *r = s->r;
     tr_model *m = r->m;
-    if (m->n_bufs && tr_coll_allreduce(r->coll, m->bufs, m->n_bufs, TR_COLL_AVG)) return STEP_COMM;
+    if (stopped) return DIST_STEP_OK;
+    if (m->n_bufs && tr_coll_allreduce(r->coll, m->bufs, m->n_bufs, TR_COLL_AVG)) return DIST_STEP_COMM;
     if (r->rank == 0) {
         tr_report rep;
         char where[32];
         snprintf(where, sizeof where, "on %d ranks", r->world);
-        tr_report_epoch(&rep, m, r->o, &r->val, &r->test_view, s->epoch, r->target, s->step, r->spe, &s->sums,
-                        train_time > 0 ? samples / train_time : NAN, where);
-        tr_epoch_sums none = {0};
-        if (dist_ckpt_save(r, m->params, m->bufs, s->opt.state, s->opt.n_state, s->opt.t, s->epoch + 1, 0,
-                           s->step, &none, s->path, sizeof s->path) == 0)
-            rep.checkpoint = s->path;
-        tr_report_print(stdout, &rep);
+        dist_optstate os = sync_optstate(s);
+        dist_report_epoch(r, &os, s->epoch, s->step, &s->sums, train_time > 0 ? samples / train_time : NAN, where,
+                          &rep, s->path, sizeof s->path);
     }
     s->sums = (tr_epoch_sums){0};
-    return STEP_OK;
-}
-
-/* Epochs until the target or a stop. OUT *stopped. RET STEP_OK, STEP_FAIL
- * or STEP_COMM. */
-static int sync_epochs(sync_run *s, int64_t batch, int *stopped)
-{
-    tr_rank *r = s->r;
-    *stopped = 0;
-    for (; s->epoch < r->target; s->epoch++, batch = 0) {
-        tr_loader_seek(&s->ld, s->epoch, batch);
-        double t0 = hf_mono_s();
-        int64_t samples = 0;
-        int st = STEP_OK;
-        while (s->ld.batch < r->spe && (st = sync_step(s, t0, &samples)) == STEP_OK) {}
-        if (st == STEP_STOP) { *stopped = 1; return STEP_OK; }
-        if (st != STEP_OK) return st;
-        if ((st = sync_epoch_end(s, hf_mono_s() - t0, samples))) return st;
-    }
-    return STEP_OK;
+    return DIST_STEP_OK;
 }
 
 int dist_sync_run(tr_rank *r)
@@ -285,15 +265,13 @@ int dist_sync_run(tr_rank *r)
         hf_info("sync data parallel: %d ranks, model %s (%zu params), global batch %d, %lld steps/epoch, "
                 "buckets of %zu floats, backend %s", r->world, m->desc, m->n_params, o->batch_size,
                 (long long)r->spe, s.b.cap, tr_coll_backend_name(tr_coll_backend(c)));
-    st = sync_epochs(&s, res.batch, &stopped);
-    if (st == STEP_FAIL) goto end;
-    if (st == STEP_COMM) goto comm_fail;
+    dist_loop lp = {.ctx = &s, .step = sync_step, .epoch_end = sync_epoch_end};
+    st = dist_epochs(r, &s.ld, &s.epoch, res.batch, &lp, &stopped);
+    if (st == DIST_STEP_FAIL) goto end;
+    if (st == DIST_STEP_COMM) goto comm_fail;
     if (stopped) {
-        /* this_batch was not applied: a resumed run starts with it */
-        if (r->rank == 0 &&
-            dist_ckpt_save(r, m->params, m->bufs, s.opt.state, s.opt.n_state, s.opt.t, s.epoch, s.this_batch,
-                           s.step, &s.sums, s.path, sizeof s.path) == 0)
-            tr_report_ckpt(s.path, s.step, s.epoch + (double)s.this_batch / r->spe);
+        dist_optstate os = sync_optstate(&s);
+        if (r->rank == 0) dist_report_stop(r, &os, s.epoch, s.this_batch, s.step, &s.sums, 0);
         if (tr_stop_requested()) {
             status = dist_stop_status(o);
             goto end;

@@ -45,13 +45,8 @@ void tr_report_print(FILE *f, const tr_report *r)
 
 void tr_report_step(int64_t step, double epoch, double train_loss, double lr, double samples_per_s)
 {
-    tr_report rep;
-    tr_report_init(&rep);
-    rep.step = step;
-    rep.epoch = epoch;
-    rep.train_loss = train_loss;
-    rep.lr = lr;
-    rep.samples_per_s = samples_per_s;
+    tr_report rep = {.step = step, .epoch = epoch, .train_loss = train_loss, .train_acc = NAN, .val_loss = NAN,
+                     .val_acc = NAN, .test_acc = NAN, .samples_per_s = samples_per_s, .lr = lr, .checkpoint = NULL};
     tr_report_print(stdout, &rep);
 }
 

@@ -78,7 +78,6 @@ typedef struct run {
 static int save_ckpt(run *r, int epoch, int64_t batch, char *path, size_t pathlen)
 {
     const tr_options *o = r->o;
-    if (!o->checkpoint_dir[0]) return HF_ENOTFOUND;
     tr_ckpt c = {
         .arch_hash = r->m->arch_hash, .epoch = epoch, .batch = batch, .step = r->step,
         .loss_sum = r->loss_sum, .loss_count = r->loss_count, .correct = r->correct, .seen = r->seen,
@@ -86,11 +85,7 @@ static int save_ckpt(run *r, int epoch, int64_t batch, char *path, size_t pathle
         .n_params = r->m->n_params, .n_bufs = r->m->n_bufs, .n_state = r->opt.n_state,
         .params = r->m->params, .bufs = r->m->bufs, .state = r->opt.state,
     };
-    char err[512];
-    int rc = tr_ckpt_write(o->checkpoint_dir, &c, o->keep_checkpoints, path, pathlen, err, sizeof err);
-    if (rc) hf_error("checkpoint failed: %s", err);
-    else hf_info("checkpoint %s (epoch %d, batch %lld, step %lld)", path, epoch, (long long)batch, (long long)r->step);
-    return rc;
+    return tr_ckpt_save(o->checkpoint_dir, o->keep_checkpoints, &c, path, pathlen);
 }
 
 static int run_setup(run *r, const tr_options *o)
