@@ -234,7 +234,11 @@ static int master_gather(tr_coll *c, const tr_coll_config *cfg, int lfd, int64_t
         /* the host as rank 0 sees it, the port the rank listens on */
         char host[INET6_ADDRSTRLEN + 2] = "?";
         char *colon = strrchr(from, ':');
-        if (colon) { size_t hl = (size_t)(colon - from); if (hl < sizeof host) { memcpy(host, from, hl); host[hl] = 0; } }
+        size_t hl = colon ? (size_t)(colon - from) : sizeof host;
+        if (hl < sizeof host) {
+            memcpy(host, from, hl);
+            host[hl] = 0;
+        }
         /* the last rank has no listener: name it by its connection's address */
         if (h.port) snprintf(tab[h.rank].addr, sizeof tab[h.rank].addr, "%s:%u", host, h.port);
         else snprintf(tab[h.rank].addr, sizeof tab[h.rank].addr, "%s", from);

@@ -242,9 +242,8 @@ typedef struct worker {
     char         *msg;            /* message buffer */
     int64_t      *ver;            /* [P] version of each shard pulled */
     int32_t      *y;
-    int64_t       clock, step, this_batch;
-    int           epoch;
-    tr_epoch_sums sums;
+    int64_t       clock;          /* pushes so far */
+    dist_pos      pos;
     char          path[TR_PATH_MAX + 64];
 } worker;
 
@@ -282,67 +281,58 @@ static int worker_push(worker *w, int rows)
 }
 
 /* dist_loop.step: pull, work, push. */
-static int worker_step(void *ctx, double t0, int64_t *samples)
+static int worker_step(tr_rank *r, void *ctx, double t0, int64_t *samples)
 {
     worker *w = ctx;
-    tr_rank *r = w->r;
+    if (dist_should_stop(r, w->pos.step)) return DIST_STEP_STOP;
     const tr_options *o = r->o;
     tr_model *m = r->m;
-    w->this_batch = w->ld.batch;
-    if (dist_should_stop(r, w->step)) return DIST_STEP_STOP;
     if (worker_pull(w)) return DIST_STEP_COMM;
     int rows, gb, hits = 0;
     int64_t row_base;
     if (!tr_loader_next(&w->ld, m->act[0], w->y, &rows, &gb, &row_base)) return DIST_STEP_END;
     double loss = 0;
-    tr_layer_ctx lc = {.train = 1, .seed = o->seed, .step = w->step, .row_base = row_base};
+    tr_layer_ctx lc = {.train = 1, .seed = o->seed, .step = w->pos.step, .row_base = row_base};
     if (rows > 0) loss = tr_model_step(m, w->y, rows, rows, &lc, NULL, NULL, &hits);
     if (!isfinite(loss)) {
-        fprintf(stderr, "hyperfarm-train: worker %d: loss is not finite at step %lld\n", r->rank, (long long)w->step);
+        fprintf(stderr, "hyperfarm-train: worker %d: loss is not finite at step %lld\n", r->rank,
+                (long long)w->pos.step);
         return DIST_STEP_FAIL;
     }
     if (worker_push(w, rows)) return DIST_STEP_COMM;
     w->clock++;
-    w->step++;
-    w->sums.loss_sum += loss * rows;
-    w->sums.loss_count += rows;
-    w->sums.correct += hits;
-    w->sums.seen += rows;
-    *samples += rows;
-    dist_report_step(r, w->step, w->epoch + (double)w->ld.batch / r->spe, &w->sums, NAN,
-                     *samples / (hf_mono_s() - t0) * w->W);
+    dist_step_done(r, &w->pos, loss * rows, hits, rows, samples, w->ld.batch, NAN, t0, w->W);
     return DIST_STEP_OK;
 }
 
 /* dist_loop.epoch_end: the chief snapshots the servers, then reports and
  * checkpoints the epoch's end (or where a stopped run stands), with the
  * staleness line. */
-static int worker_epoch_end(void *ctx, int stopped, double train_time, int64_t samples)
+static int worker_epoch_end(tr_rank *r, void *ctx, int stopped, double train_time, int64_t samples)
 {
     worker *w = ctx;
-    tr_rank *r = w->r;
     tr_model *m = r->m;
-    tr_epoch_sums sums = w->sums;
-    if (!stopped) w->sums = (tr_epoch_sums){0};
+    dist_pos pos = w->pos;   /* as it was when the epoch ended */
+    if (!stopped) w->pos.sums = (tr_epoch_sums){0};
     if (r->rank != 0) return DIST_STEP_OK;
     snapshot sn;
     if (take_snapshot(r, w->P, w->per, m->params, w->full_state, w->msg, &sn)) return DIST_STEP_COMM;
     dist_optstate os = {w->full_state, w->per * m->n_params, sn.optim_t};
-    double epoch = w->epoch + 1;
+    double epoch = w->pos.epoch + 1;
     if (stopped) {
-        epoch = w->epoch + (double)w->this_batch / r->spe;
-        dist_report_stop(r, &os, w->epoch, w->this_batch, w->step, &sums, 1);
+        epoch = w->pos.epoch + (double)w->pos.this_batch / r->spe;
+        dist_report_stop(r, &os, &pos, 1);
     } else {
         tr_report rep;
         char where[64];
         snprintf(where, sizeof where, "on %d workers, %lld stale gradients", w->W, (long long)sn.stale);
         /* the chief's rate times the workers: every worker runs the same steps */
-        dist_report_epoch(r, &os, w->epoch, w->step, &sums, train_time > 0 ? samples / train_time * w->W : NAN,
-                          where, &rep, w->path, sizeof w->path);
+        dist_report_epoch(r, &os, &pos, train_time > 0 ? samples / train_time * w->W : NAN, where, &rep, w->path,
+                          sizeof w->path);
     }
     /* staleness as its own line: tr_report has no member for it */
     printf("HYPERFARM {\"step\":%lld,\"epoch\":%g,\"stale_grads\":%lld,\"mean_staleness\":%.4f,\"updates\":%lld}\n",
-           (long long)w->step, epoch, (long long)sn.stale, sn.stale ? (double)sn.stale_sum / (double)sn.stale : 0.0,
+           (long long)w->pos.step, epoch, (long long)sn.stale, sn.stale ? (double)sn.stale_sum / (double)sn.stale : 0.0,
            (long long)sn.version);
     fflush(stdout);
     return DIST_STEP_OK;
@@ -367,21 +357,12 @@ static int worker_run(tr_rank *r, size_t per, float *full_state, const tr_resume
         goto end;
     w.ld.flip = o->flip;
     w.ld.shift = o->shift;
-    w.step = res->step;
-    w.this_batch = res->batch;
-    w.sums = res->sums;
-    w.epoch = res->epoch;
+    w.pos = res->pos;
     dist_loop lp = {.ctx = &w, .step = worker_step, .epoch_end = worker_epoch_end};
-    st = dist_epochs(r, &w.ld, &w.epoch, res->batch, &lp, &stopped);
-    if (st == DIST_STEP_FAIL) goto end;
-    if (st == DIST_STEP_COMM) goto comm_fail;
-    for (int k = 0; k < w.P; k++)
-        if (tr_coll_send(r->coll, w.W + k, TAG_DONE, &w.clock, sizeof w.clock)) goto comm_fail;
-    status = stopped && tr_stop_requested() ? dist_stop_status(o) : TR_EXIT_OK;
-    goto end;
-comm_fail:
-    fprintf(stderr, "hyperfarm-train: worker %d: %s\n", r->rank, tr_coll_errmsg(r->coll));
-    status = TR_EXIT_ERROR;
+    st = dist_epochs(r, &w.ld, &w.pos, &lp, &stopped);
+    for (int k = 0; k < w.P && st == DIST_STEP_OK; k++)
+        if (tr_coll_send(r->coll, w.W + k, TAG_DONE, &w.clock, sizeof w.clock)) st = DIST_STEP_COMM;
+    status = dist_exit_status(r, st, stopped, "worker");
 end:
     tr_loader_free(&w.ld);
     free(w.msg);
@@ -411,7 +392,7 @@ int dist_async_run(tr_rank *r)
     if (r->rank == 0)
         hf_info("async data parallel: %d workers, %d parameter servers, staleness %d, model %s", W, P, o->staleness,
                 m->desc);
-    if (r->rank >= W) status = server_run(r, m->params, full_state, per, res.step * W, res.optim_t);
+    if (r->rank >= W) status = server_run(r, m->params, full_state, per, res.pos.step * W, res.optim_t);
     else status = worker_run(r, per, full_state, &res);
 end:
     free(full_state);

@@ -117,9 +117,7 @@ typedef struct pipe_run {
     float        *gacc;             /* (pcnt) gradients summed over micro-batches */
     float        *tmp;              /* (n_params + n_bufs + 1) gather scratch */
     float        *full_state;       /* (per * n_params) the whole optimizer state */
-    int64_t       step, this_batch;
-    int           epoch;
-    tr_epoch_sums sums;
+    dist_pos      pos;
     char          path[TR_PATH_MAX + 64];
 } pipe_run;
 
@@ -140,7 +138,7 @@ static int pipe_forward(pipe_run *p, int gb, int mb, double *loss, int *hits)
     for (int j = 0; j < mb; j++) {
         int r0, nr;
         mb_rows(gb, mb, j, &r0, &nr);
-        tr_layer_ctx lc = {.train = 1, .seed = p->r->o->seed, .step = p->step, .row_base = r0};
+        tr_layer_ctx lc = {.train = 1, .seed = p->r->o->seed, .step = p->pos.step, .row_base = r0};
         if (p->first) memcpy(m->act[0], p->X + (size_t)r0 * p->wx, (size_t)nr * p->wx * sizeof(float));
         else if ((rc = tr_coll_recv(c, p->s - 1, TAG_ACT, m->act[a], (size_t)nr * p->win * 4, NULL, NULL)))
             return rc;
@@ -181,7 +179,7 @@ static int pipe_backward(pipe_run *p, int gb, int mb)
     for (int j = 0; j < mb; j++) {
         int r0, nr;
         mb_rows(gb, mb, j, &r0, &nr);
-        tr_layer_ctx lc = {.train = 1, .seed = p->r->o->seed, .step = p->step, .row_base = r0};
+        tr_layer_ctx lc = {.train = 1, .seed = p->r->o->seed, .step = p->pos.step, .row_base = r0};
         if ((rc = tr_coll_recv(c, p->s + 1, TAG_GRAD, m->dact[b], (size_t)nr * p->wout * 4, NULL, NULL))) return rc;
         memcpy(m->act[a], p->stash + (size_t)r0 * p->win, (size_t)nr * p->win * sizeof(float));
         tr_model_forward(m, a, b, nr, &lc);   /* re-materialise */
@@ -195,14 +193,12 @@ static int pipe_backward(pipe_run *p, int gb, int mb)
 
 /* dist_loop.step: one global step on every stage (DIST_STEP_FAIL: the
  * loader failed). */
-static int pipe_step(void *ctx, double t0, int64_t *samples)
+static int pipe_step(tr_rank *r, void *ctx, double t0, int64_t *samples)
 {
     pipe_run *p = ctx;
-    tr_rank *r = p->r;
+    int local_stop = dist_should_stop(r, p->pos.step);
     const tr_options *o = r->o;
     tr_model *m = r->m;
-    p->this_batch = p->ld.batch;
-    int local_stop = dist_should_stop(r, p->step);
     int gb = 0, rows, hits = 0;
     int64_t rb;
     double loss = 0;
@@ -212,7 +208,7 @@ static int pipe_step(void *ctx, double t0, int64_t *samples)
         if (!p->first && !p->last) {
             /* middle stages only need the row count: the batch is full except the last */
             p->ld.batch++;
-            int64_t left = (int64_t)r->train.n - p->this_batch * p->G;
+            int64_t left = (int64_t)r->train.n - p->pos.this_batch * p->G;
             gb = left < p->G ? (int)left : p->G;
         }
         memset(p->gacc, 0, p->pcnt * sizeof(float));
@@ -231,26 +227,18 @@ static int pipe_step(void *ctx, double t0, int64_t *samples)
         float f = (float)(o->clip_norm / (norm + 1e-6));
         for (size_t k = 0; k < p->pcnt; k++) m->grads[p->poff + k] *= f;
     }
-    double lr = tr_lr_at(o, p->step, r->spe);
+    double lr = tr_lr_at(o, p->pos.step, r->spe);
     if (p->pcnt) tr_optim_step(&p->opt, m->params + p->poff, m->grads + p->poff, (float)lr);
-    p->sums.loss_sum += ctl[2];
-    p->sums.correct += (int64_t)ctl[3];
-    p->sums.loss_count += (int64_t)ctl[4];
-    p->sums.seen += (int64_t)ctl[4];
-    *samples += (int64_t)ctl[4];
-    p->step++;
-    dist_report_step(r, p->step, p->epoch + (double)p->ld.batch / r->spe, &p->sums, lr,
-                     *samples / (hf_mono_s() - t0));
+    dist_step_done(r, &p->pos, ctl[2], (int64_t)ctl[3], (int64_t)ctl[4], samples, p->ld.batch, lr, t0, 1);
     return DIST_STEP_OK;
 }
 
 /* dist_loop.epoch_end: the whole model on every rank (the chief evaluates
  * and saves it); then the chief reports and checkpoints an epoch's end, or
  * where a stopped run stands. */
-static int pipe_epoch_end(void *ctx, int stopped, double train_time, int64_t samples)
+static int pipe_epoch_end(tr_rank *r, void *ctx, int stopped, double train_time, int64_t samples)
 {
     pipe_run *p = ctx;
-    tr_rank *r = p->r;
     tr_model *m = r->m;
     tr_coll *c = r->coll;
     if (gather_full(c, m->params, m->params + p->poff, m->n_params, p->poff, p->pcnt, p->tmp) ||
@@ -265,11 +253,11 @@ static int pipe_epoch_end(void *ctx, int stopped, double train_time, int64_t sam
         tr_report rep;
         char where[32];
         snprintf(where, sizeof where, "on %d stages", p->S);
-        if (stopped) dist_report_stop(r, &os, p->epoch, p->this_batch, p->step, &p->sums, 1);
-        else dist_report_epoch(r, &os, p->epoch, p->step, &p->sums, train_time > 0 ? samples / train_time : NAN,
-                               where, &rep, p->path, sizeof p->path);
+        if (stopped) dist_report_stop(r, &os, &p->pos, 1);
+        else dist_report_epoch(r, &os, &p->pos, train_time > 0 ? samples / train_time : NAN, where, &rep, p->path,
+                               sizeof p->path);
     }
-    if (!stopped) p->sums = (tr_epoch_sums){0};
+    if (!stopped) p->pos.sums = (tr_epoch_sums){0};
     return DIST_STEP_OK;
 }
 
@@ -331,30 +319,23 @@ static void pipe_free(pipe_run *p)
 
 int dist_pipeline_run(tr_rank *r)
 {
-    const tr_options *o = r->o;
     tr_model *m = r->m;
     int status = TR_EXIT_ERROR, stopped = 0, st;
     pipe_run p;
     memset(&p, 0, sizeof p);
     if (pipe_init(&p, r)) goto end;
     tr_resume res;
-    if (dist_start(r, p.full_state, p.per * m->n_params, &res)) goto comm_fail;
+    if (dist_start(r, p.full_state, p.per * m->n_params, &res)) {
+        status = dist_exit_status(r, DIST_STEP_COMM, 0, "stage");
+        goto end;
+    }
     for (size_t k = 0; k < p.per && p.pcnt; k++)
         memcpy(p.opt.state + k * p.pcnt, p.full_state + k * m->n_params + p.poff, p.pcnt * sizeof(float));
     p.opt.t = res.optim_t;
-    p.step = res.step;
-    p.this_batch = res.batch;
-    p.sums = res.sums;
-    p.epoch = res.epoch;
+    p.pos = res.pos;
     dist_loop lp = {.ctx = &p, .step = pipe_step, .epoch_end = pipe_epoch_end};
-    st = dist_epochs(r, &p.ld, &p.epoch, res.batch, &lp, &stopped);
-    if (st == DIST_STEP_FAIL) goto end;
-    if (st == DIST_STEP_COMM) goto comm_fail;
-    status = stopped && tr_stop_requested() ? dist_stop_status(o) : TR_EXIT_OK;
-    goto end;
-comm_fail:
-    fprintf(stderr, "hyperfarm-train: stage %d: %s\n", r->rank, tr_coll_errmsg(r->coll));
-    status = TR_EXIT_ERROR;
+    st = dist_epochs(r, &p.ld, &p.pos, &lp, &stopped);
+    status = dist_exit_status(r, st, stopped, "stage");
 end:
     pipe_free(&p);
     return status;

@@ -69,22 +69,21 @@ int dist_ckpt_save(tr_rank *r, const dist_optstate *os, int epoch, int64_t batch
     return tr_ckpt_save(o->checkpoint_dir, o->keep_checkpoints, &c, path, pathlen);
 }
 
-void dist_report_epoch(tr_rank *r, const dist_optstate *os, int epoch, int64_t step, const tr_epoch_sums *sums,
-                       double samples_per_s, const char *where, tr_report *rep, char *path, size_t pathlen)
+void dist_report_epoch(tr_rank *r, const dist_optstate *os, const dist_pos *pos, double samples_per_s,
+                       const char *where, tr_report *rep, char *path, size_t pathlen)
 {
-    tr_report_epoch(rep, r->m, r->o, &r->val, &r->test_view, epoch, r->target, step, r->spe, sums, samples_per_s,
-                    where);
+    tr_report_epoch(rep, r->m, r->o, &r->val, &r->test_view, pos->epoch, r->target, pos->step, r->spe, &pos->sums,
+                    samples_per_s, where);
     tr_epoch_sums none = {0};
-    if (dist_ckpt_save(r, os, epoch + 1, 0, step, &none, path, pathlen) == 0) rep->checkpoint = path;
+    if (dist_ckpt_save(r, os, pos->epoch + 1, 0, pos->step, &none, path, pathlen) == 0) rep->checkpoint = path;
     tr_report_print(stdout, rep);
 }
 
-void dist_report_stop(tr_rank *r, const dist_optstate *os, int epoch, int64_t batch, int64_t step,
-                      const tr_epoch_sums *sums, int always)
+void dist_report_stop(tr_rank *r, const dist_optstate *os, const dist_pos *pos, int always)
 {
     char path[TR_PATH_MAX + 64];
-    int saved = dist_ckpt_save(r, os, epoch, batch, step, sums, path, sizeof path) == 0;
-    if (saved || always) tr_report_ckpt(saved ? path : NULL, step, epoch + (double)batch / r->spe);
+    int saved = dist_ckpt_save(r, os, pos->epoch, pos->this_batch, pos->step, &pos->sums, path, sizeof path) == 0;
+    if (saved || always) tr_report_ckpt(saved ? path : NULL, pos->step, pos->epoch + (double)pos->this_batch / r->spe);
 }
 
 int dist_should_stop(const tr_rank *r, int64_t step)
@@ -92,25 +91,36 @@ int dist_should_stop(const tr_rank *r, int64_t step)
     return tr_stop_requested() || (r->o->max_steps > 0 && step >= r->o->max_steps);
 }
 
-void dist_report_step(const tr_rank *r, int64_t step, double epoch, const tr_epoch_sums *sums, double lr,
-                      double samples_per_s)
+void dist_step_done(const tr_rank *r, dist_pos *pos, double loss_sum, int64_t hits, int64_t rows, int64_t *samples,
+                    int64_t next_batch, double lr, double t0, double scale)
 {
-    if (r->rank != 0 || r->o->log_every <= 0 || step % r->o->log_every) return;
-    tr_report_step(step, epoch, sums->loss_count ? sums->loss_sum / sums->loss_count : NAN, lr, samples_per_s);
+    pos->sums.loss_sum += loss_sum;
+    pos->sums.loss_count += rows;
+    pos->sums.correct += hits;
+    pos->sums.seen += rows;
+    *samples += rows;
+    pos->step++;
+    if (r->rank != 0 || r->o->log_every <= 0 || pos->step % r->o->log_every) return;
+    const tr_epoch_sums *s = &pos->sums;
+    tr_report_step(pos->step, pos->epoch + (double)next_batch / r->spe,
+                   s->loss_count ? s->loss_sum / s->loss_count : NAN, lr, *samples / (hf_mono_s() - t0) * scale);
 }
 
-int dist_epochs(tr_rank *r, tr_loader *ld, int *epoch, int64_t batch, const dist_loop *lp, int *stopped)
+int dist_epochs(tr_rank *r, tr_loader *ld, dist_pos *pos, const dist_loop *lp, int *stopped)
 {
     *stopped = 0;
-    for (; *epoch < r->target; ++*epoch, batch = 0) {
-        tr_loader_seek(ld, *epoch, batch);
+    for (int64_t batch = pos->this_batch; pos->epoch < r->target; pos->epoch++, batch = 0) {
+        tr_loader_seek(ld, pos->epoch, batch);
         double t0 = hf_mono_s();
         int64_t samples = 0;
         int st = DIST_STEP_OK;
-        while (ld->batch < r->spe && (st = lp->step(lp->ctx, t0, &samples)) == DIST_STEP_OK) {}
+        while (ld->batch < r->spe) {
+            pos->this_batch = ld->batch;
+            if ((st = lp->step(r, lp->ctx, t0, &samples)) != DIST_STEP_OK) break;
+        }
         if (st == DIST_STEP_FAIL || st == DIST_STEP_COMM) return st;
         *stopped = st == DIST_STEP_STOP;
-        if ((st = lp->epoch_end(lp->ctx, *stopped, hf_mono_s() - t0, samples))) return st;
+        if ((st = lp->epoch_end(r, lp->ctx, *stopped, hf_mono_s() - t0, samples))) return st;
         if (*stopped) break;
     }
     return DIST_STEP_OK;
@@ -133,35 +143,32 @@ static int ckpt_load(tr_rank *r, float *params, float *bufs, float *state, size_
     if (bufs && c.n_bufs) memcpy(bufs, c.bufs, c.n_bufs * sizeof(float));
     if (state && c.n_state) memcpy(state, c.state, c.n_state * sizeof(float));
     res->found = 1;
-    res->epoch = (int)c.epoch;
-    res->batch = c.batch;
-    res->step = c.step;
-    res->sums = (tr_epoch_sums){c.loss_sum, c.loss_count, c.correct, c.seen};
+    res->pos = (dist_pos){(int)c.epoch, c.step, c.batch, {c.loss_sum, c.loss_count, c.correct, c.seen}};
     res->optim_t = c.optim_t;
-    hf_info("resumed from %s: epoch %d, batch %lld, step %lld", path, res->epoch, (long long)res->batch,
-            (long long)res->step);
+    hf_info("resumed from %s: epoch %d, batch %lld, step %lld", path, res->pos.epoch, (long long)c.batch,
+            (long long)c.step);
     tr_ckpt_clear(&c);
     return 0;
 }
 
-int dist_stop_status(const tr_options *o)
+int dist_exit_status(const tr_rank *r, int st, int stopped, const char *who)
 {
-    return tr_stop_was_requested_by_searcher(o->checkpoint_dir) ? TR_EXIT_OK : TR_EXIT_SIGTERM;
+    if (st == DIST_STEP_COMM) fprintf(stderr, "hyperfarm-train: %s %d: %s\n", who, r->rank, tr_coll_errmsg(r->coll));
+    if (st == DIST_STEP_COMM || st == DIST_STEP_FAIL) return TR_EXIT_ERROR;
+    if (!stopped || !tr_stop_requested()) return TR_EXIT_OK;
+    return tr_stop_was_requested_by_searcher(r->o->checkpoint_dir) ? TR_EXIT_OK : TR_EXIT_SIGTERM;
 }
 
 /* Broadcast the resume position (doubles) from rank 0. */
 static int resume_bcast(tr_coll *c, tr_resume *res)
 {
-    double v[9] = {res->found, res->epoch, (double)res->batch, (double)res->step, res->sums.loss_sum,
-                   (double)res->sums.loss_count, (double)res->sums.correct, (double)res->sums.seen,
-                   (double)res->optim_t};
+    const dist_pos *p = &res->pos;
+    double v[9] = {res->found, p->epoch, (double)p->this_batch, (double)p->step, p->sums.loss_sum,
+                   (double)p->sums.loss_count, (double)p->sums.correct, (double)p->sums.seen, (double)res->optim_t};
     int rc = tr_coll_broadcast(c, v, sizeof v, 0);
     if (rc) return rc;
     res->found = (int)v[0];
-    res->epoch = (int)v[1];
-    res->batch = (int64_t)v[2];
-    res->step = (int64_t)v[3];
-    res->sums = (tr_epoch_sums){v[4], (int64_t)v[5], (int64_t)v[6], (int64_t)v[7]};
+    res->pos = (dist_pos){(int)v[1], (int64_t)v[3], (int64_t)v[2], {v[4], (int64_t)v[5], (int64_t)v[6], (int64_t)v[7]}};
     res->optim_t = (int64_t)v[8];
     return 0;
 }

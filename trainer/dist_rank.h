@@ -40,12 +40,21 @@ typedef struct tr_rank {
     int        target;       /* epochs to reach */
 } tr_rank;
 
-/* Position and running sums restored from a checkpoint (or zeros). */
+/* Where a mode's run stands: what dist_epochs advances and what the
+ * checkpoints and reports record. */
+typedef struct dist_pos {
+    int           epoch;       /* epoch in progress (0-based) */
+    int64_t       step;        /* global steps done */
+    int64_t       this_batch;  /* batch of the step in progress (not applied
+                                  when a stop ended it: a resumed run starts
+                                  there); at start, the batch to resume at */
+    tr_epoch_sums sums;        /* of the epoch in progress */
+} dist_pos;
+
+/* What a checkpoint restored (or zeros). */
 typedef struct tr_resume {
     int      found;
-    int      epoch;
-    int64_t  batch, step;
-    tr_epoch_sums sums;      /* of the epoch in progress */
+    dist_pos pos;
     int64_t  optim_t;
 } tr_resume;
 
@@ -79,27 +88,27 @@ typedef struct dist_optstate {
 int  dist_ckpt_save(tr_rank *r, const dist_optstate *os, int epoch, int64_t batch, int64_t step,
                     const tr_epoch_sums *sums, char *path, size_t pathlen);
 
-/* Chief, at the end of epoch `epoch`: the epoch line (tr_report_epoch;
+/* Chief, at the end of epoch pos->epoch: the epoch line (tr_report_epoch;
  * `where` ends its log line), with the checkpoint of the epoch's end, is
  * printed. OUT *rep as printed (path must outlive it). */
-void dist_report_epoch(tr_rank *r, const dist_optstate *os, int epoch, int64_t step, const tr_epoch_sums *sums,
-                       double samples_per_s, const char *where, tr_report *rep, char *path, size_t pathlen);
+void dist_report_epoch(tr_rank *r, const dist_optstate *os, const dist_pos *pos, double samples_per_s,
+                       const char *where, tr_report *rep, char *path, size_t pathlen);
 
-/* Chief, when a stop ended epoch `epoch` at `batch` (not applied: a
- * resumed run starts with it): checkpoint that position with the running
- * sums and print the position line — with always, also when the
- * checkpoint failed (then without a path). */
-void dist_report_stop(tr_rank *r, const dist_optstate *os, int epoch, int64_t batch, int64_t step,
-                      const tr_epoch_sums *sums, int always);
+/* Chief, when a stop ended the run at pos: checkpoint that position with
+ * the running sums and print the position line — with always, also when
+ * the checkpoint failed (then without a path). */
+void dist_report_stop(tr_rank *r, const dist_optstate *os, const dist_pos *pos, int always);
 
 /* Should this rank stop before step `step` (a signal, or --max-steps)? The
  * modes agree on it with a collective: one rank's answer stops them all. */
 int  dist_should_stop(const tr_rank *r, int64_t step);
 
-/* Chief, every --log-every steps: the step line, with the running mean
- * loss of sums (lr NaN: left out). */
-void dist_report_step(const tr_rank *r, int64_t step, double epoch, const tr_epoch_sums *sums, double lr,
-                      double samples_per_s);
+/* After a step: count it (loss_sum over rows, hits, rows) into pos and
+ * *samples; the chief prints the step line every --log-every steps (lr
+ * NaN: left out; next_batch: the loader's position, for the fractional
+ * epoch; the rate: *samples since t0, times scale). */
+void dist_step_done(const tr_rank *r, dist_pos *pos, double loss_sum, int64_t hits, int64_t rows, int64_t *samples,
+                    int64_t next_batch, double lr, double t0, double scale);
 
 /* What a mode's step answers to dist_epochs. */
 enum { DIST_STEP_OK = 0, DIST_STEP_STOP, DIST_STEP_END, DIST_STEP_FAIL, DIST_STEP_COMM };
@@ -110,21 +119,26 @@ typedef struct dist_loop {
      * so far this epoch. RET DIST_STEP_OK, _STOP (all ranks stop here),
      * _END (the data ended early: the epoch ends), _FAIL (message
      * printed) or _COMM (the communicator failed). */
-    int (*step)(void *ctx, double t0, int64_t *samples);
+    int (*step)(tr_rank *r, void *ctx, double t0, int64_t *samples);
     /* The end of an epoch, or of the run when stopped. Resets the mode's
      * running sums when not stopped. RET DIST_STEP_OK or _COMM. */
-    int (*epoch_end)(void *ctx, int stopped, double train_time, int64_t samples);
+    int (*epoch_end)(tr_rank *r, void *ctx, int stopped, double train_time, int64_t samples);
 } dist_loop;
 
 /*
- * The epoch loop of every mode: from (*epoch, batch) until r->target,
- * seek ld, step until the epoch's last batch (decided by position, so the
- * same on every rank), then epoch_end. OUT *epoch where it stopped,
- * *stopped. RET DIST_STEP_OK, _FAIL or _COMM.
+ * The epoch loop of every mode: from (pos->epoch, pos->this_batch) until
+ * r->target, seek ld, step until the epoch's last batch (decided by
+ * position, so the same on every rank), then epoch_end. Sets
+ * pos->this_batch before each step and advances pos->epoch. OUT *stopped.
+ * RET DIST_STEP_OK, _FAIL or _COMM.
  */
-int  dist_epochs(tr_rank *r, tr_loader *ld, int *epoch, int64_t batch, const dist_loop *lp, int *stopped);
+int  dist_epochs(tr_rank *r, tr_loader *ld, dist_pos *pos, const dist_loop *lp, int *stopped);
 
-/* The exit status after a stop request (0 when the searcher asked). */
-int  dist_stop_status(const tr_options *o);
+/* The exit status of a mode's run from what dist_epochs answered (st,
+ * stopped): TR_EXIT_ERROR for DIST_STEP_FAIL, and for DIST_STEP_COMM after
+ * printing the communicator's error naming this rank as "<who> <rank>";
+ * after a stop by signal, 0 when the searcher asked for it, else 143;
+ * otherwise 0. */
+int  dist_exit_status(const tr_rank *r, int st, int stopped, const char *who);
 
 #endif

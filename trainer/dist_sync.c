@@ -127,10 +127,7 @@ typedef struct sync_run {
     tr_loader     ld;
     bucketer      b;
     int32_t      *y;
-    int64_t       step;
-    int64_t       this_batch;   /* the batch in progress (not applied when stopped) */
-    int           epoch;
-    tr_epoch_sums sums;
+    dist_pos      pos;
     char          path[TR_PATH_MAX + 64];
 } sync_run;
 
@@ -145,7 +142,7 @@ static dist_optstate sync_optstate(const sync_run *s)
 static void sync_compute(sync_run *s, int rows, int gb, int64_t row_base, double *loss, int *hits)
 {
     tr_model *m = s->r->m;
-    tr_layer_ctx lc = {.train = 1, .seed = s->r->o->seed, .step = s->step, .row_base = row_base};
+    tr_layer_ctx lc = {.train = 1, .seed = s->r->o->seed, .step = s->pos.step, .row_base = row_base};
     if (rows > 0) {
         *loss = tr_model_step(m, s->y, rows, gb, &lc, bucketer_on_grad, &s->b, hits);
         return;
@@ -160,20 +157,18 @@ static void sync_compute(sync_run *s, int rows, int gb, int64_t row_base, double
 
 /* dist_loop.step: one global step on every rank; when any rank stops, all
  * stop here, before updating. */
-static int sync_step(void *ctx, double t0, int64_t *samples)
+static int sync_step(tr_rank *r, void *ctx, double t0, int64_t *samples)
 {
     sync_run *s = ctx;
-    tr_rank *r = s->r;
+    int local_stop = dist_should_stop(r, s->pos.step);
     const tr_options *o = r->o;
     tr_model *m = r->m;
-    s->this_batch = s->ld.batch;
-    int local_stop = dist_should_stop(r, s->step);
     int rows = 0, gb = 0, hits = 0;
     int64_t row_base = 0;
     int more = !local_stop && tr_loader_next(&s->ld, m->act[0], s->y, &rows, &gb, &row_base);
     if (!more && !local_stop) {
         fprintf(stderr, "hyperfarm-train: rank %d: loader ended early at batch %lld\n", r->rank,
-                (long long)s->this_batch);
+                (long long)s->pos.this_batch);
         return DIST_STEP_FAIL;
     }
     double loss = 0;
@@ -186,34 +181,27 @@ static int sync_step(void *ctx, double t0, int64_t *samples)
     if (bucketer_finish(&s->b)) return DIST_STEP_COMM;
     if (ctl[0] > 0) return DIST_STEP_STOP;
     if (o->clip_norm > 0) tr_grad_clip(m->grads, m->n_params, o->clip_norm);
-    double lr = tr_lr_at(o, s->step, r->spe);
+    double lr = tr_lr_at(o, s->pos.step, r->spe);
     tr_optim_step(&s->opt, m->params, m->grads, (float)lr);
     if (!isfinite(ctl[1])) {
-        fprintf(stderr, "hyperfarm-train: loss is not finite at step %lld (lr too high?)\n", (long long)s->step);
+        fprintf(stderr, "hyperfarm-train: loss is not finite at step %lld (lr too high?)\n",
+                (long long)s->pos.step);
         return DIST_STEP_FAIL;
     }
-    s->sums.loss_sum += ctl[1];
-    s->sums.loss_count += (int64_t)ctl[3];
-    s->sums.correct += (int64_t)ctl[2];
-    s->sums.seen += (int64_t)ctl[3];
-    *samples += (int64_t)ctl[3];
-    s->step++;
-    double epoch = s->epoch + (double)s->ld.batch / r->spe;
-    dist_report_step(r, s->step, epoch, &s->sums, lr, *samples / (hf_mono_s() - t0));
+    dist_step_done(r, &s->pos, ctl[1], (int64_t)ctl[2], (int64_t)ctl[3], samples, s->ld.batch, lr, t0, 1);
     if (r->rank != 0) return DIST_STEP_OK;
     dist_optstate os = sync_optstate(s);
-    if (o->checkpoint_every > 0 && s->step % o->checkpoint_every == 0 && s->ld.batch < r->spe &&
-        dist_ckpt_save(r, &os, s->epoch, s->ld.batch, s->step, &s->sums, s->path, sizeof s->path) == 0)
-        tr_report_ckpt(s->path, s->step, epoch);
+    if (o->checkpoint_every > 0 && s->pos.step % o->checkpoint_every == 0 && s->ld.batch < r->spe &&
+        dist_ckpt_save(r, &os, s->pos.epoch, s->ld.batch, s->pos.step, &s->pos.sums, s->path, sizeof s->path) == 0)
+        tr_report_ckpt(s->path, s->pos.step, s->pos.epoch + (double)s->ld.batch / r->spe);
     return DIST_STEP_OK;
 }
 
 /* dist_loop.epoch_end: average BN statistics; the chief evaluates,
  * checkpoints and reports. A stopped run is reported by dist_sync_run. */
-static int sync_epoch_end(void *ctx, int stopped, double train_time, int64_t samples)
+static int sync_epoch_end(tr_rank *r, void *ctx, int stopped, double train_time, int64_t samples)
 {
     sync_run *s = ctx;
-    tr_rank *r = s->r;
     tr_model *m = r->m;
     if (stopped) return DIST_STEP_OK;
     if (m->n_bufs && tr_coll_allreduce(r->coll, m->bufs, m->n_bufs, TR_COLL_AVG)) return DIST_STEP_COMM;
@@ -222,10 +210,10 @@ static int sync_epoch_end(void *ctx, int stopped, double train_time, int64_t sam
         char where[32];
         snprintf(where, sizeof where, "on %d ranks", r->world);
         dist_optstate os = sync_optstate(s);
-        dist_report_epoch(r, &os, s->epoch, s->step, &s->sums, train_time > 0 ? samples / train_time : NAN, where,
-                          &rep, s->path, sizeof s->path);
+        dist_report_epoch(r, &os, &s->pos, train_time > 0 ? samples / train_time : NAN, where, &rep, s->path,
+                          sizeof s->path);
     }
-    s->sums = (tr_epoch_sums){0};
+    s->pos.sums = (tr_epoch_sums){0};
     return DIST_STEP_OK;
 }
 
@@ -246,7 +234,10 @@ int dist_sync_run(tr_rank *r)
 
     /* identical start: the chief's parameters (fresh or resumed) everywhere */
     tr_resume res;
-    if (dist_start(r, s.opt.state, s.opt.n_state, &res)) goto comm_fail;
+    if (dist_start(r, s.opt.state, s.opt.n_state, &res)) {
+        status = dist_exit_status(r, DIST_STEP_COMM, 0, "rank");
+        goto end;
+    }
     s.opt.t = res.optim_t;
 
     s.b.cap = (size_t)r->tune.bucket_kib * 256;
@@ -257,31 +248,18 @@ int dist_sync_run(tr_rank *r)
     if (pthread_create(&s.b.th, NULL, bucketer_main, &s.b)) goto end;
     thread_up = 1;
 
-    s.step = res.step;
-    s.sums = res.sums;
-    s.epoch = res.epoch;
-    s.this_batch = res.batch;
+    s.pos = res.pos;
     if (r->rank == 0)
         hf_info("sync data parallel: %d ranks, model %s (%zu params), global batch %d, %lld steps/epoch, "
                 "buckets of %zu floats, backend %s", r->world, m->desc, m->n_params, o->batch_size,
                 (long long)r->spe, s.b.cap, tr_coll_backend_name(tr_coll_backend(c)));
     dist_loop lp = {.ctx = &s, .step = sync_step, .epoch_end = sync_epoch_end};
-    st = dist_epochs(r, &s.ld, &s.epoch, res.batch, &lp, &stopped);
-    if (st == DIST_STEP_FAIL) goto end;
-    if (st == DIST_STEP_COMM) goto comm_fail;
-    if (stopped) {
+    st = dist_epochs(r, &s.ld, &s.pos, &lp, &stopped);
+    if (st == DIST_STEP_OK && stopped && r->rank == 0) {
         dist_optstate os = sync_optstate(&s);
-        if (r->rank == 0) dist_report_stop(r, &os, s.epoch, s.this_batch, s.step, &s.sums, 0);
-        if (tr_stop_requested()) {
-            status = dist_stop_status(o);
-            goto end;
-        }
+        dist_report_stop(r, &os, &s.pos, 0);
     }
-    status = TR_EXIT_OK;
-    goto end;
-comm_fail:
-    fprintf(stderr, "hyperfarm-train: rank %d: %s\n", r->rank, tr_coll_errmsg(c));
-    status = TR_EXIT_ERROR;
+    status = dist_exit_status(r, st, stopped, "rank");
 end:
     if (thread_up) {
         pthread_mutex_lock(&s.b.mu);
