@@ -252,6 +252,17 @@ end:
     return rc;
 }
 
+int tr_ckpt_save(const char *dir, int keep, const tr_ckpt *c, char *path, size_t pathlen)
+{
+    if (!dir[0]) return HF_ENOTFOUND;
+    char err[512];
+    int rc = tr_ckpt_write(dir, c, keep, path, pathlen, err, sizeof err);
+    if (rc) hf_error("checkpoint failed: %s", err);
+    else hf_info("checkpoint %s (epoch %lld, batch %lld, step %lld)", path ? path : "written", (long long)c->epoch,
+                 (long long)c->batch, (long long)c->step);
+    return rc;
+}
+
 int tr_ckpt_read(const char *path, tr_ckpt *c, char *err, size_t el)
 {
     memset(c, 0, sizeof *c);

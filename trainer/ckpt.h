@@ -52,6 +52,11 @@ int  tr_ckpt_write(const char *dir, const tr_ckpt *c, int keep, char *path, size
                    char *err, size_t errlen);
 int  tr_ckpt_read(const char *path, tr_ckpt *c, char *err, size_t errlen);
 
+/* The trainer's save: tr_ckpt_write into dir keeping keep files, and the
+ * outcome logged ("checkpoint PATH (epoch, batch, step)" or the error).
+ * RET as tr_ckpt_write; HF_ENOTFOUND when dir is "" (checkpoints off). */
+int  tr_ckpt_save(const char *dir, int keep, const tr_ckpt *c, char *path, size_t pathlen);
+
 /* Load the newest checkpoint in dir that decodes and whose arch_hash and
  * counts match; corrupt or mismatched files are skipped with a warning.
  * RET 0 (c filled, path set), HF_ENOTFOUND (none usable). */

@@ -34,7 +34,10 @@
  *  - A communicator is used by one thread at a time.
  *
  * The mpi backend needs no rendezvous (mpirun provides it) and does not
- * implement timeouts (Open MPI has none); nccl needs HF_HAVE_NCCL and a GPU.
+ * implement timeouts (Open MPI has none: a watchdog ends a stalled rank);
+ * nccl needs HF_HAVE_NCCL and a GPU. coll.c is the front end; each backend
+ * is a table of operations in its own file (coll_tcp.c, coll_mpi.c,
+ * coll_nccl.c), the rendezvous is coll_rdv.c.
  * Wire integers are in host byte order: all hosts of a job must share it.
  */
 #ifndef TR_COLL_H
@@ -59,9 +62,23 @@ typedef struct tr_coll_config {
     size_t      small_bytes;  /* allreduce below this uses recursive doubling;
                                  0: default (256 KiB) */
     int         nccl_device;  /* CUDA device for nccl (-1: local rank) */
+    /* tuning of the tcp engine (docs/distributed.md, "Collectives") */
+    size_t      chunk_bytes;  /* bytes per read/write call; 0: default (512 KiB) */
+    char        large_algo;   /* allreduce at and above small_bytes: 'r' ring
+                                 (default) or 'p' pairwise */
+    int         spin_us;      /* large allreduces busy-poll this long before
+                                 sleeping in poll(); < 0: 200 when the world
+                                 fits this host's cores, else 0 */
+    int         sockbuf;      /* socket buffer bytes; <= 0: kernel autotuning */
+    size_t      scratch_bytes;/* staging for received floats; 0: two chunks */
 } tr_coll_config;
 
-/* Fill cfg with defaults (tcp, rank 0, world 1, master_fd -1). */
+/*
+ * Fill cfg with defaults (tcp, rank 0, world 1, master_fd -1, 16 MiB
+ * socket buffers), then the tuning from the environment, read here once
+ * so a program's config carries it from startup on: HF_COLL_ALGO=p|r,
+ * HF_COLL_CHUNK, HF_COLL_SPIN_US, HF_COLL_SOCKBUF, HF_COLL_SCRATCH.
+ */
 void tr_coll_config_init(tr_coll_config *cfg);
 
 /* Parse "tcp" | "mpi" | "nccl". RET 0 or HF_EINVAL. */
@@ -103,7 +120,7 @@ void tr_coll_tune(tr_coll *c, size_t chunk_bytes, size_t small_bytes);
 int tr_coll_allreduce(tr_coll *c, float *buf, size_t n, int redop);
 /* Force one algorithm (tests and benchmarks): 'r' ring, 'p' pairwise
  * (direct reduce-scatter + allgather), 'd' recursive doubling; 0 chooses
- * by size (HF_COLL_ALGO=p|r picks the large-message one). */
+ * by size (cfg.large_algo picks the large-message one). */
 int tr_coll_allreduce_algo(tr_coll *c, float *buf, size_t n, int redop, char algo);
 /* Copy bytes of root's buf into every rank's buf (pipelined chain). */
 int tr_coll_broadcast(tr_coll *c, void *buf, size_t bytes, int root);
@@ -114,8 +131,8 @@ int tr_coll_allgather(tr_coll *c, const void *send, void *recv, size_t bytes);
 int tr_coll_barrier(tr_coll *c);
 
 /*
- * Point-to-point messages (tcp only), for parameter servers and pipeline
- * stages. A message is (tag, bytes); per pair of ranks messages arrive in
+ * Point-to-point messages (tcp, and nccl over its tcp mesh; mpi answers
+ * HF_EUNSUP), for parameter servers and pipeline stages. A message is (tag, bytes); per pair of ranks messages arrive in
  * order and carry their own sequence numbers, checked on receipt.
  * tr_coll_send blocks until the bytes are handed to the kernel.
  * tr_coll_recv waits for the next message from peer: it must carry tag

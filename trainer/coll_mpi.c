@@ -1,8 +1,9 @@
 /*
  * coll_mpi.c — the mpi backend of coll.h: Open MPI's collectives on
  * MPI_COMM_WORLD, for jobs launched by mpirun (rank and world come from
- * MPI, no rendezvous of ours). Built when the Makefile finds ompi-c and
- * defines HF_HAVE_MPI; otherwise every hook answers HF_EUNSUP.
+ * MPI, no rendezvous of ours), as the table tr_coll_mpi_ops (coll_int.h).
+ * Built when the Makefile finds ompi-c and defines HF_HAVE_MPI; otherwise
+ * the table's open answers HF_EUNSUP.
  *
  * Open MPI has no per-operation timeout: a peer that dies is detected by
  * mpirun (it aborts the job), but one that stalls (stopped, swapping, stuck
@@ -89,8 +90,9 @@ static int mpi_rc(tr_coll *c, int rc, const char *what)
     return tr_coll_fail(c, HF_EPEER, "MPI %s seq %u: %s", what, c->seq, msg);
 }
 
-int tr_coll_mpi_open(tr_coll *c)
+static int mpi_open(tr_coll *c, const tr_coll_config *cfg)
 {
+    (void)cfg;   /* rank and world come from MPI */
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     /* SERIALIZED: the trainer's bucket thread calls MPI while the main
@@ -118,7 +120,7 @@ int tr_coll_mpi_open(tr_coll *c)
     return 0;
 }
 
-void tr_coll_mpi_close(tr_coll *c)
+static void mpi_close(tr_coll *c)
 {
     pthread_mutex_lock(&wd.mu);
     int join = wd.started;
@@ -132,8 +134,9 @@ void tr_coll_mpi_close(tr_coll *c)
     c->mpi = NULL;
 }
 
-int tr_coll_mpi_allreduce(tr_coll *c, float *buf, size_t n, int redop)
+static int mpi_allreduce(tr_coll *c, float *buf, size_t n, int redop, char algo)
 {
+    (void)algo;
     c->seq++;
     /* MPI counts are int: reduce in pieces of at most 1 Gi floats */
     for (size_t off = 0; off < n;) {
@@ -145,14 +148,11 @@ int tr_coll_mpi_allreduce(tr_coll *c, float *buf, size_t n, int redop)
         if (rc) return rc;
         off += k;
     }
-    if (redop == TR_COLL_AVG && c->world > 1) {
-        float inv = 1.0f / (float)c->world;
-        for (size_t i = 0; i < n; i++) buf[i] *= inv;
-    }
+    if (redop == TR_COLL_AVG) tr_coll_scale_avg(c, buf, n);
     return 0;
 }
 
-int tr_coll_mpi_broadcast(tr_coll *c, void *buf, size_t bytes, int root)
+static int mpi_broadcast(tr_coll *c, void *buf, size_t bytes, int root)
 {
     c->seq++;
     if (bytes > (size_t)1 << 30) return tr_coll_fail(c, HF_ETOOBIG, "MPI broadcast of %zu bytes", bytes);
@@ -162,7 +162,7 @@ int tr_coll_mpi_broadcast(tr_coll *c, void *buf, size_t bytes, int root)
     return rc;
 }
 
-int tr_coll_mpi_allgather(tr_coll *c, const void *send, void *recv, size_t bytes)
+static int mpi_allgather(tr_coll *c, const void *send, void *recv, size_t bytes)
 {
     c->seq++;
     if (bytes > (size_t)1 << 30) return tr_coll_fail(c, HF_ETOOBIG, "MPI allgather of %zu bytes", bytes);
@@ -174,7 +174,7 @@ int tr_coll_mpi_allgather(tr_coll *c, const void *send, void *recv, size_t bytes
     return rc;
 }
 
-int tr_coll_mpi_barrier(tr_coll *c)
+static int mpi_barrier(tr_coll *c)
 {
     c->seq++;
     watch_begin("barrier", c->seq);
@@ -183,17 +183,21 @@ int tr_coll_mpi_barrier(tr_coll *c)
     return rc;
 }
 
+/* Messages are not offered: the front end answers HF_EUNSUP. */
+const tr_coll_ops tr_coll_mpi_ops = {
+    .backend = TR_COLL_MPI, .open = mpi_open, .close = mpi_close,
+    .allreduce = mpi_allreduce, .broadcast = mpi_broadcast, .allgather = mpi_allgather, .barrier = mpi_barrier,
+};
+
 #else /* !HF_HAVE_MPI */
 
-static int no_mpi(tr_coll *c)
+static int no_mpi(tr_coll *c, const tr_coll_config *cfg)
 {
+    (void)cfg;
     return tr_coll_fail(c, HF_EUNSUP, "this build has no MPI backend (install libopenmpi-dev and rebuild)");
 }
-int tr_coll_mpi_open(tr_coll *c) { return no_mpi(c); }
-void tr_coll_mpi_close(tr_coll *c) { (void)c; }
-int tr_coll_mpi_allreduce(tr_coll *c, float *buf, size_t n, int redop) { (void)buf; (void)n; (void)redop; return no_mpi(c); }
-int tr_coll_mpi_broadcast(tr_coll *c, void *buf, size_t bytes, int root) { (void)buf; (void)bytes; (void)root; return no_mpi(c); }
-int tr_coll_mpi_allgather(tr_coll *c, const void *send, void *recv, size_t bytes) { (void)send; (void)recv; (void)bytes; return no_mpi(c); }
-int tr_coll_mpi_barrier(tr_coll *c) { return no_mpi(c); }
+
+/* Only open is reached: it fails, and the communicator is never handed out. */
+const tr_coll_ops tr_coll_mpi_ops = {.backend = TR_COLL_MPI, .open = no_mpi};
 
 #endif

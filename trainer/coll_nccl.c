@@ -6,8 +6,11 @@
  * are host memory: they are staged through one device buffer per
  * communicator (the trainer's CUDA path can pass device pointers later).
  *
- * Built when the Makefile defines HF_HAVE_NCCL (CUDA toolkit with NCCL);
- * otherwise every hook answers HF_EUNSUP with a message.
+ * The table tr_coll_nccl_ops (coll_int.h) takes allreduce and broadcast
+ * from NCCL and everything else (open's first half, allgather, barrier,
+ * messages) from the tcp backend. Built when the Makefile defines
+ * HF_HAVE_NCCL (CUDA toolkit with NCCL); otherwise the table's open
+ * answers HF_EUNSUP with a message.
  */
 #include "coll_int.h"
 
@@ -37,16 +40,18 @@ typedef struct nccl_state {
 #define NCCL_OK(c, call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) \
     return tr_coll_fail((c), HF_EPEER, "%s: %s", #call, ncclGetErrorString(r_)); } while (0)
 
-int tr_coll_nccl_open(tr_coll *c, int device)
+static int nccl_open(tr_coll *c, const tr_coll_config *cfg)
 {
-    int ndev = 0;
+    int ndev = 0, device = cfg->nccl_device;
+    int rc = tr_coll_tcp_open(c, cfg);   /* the mesh first: the unique id travels over it */
+    if (rc) return rc;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
         return tr_coll_fail(c, HF_EUNSUP, "nccl backend: no usable CUDA device on this host");
     if (device < 0) device = c->rank % ndev;
     CUDA_OK(c, cudaSetDevice(device));
     ncclUniqueId id;
     if (c->rank == 0) NCCL_OK(c, ncclGetUniqueId(&id));
-    int rc = tr_coll_broadcast(c, &id, sizeof id, 0);   /* tcp: backend not switched yet */
+    rc = tr_coll_tcp_broadcast(c, &id, sizeof id, 0);
     if (rc) return rc;
     nccl_state *s = calloc(1, sizeof *s);
     if (!s) return HF_ENOMEM;
@@ -57,7 +62,7 @@ int tr_coll_nccl_open(tr_coll *c, int device)
     return 0;
 }
 
-void tr_coll_nccl_close(tr_coll *c)
+static void nccl_close(tr_coll *c)
 {
     nccl_state *s = c->nccl;
     if (!s) return;
@@ -79,8 +84,9 @@ static int stage(tr_coll *c, nccl_state *s, size_t bytes)
     return 0;
 }
 
-int tr_coll_nccl_allreduce(tr_coll *c, float *buf, size_t n, int redop)
+static int nccl_allreduce(tr_coll *c, float *buf, size_t n, int redop, char algo)
 {
+    (void)algo;
     nccl_state *s = c->nccl;
     c->seq++;
     if (!s) return tr_coll_fail(c, HF_ESTATE, "nccl backend not open");
@@ -94,7 +100,7 @@ int tr_coll_nccl_allreduce(tr_coll *c, float *buf, size_t n, int redop)
     return 0;
 }
 
-int tr_coll_nccl_broadcast(tr_coll *c, void *buf, size_t bytes, int root)
+static int nccl_broadcast(tr_coll *c, void *buf, size_t bytes, int root)
 {
     nccl_state *s = c->nccl;
     c->seq++;
@@ -108,16 +114,23 @@ int tr_coll_nccl_broadcast(tr_coll *c, void *buf, size_t bytes, int root)
     return 0;
 }
 
+const tr_coll_ops tr_coll_nccl_ops = {
+    .backend = TR_COLL_NCCL, .open = nccl_open, .close = nccl_close,
+    .allreduce = nccl_allreduce, .broadcast = nccl_broadcast,
+    .allgather = tr_coll_tcp_allgather, .barrier = tr_coll_tcp_barrier,
+    .send = tr_coll_tcp_send, .recv = tr_coll_tcp_recv, .wait_any = tr_coll_tcp_wait_any,
+};
+
 #else /* no NCCL in this build */
 
-static int no_nccl(tr_coll *c)
+static int no_nccl(tr_coll *c, const tr_coll_config *cfg)
 {
+    (void)cfg;
     return tr_coll_fail(c, HF_EUNSUP,
                         "this build has no nccl backend (needs the CUDA toolkit with NCCL at build time)");
 }
-int tr_coll_nccl_open(tr_coll *c, int device) { (void)device; return no_nccl(c); }
-void tr_coll_nccl_close(tr_coll *c) { (void)c; }
-int tr_coll_nccl_allreduce(tr_coll *c, float *buf, size_t n, int redop) { (void)buf; (void)n; (void)redop; return no_nccl(c); }
-int tr_coll_nccl_broadcast(tr_coll *c, void *buf, size_t bytes, int root) { (void)buf; (void)bytes; (void)root; return no_nccl(c); }
+
+/* Only open is reached: it fails, and the communicator is never handed out. */
+const tr_coll_ops tr_coll_nccl_ops = {.backend = TR_COLL_NCCL, .open = no_nccl};
 
 #endif

@@ -1,21 +1,15 @@
 /*
  * main.c — hyperfarm-train: parse options (flags, HYPERFARM_HPARAMS, the
  * trial environment), pick the BLAS kernel, then either train in this
- * process (train.c) or hand over to the distributed launcher (dist.c,
+ * process (train.c) or hand over to the distributed runner (dist.c,
  * tr_dist_main) when --nproc > 1, --mode, or a world size > 1 is given.
  */
 #include "blas.h"
+#include "dist.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "options.h"
 #include "train.h"
-
-#if defined(__has_include)
-#if __has_include("dist.h")
-#include "dist.h"
-#define TR_HAVE_DIST 1
-#endif
-#endif
 
 #include <stdio.h>
 #include <string.h>
@@ -38,14 +32,6 @@ int main(int argc, char **argv)
     if (hf_log_parse_level(o.log_level, &level) == 0) hf_log_set_level(level);
     tr_blas_setup(argv);   /* may re-exec with OPENBLAS_CORETYPE set */
 
-    if (tr_options_is_distributed(&o)) {
-#ifdef TR_HAVE_DIST
-        return tr_dist_main(&o);
-#else
-        fprintf(stderr, "hyperfarm-train: distributed training (--nproc/--mode/world size > 1) "
-                        "is not built into this binary\n");
-        return TR_EXIT_ERROR;
-#endif
-    }
+    if (tr_options_is_distributed(&o)) return tr_dist_main(&o);
     return tr_train_main(&o);
 }

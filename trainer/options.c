@@ -440,6 +440,33 @@ int tr_options_is_distributed(const tr_options *o)
     return o->nproc > 1 || o->mode[0] || o->world > 1;
 }
 
+int tr_options_mode(const tr_options *o, int *mode)
+{
+    if (!o->mode[0] || !strcmp(o->mode, "sync")) *mode = TR_MODE_SYNC;
+    else if (!strcmp(o->mode, "async")) *mode = TR_MODE_ASYNC;
+    else if (!strcmp(o->mode, "pipeline")) *mode = TR_MODE_PIPELINE;
+    else return HF_EINVAL;
+    return 0;
+}
+
+const char *tr_options_mode_name(int mode)
+{
+    return mode == TR_MODE_ASYNC ? "async" : mode == TR_MODE_PIPELINE ? "pipeline" : "sync";
+}
+
+/* A positive integer from the environment, else def. */
+static int env_positive(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v && atoi(v) > 0 ? atoi(v) : def;
+}
+
+void tr_options_tuning(tr_dist_tuning *t)
+{
+    t->bucket_kib = env_positive("HF_BUCKET_KIB", 128);
+    t->microbatches = env_positive("HF_MICROBATCHES", 0);
+}
+
 void tr_options_usage(FILE *f)
 {
     fprintf(f, "usage: hyperfarm-train [--flag value]...\n"

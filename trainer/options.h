@@ -1,6 +1,6 @@
 /*
  * options.h — every setting of hyperfarm-train in one struct, shared by the
- * single-process trainer (train.c) and the distributed launcher (dist.c).
+ * single-process trainer (train.c) and the distributed runner (dist.c).
  *
  * Sources, lowest precedence first:
  *   1. defaults (tr_options_defaults)
@@ -10,7 +10,7 @@
  *      '-' written '_' ("batch_size": 128). The searcher's per-trial values
  *      win over the fixed command of the experiment file. Unknown keys and
  *      ill-typed values are errors naming the key.
- *   4. the trial environment of DESIGN.md §4: HYPERFARM_MAX_EPOCHS (or
+ *   4. the trial environment (docs/trainer.md, "Options"): HYPERFARM_MAX_EPOCHS (or
  *      HYPERFARM_BUDGET) sets how many epochs to run; HYPERFARM_CHECKPOINT_DIR
  *      sets checkpoint_dir when no flag gave one and, under an agent
  *      (HYPERFARM_TRIAL_ID set), turns on resume; HYPERFARM_RANK,
@@ -77,9 +77,10 @@ typedef struct tr_options {
     int     max_steps;                   /* stop after N global steps (0 = no limit; tests) */
     int     eval_test;                   /* bool: report test_acc each epoch (else only at end) */
 
-    /* distributed (DESIGN.md §3; consumed by dist.c) */
+    /* distributed (docs/distributed.md; consumed by dist.c) */
     int     nproc;                       /* local workers to launch (1 = single process) */
-    char    mode[TR_NAME_MAX];           /* "" | "sync" | "async" | "pipeline" */
+    char    mode[TR_NAME_MAX];           /* "" | "sync" | "async" | "pipeline":
+                                            tr_options_mode gives the enum */
     char    backend[TR_NAME_MAX];        /* "tcp" | "mpi" | "nccl" */
     int     ps;                          /* parameter servers (async) */
     int     staleness;                   /* SSP bound (-1 = unbounded) */
@@ -91,6 +92,20 @@ typedef struct tr_options {
     int     under_agent;                 /* HYPERFARM_TRIAL_ID is set */
     char    log_level[TR_NAME_MAX];
 } tr_options;
+
+/* The distributed modes ("" means sync). */
+enum tr_mode { TR_MODE_SYNC = 0, TR_MODE_ASYNC, TR_MODE_PIPELINE };
+
+/*
+ * Tuning of the distributed modes that is not a flag (docs/distributed.md):
+ * read from the environment once, when the distributed runner starts, and
+ * handed to the modes from there.
+ */
+typedef struct tr_dist_tuning {
+    int bucket_kib;      /* sync: gradient bucket size, KiB (HF_BUCKET_KIB; 128) */
+    int microbatches;    /* pipeline: micro-batches per batch (HF_MICROBATCHES;
+                            0: two per stage) */
+} tr_dist_tuning;
 
 /* Fill o with the defaults. */
 void tr_options_defaults(tr_options *o);
@@ -115,6 +130,15 @@ int tr_options_target_epochs(const tr_options *o);
 /* Does this invocation ask for distributed training (nproc > 1, a --mode,
  * or a world size > 1 in the environment)? */
 int tr_options_is_distributed(const tr_options *o);
+
+/* o->mode as an enum. RET 0, or HF_EINVAL for a string that is not a mode
+ * (tr_options_parse already refuses those; callers that fill o by hand
+ * may not). */
+int tr_options_mode(const tr_options *o, int *mode);
+const char *tr_options_mode_name(int mode);
+
+/* Defaults, then HF_BUCKET_KIB / HF_MICROBATCHES from the environment. */
+void tr_options_tuning(tr_dist_tuning *t);
 
 void tr_options_usage(FILE *f);
 /* One-line JSON of the effective options (logged at start). */

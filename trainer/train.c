@@ -24,64 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- reports ------------------------------------------------------------ */
-
-void tr_report_init(tr_report *r)
-{
-    r->step = -1;
-    r->epoch = -1;
-    r->train_loss = r->train_acc = r->val_loss = r->val_acc = r->test_acc = r->samples_per_s = r->lr = NAN;
-    r->checkpoint = NULL;
-}
-
-void tr_report_print(FILE *f, const tr_report *r)
-{
-    json_t *j = json_object();
-    if (r->step >= 0) json_object_set_new(j, "step", json_integer(r->step));
-    if (r->epoch >= 0) json_object_set_new(j, "epoch", json_real(r->epoch));
-    struct { const char *k; double v; } m[] = {
-        {"train_loss", r->train_loss}, {"train_acc", r->train_acc}, {"val_loss", r->val_loss},
-        {"val_acc", r->val_acc}, {"test_acc", r->test_acc}, {"samples_per_s", r->samples_per_s}, {"lr", r->lr},
-    };
-    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-        if (isfinite(m[i].v)) json_object_set_new(j, m[i].k, json_real(m[i].v));
-    if (r->checkpoint) json_object_set_new(j, "checkpoint", json_string(r->checkpoint));
-    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    if (s) {
-        fprintf(f, "HYPERFARM %s\n", s);
-        fflush(f);
-    }
-    free(s);
-    json_decref(j);
-}
-
-/* ---- evaluation --------------------------------------------------------- */
-
-void tr_evaluate(tr_model *m, const tr_dataset *ds, double *loss, double *acc)
-{
-    int B = m->max_batch;
-    int32_t *idx = malloc((size_t)B * sizeof *idx), *y = malloc((size_t)B * sizeof *y);
-    double lsum = 0;
-    long hits = 0;
-    if (!idx || !y || ds->n <= 0) {
-        *loss = *acc = NAN;
-        goto end;
-    }
-    for (int start = 0; start < ds->n; start += B) {
-        int n = ds->n - start < B ? ds->n - start : B, c = 0;
-        for (int i = 0; i < n; i++) idx[i] = start + i;
-        tr_dataset_gather(ds, idx, n, m->act[0], y);
-        tr_model_infer(m, n);
-        lsum += tr_softmax_xent(m->act[m->n_layers], y, n, m->n_classes, NULL, n, &c) * n;
-        hits += c;
-    }
-    *loss = lsum / ds->n;
-    *acc = (double)hits / ds->n;
-end:
-    free(idx);
-    free(y);
-}
-
 /* ---- stop requests ------------------------------------------------------ */
 
 static volatile sig_atomic_t stop_flag;
@@ -136,7 +78,6 @@ typedef struct run {
 static int save_ckpt(run *r, int epoch, int64_t batch, char *path, size_t pathlen)
 {
     const tr_options *o = r->o;
-    if (!o->checkpoint_dir[0]) return HF_ENOTFOUND;
     tr_ckpt c = {
         .arch_hash = r->m->arch_hash, .epoch = epoch, .batch = batch, .step = r->step,
         .loss_sum = r->loss_sum, .loss_count = r->loss_count, .correct = r->correct, .seen = r->seen,
@@ -144,21 +85,7 @@ static int save_ckpt(run *r, int epoch, int64_t batch, char *path, size_t pathle
         .n_params = r->m->n_params, .n_bufs = r->m->n_bufs, .n_state = r->opt.n_state,
         .params = r->m->params, .bufs = r->m->bufs, .state = r->opt.state,
     };
-    char err[512];
-    int rc = tr_ckpt_write(o->checkpoint_dir, &c, o->keep_checkpoints, path, pathlen, err, sizeof err);
-    if (rc) hf_error("checkpoint failed: %s", err);
-    else hf_info("checkpoint %s (epoch %d, batch %lld, step %lld)", path, epoch, (long long)batch, (long long)r->step);
-    return rc;
-}
-
-static void report_ckpt(const char *path, int64_t step, double epoch)
-{
-    tr_report rep;
-    tr_report_init(&rep);
-    rep.step = step;
-    rep.epoch = epoch;
-    rep.checkpoint = path;
-    tr_report_print(stdout, &rep);
+    return tr_ckpt_save(o->checkpoint_dir, o->keep_checkpoints, &c, path, pathlen);
 }
 
 static int run_setup(run *r, const tr_options *o)
@@ -324,38 +251,22 @@ int tr_train_main(const tr_options *o)
             r.seen += rows;
             samples += rows;
             r.step++;
-            if (o->log_every > 0 && r.step % o->log_every == 0) {
-                tr_report rep;
-                tr_report_init(&rep);
-                rep.step = r.step;
-                rep.epoch = r.epoch + (double)r.ld.batch / r.spe;
-                rep.train_loss = r.loss_sum / r.loss_count;
-                rep.lr = lr;
-                rep.samples_per_s = busy > 0 ? samples / busy : NAN;
-                tr_report_print(stdout, &rep);
-            }
+            if (o->log_every > 0 && r.step % o->log_every == 0)
+                tr_report_step(r.step, r.epoch + (double)r.ld.batch / r.spe, r.loss_sum / r.loss_count, lr,
+                               busy > 0 ? samples / busy : NAN);
             if (o->checkpoint_every > 0 && r.step % o->checkpoint_every == 0 && r.ld.batch < r.spe &&
                 gpu_sync(gpu, &r) == 0 && save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
-                report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
+                tr_report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
         }
         double train_time = hf_mono_s() - t0;
         if (stopped) break;
         if (gpu_sync(gpu, &r)) goto end;
         tr_report rep;
-        tr_report_init(&rep);
-        rep.step = r.step;
-        rep.epoch = r.epoch + 1;
-        rep.train_loss = r.loss_count ? r.loss_sum / r.loss_count : NAN;
-        rep.train_acc = r.seen ? (double)r.correct / r.seen : NAN;
-        rep.samples_per_s = busy > 0 ? samples / busy : NAN;
-        rep.lr = tr_lr_at(o, r.step > 0 ? r.step - 1 : 0, r.spe);
-        if (r.val.n > 0) tr_evaluate(r.m, &r.val, &rep.val_loss, &rep.val_acc);
-        if (o->eval_test || r.epoch + 1 == target) {
-            double tl;
-            tr_evaluate(r.m, &r.test_view, &tl, &rep.test_acc);
-        }
-        hf_info("epoch %d/%d: train_loss %.4f val_acc %.4f test_acc %.4f, %.0f samples/s (%.1f s)", r.epoch + 1,
-                target, rep.train_loss, rep.val_acc, rep.test_acc, rep.samples_per_s, train_time);
+        char where[32];
+        snprintf(where, sizeof where, "(%.1f s)", train_time);
+        tr_epoch_sums sums = {r.loss_sum, r.loss_count, r.correct, r.seen};
+        tr_report_epoch(&rep, r.m, o, &r.val, &r.test_view, r.epoch, target, r.step, r.spe, &sums,
+                        busy > 0 ? samples / busy : NAN, where);
         r.loss_sum = 0;
         r.loss_count = r.correct = r.seen = 0;
         if (save_ckpt(&r, r.epoch + 1, 0, path, sizeof path) == 0) rep.checkpoint = path;
@@ -364,7 +275,7 @@ int tr_train_main(const tr_options *o)
     if (stopped) {
         int by_signal = tr_stop_requested();
         if (gpu_sync(gpu, &r) == 0 && save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
-            report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
+            tr_report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
         if (by_signal) {
             int asked = tr_stop_was_requested_by_searcher(o->checkpoint_dir);
             hf_info("stopped by signal at step %lld%s", (long long)r.step,

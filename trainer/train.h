@@ -1,6 +1,7 @@
 /*
- * train.h — the single-process training loop and the pieces the
- * distributed modes reuse: evaluation, metric lines, stop requests.
+ * train.h — the single-process training loop, and the stop requests the
+ * distributed modes share with it (metric lines and evaluation are in
+ * report.h, included here).
  *
  * Exit statuses of hyperfarm-train (docs/trainer.md):
  *   0    completed the epoch budget, or stopped by SIGTERM/SIGINT after the
@@ -16,30 +17,11 @@
 #include "data.h"
 #include "model.h"
 #include "options.h"
-
-#include <stdint.h>
-#include <stdio.h>
+#include "report.h"
 
 #define TR_EXIT_OK       0
 #define TR_EXIT_ERROR    1
 #define TR_EXIT_SIGTERM  143
-
-/* A report line; members that are NaN (or < 0 for step/epoch) are left out. */
-typedef struct tr_report {
-    int64_t step;
-    double  epoch;
-    double  train_loss, train_acc, val_loss, val_acc, test_acc, samples_per_s, lr;
-    const char *checkpoint;   /* path or NULL */
-} tr_report;
-
-/* All members NaN / -1 / NULL. */
-void tr_report_init(tr_report *r);
-/* Print "HYPERFARM {...}\n" to f and flush (DESIGN.md §4). */
-void tr_report_print(FILE *f, const tr_report *r);
-
-/* Mean loss and accuracy of m over ds in batches of m->max_batch
- * (inference mode: no dropout, BN running stats). */
-void tr_evaluate(tr_model *m, const tr_dataset *ds, double *loss, double *acc);
 
 /* SIGTERM/SIGINT set a flag the loop polls between steps. */
 void tr_signals_install(void);

@@ -1,5 +1,5 @@
 /*
- * ps.c — --mode async: asynchronous data parallelism with parameter
+ * dist_async.c — --mode async: asynchronous data parallelism with parameter
  * servers and a stale-synchronous-parallel (SSP) bound.
  *
  * The world is W workers (ranks 0..W-1) followed by P parameter servers
@@ -31,7 +31,7 @@
  * closes its connections, the servers fail on it and the launcher ends the
  * job.
  */
-#include "dist_int.h"
+#include "dist_modes.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
@@ -232,144 +232,150 @@ static int take_snapshot(tr_rank *r, int P, size_t per, float *params, float *st
     return 0;
 }
 
-static int worker_run(tr_rank *r, size_t per, float *full_state, tr_resume *res)
+/* One worker's state for the whole run. */
+typedef struct worker {
+    tr_rank      *r;
+    int           P, W;           /* servers, workers */
+    size_t        per;            /* optimizer state floats per parameter */
+    float        *full_state;     /* (per * n_params) snapshot target */
+    tr_loader     ld;
+    char         *msg;            /* message buffer */
+    int64_t      *ver;            /* [P] version of each shard pulled */
+    int32_t      *y;
+    int64_t       clock;          /* pushes so far */
+    dist_pos      pos;
+    char          path[TR_PATH_MAX + 64];
+} worker;
+
+/* Pull every shard (requests first, so servers work in parallel). RET 0 or HF_E*. */
+static int worker_pull(worker *w)
 {
+    tr_coll *c = w->r->coll;
+    tr_model *m = w->r->m;
+    int rc;
+    for (int k = 0; k < w->P; k++)
+        if ((rc = tr_coll_send(c, w->W + k, TAG_PULL, &w->clock, sizeof w->clock))) return rc;
+    for (int k = 0; k < w->P; k++) {
+        shard sh = shard_of(m->n_params, w->P, k);
+        size_t got;
+        if ((rc = tr_coll_recv(c, w->W + k, TAG_PARAMS, w->msg, 16 + sh.cnt * sizeof(float), NULL, &got))) return rc;
+        memcpy(&w->ver[k], w->msg, 8);
+        memcpy(m->params + sh.off, w->msg + 16, sh.cnt * sizeof(float));
+    }
+    return 0;
+}
+
+/* Push this worker's gradient of rows rows, shard by shard. RET 0 or HF_E*. */
+static int worker_push(worker *w, int rows)
+{
+    tr_model *m = w->r->m;
+    int rc;
+    for (int k = 0; k < w->P; k++) {
+        shard sh = shard_of(m->n_params, w->P, k);
+        int64_t h[4] = {w->clock, w->ver[k], rows, 0};
+        memcpy(w->msg, h, sizeof h);
+        memcpy(w->msg + 32, m->grads + sh.off, sh.cnt * sizeof(float));
+        if ((rc = tr_coll_send(w->r->coll, w->W + k, TAG_PUSH, w->msg, 32 + sh.cnt * sizeof(float)))) return rc;
+    }
+    return 0;
+}
+
+/* dist_loop.step: pull, work, push. */
+static int worker_step(tr_rank *r, void *ctx, double t0, int64_t *samples)
+{
+    worker *w = ctx;
+    if (dist_should_stop(r, w->pos.step)) return DIST_STEP_STOP;
     const tr_options *o = r->o;
     tr_model *m = r->m;
-    tr_coll *c = r->coll;
-    int P = o->ps, W = r->world - P, chief = r->rank == 0, status = TR_EXIT_ERROR, rc = 0;
-    tr_loader ld;
-    memset(&ld, 0, sizeof ld);
-    size_t maxshard = m->n_params / (size_t)P + 2;
-    size_t cap = 64 + maxshard * (2 + per) * sizeof(float);
-    char *msg = malloc(cap);
-    int64_t *ver = calloc((size_t)P, sizeof *ver);
-    int32_t *y = malloc((size_t)o->batch_size * sizeof *y);
-    if (!msg || !ver || !y || tr_loader_init(&ld, &r->train, o->batch_size, r->rank, W, o->seed, 1)) goto end;
-    ld.flip = o->flip;
-    ld.shift = o->shift;
-    int64_t clock = 0, step = res->step, this_batch = res->batch;
-    double loss_sum = res->loss_sum;
-    int64_t loss_count = res->loss_count, correct = res->correct, seen = res->seen;
-    int epoch = res->epoch, stopped = 0;
-    int64_t batch = res->batch;
-    char path[TR_PATH_MAX + 64];
-    for (; epoch < r->target && !stopped; epoch++, batch = 0) {
-        tr_loader_seek(&ld, epoch, batch);
-        double t0 = hf_mono_s();
-        int64_t samples = 0;
-        for (;;) {
-            if (ld.batch >= r->spe) break;
-            this_batch = ld.batch;
-            if (tr_stop_requested() || (o->max_steps > 0 && step >= o->max_steps)) { stopped = 1; break; }
-            /* pull every shard (requests first, so servers work in parallel) */
-            for (int k = 0; k < P; k++)
-                if ((rc = tr_coll_send(c, W + k, TAG_PULL, &clock, sizeof clock))) goto comm_fail;
-            for (int k = 0; k < P; k++) {
-                shard sh = shard_of(m->n_params, P, k);
-                size_t got;
-                if ((rc = tr_coll_recv(c, W + k, TAG_PARAMS, msg, 16 + sh.cnt * sizeof(float), NULL, &got)))
-                    goto comm_fail;
-                memcpy(&ver[k], msg, 8);
-                memcpy(m->params + sh.off, msg + 16, sh.cnt * sizeof(float));
-            }
-            int rows, gb, hits = 0;
-            int64_t row_base;
-            if (!tr_loader_next(&ld, m->act[0], y, &rows, &gb, &row_base)) break;
-            double loss = 0;
-            tr_layer_ctx lc = {.train = 1, .seed = o->seed, .step = step, .row_base = row_base};
-            if (rows > 0) loss = tr_model_step(m, y, rows, rows, &lc, NULL, NULL, &hits);
-            if (!isfinite(loss)) {
-                fprintf(stderr, "hyperfarm-train: worker %d: loss is not finite at step %lld\n", r->rank, (long long)step);
-                goto end;
-            }
-            for (int k = 0; k < P; k++) {
-                shard sh = shard_of(m->n_params, P, k);
-                int64_t h[4] = {clock, ver[k], rows, 0};
-                memcpy(msg, h, sizeof h);
-                memcpy(msg + 32, m->grads + sh.off, sh.cnt * sizeof(float));
-                if ((rc = tr_coll_send(c, W + k, TAG_PUSH, msg, 32 + sh.cnt * sizeof(float)))) goto comm_fail;
-            }
-            clock++;
-            step++;
-            loss_sum += loss * rows;
-            loss_count += rows;
-            correct += hits;
-            seen += rows;
-            samples += rows;
-            if (chief && o->log_every > 0 && step % o->log_every == 0) {
-                tr_report rep;
-                tr_report_init(&rep);
-                rep.step = step;
-                rep.epoch = epoch + (double)ld.batch / r->spe;
-                rep.train_loss = loss_count ? loss_sum / loss_count : NAN;
-                rep.samples_per_s = samples / (hf_mono_s() - t0) * W;
-                tr_report_print(stdout, &rep);
-            }
-        }
-        if (!chief) {
-            if (stopped) break;
-            loss_sum = 0;
-            loss_count = correct = seen = 0;
-            continue;
-        }
-        double train_time = hf_mono_s() - t0;
-        snapshot sn;
-        if ((rc = take_snapshot(r, P, per, m->params, full_state, msg, &sn))) goto comm_fail;
-        tr_report rep;
-        tr_report_init(&rep);
-        rep.step = step;
-        int64_t cb = stopped ? this_batch : 0;
-        rep.epoch = stopped ? epoch + (double)cb / r->spe : epoch + 1;
-        if (!stopped) {
-            rep.train_loss = loss_count ? loss_sum / loss_count : NAN;
-            rep.train_acc = seen ? (double)correct / seen : NAN;
-            /* the chief's rate times the workers: every worker runs the same steps */
-            rep.samples_per_s = train_time > 0 ? samples / train_time * W : NAN;
-            rep.lr = tr_lr_at(o, step > 0 ? step - 1 : 0, r->spe);
-            if (r->val.n > 0) tr_evaluate(m, &r->val, &rep.val_loss, &rep.val_acc);
-            if (o->eval_test || epoch + 1 == r->target) {
-                double tl;
-                tr_evaluate(m, &r->test_view, &tl, &rep.test_acc);
-            }
-        }
-        if (dist_ckpt_save(r, m->params, m->bufs, full_state, per * m->n_params, sn.optim_t,
-                           stopped ? epoch : epoch + 1, cb, step, stopped ? loss_sum : 0, stopped ? loss_count : 0,
-                           stopped ? correct : 0, stopped ? seen : 0, path, sizeof path) == 0)
-            rep.checkpoint = path;
-        tr_report_print(stdout, &rep);
-        /* staleness as its own line: tr_report has no member for it */
-        printf("HYPERFARM {\"step\":%lld,\"epoch\":%g,\"stale_grads\":%lld,\"mean_staleness\":%.4f,\"updates\":%lld}\n",
-               (long long)step, rep.epoch, (long long)sn.stale,
-               sn.stale ? (double)sn.stale_sum / (double)sn.stale : 0.0, (long long)sn.version);
-        fflush(stdout);
-        if (!stopped)
-            hf_info("epoch %d/%d: train_loss %.4f val_acc %.4f test_acc %.4f, %.0f samples/s on %d workers, "
-                    "%lld stale gradients", epoch + 1, r->target, rep.train_loss, rep.val_acc, rep.test_acc,
-                    rep.samples_per_s, W, (long long)sn.stale);
-        loss_sum = 0;
-        loss_count = correct = seen = 0;
+    if (worker_pull(w)) return DIST_STEP_COMM;
+    int rows, gb, hits = 0;
+    int64_t row_base;
+    if (!tr_loader_next(&w->ld, m->act[0], w->y, &rows, &gb, &row_base)) return DIST_STEP_END;
+    double loss = 0;
+    tr_layer_ctx lc = {.train = 1, .seed = o->seed, .step = w->pos.step, .row_base = row_base};
+    if (rows > 0) loss = tr_model_step(m, w->y, rows, rows, &lc, NULL, NULL, &hits);
+    if (!isfinite(loss)) {
+        fprintf(stderr, "hyperfarm-train: worker %d: loss is not finite at step %lld\n", r->rank,
+                (long long)w->pos.step);
+        return DIST_STEP_FAIL;
     }
-    for (int k = 0; k < P; k++)
-        if ((rc = tr_coll_send(c, W + k, TAG_DONE, &clock, sizeof clock))) goto comm_fail;
-    status = stopped && tr_stop_requested() ? dist_stop_status(o) : TR_EXIT_OK;
-    goto end;
-comm_fail:
-    fprintf(stderr, "hyperfarm-train: worker %d: %s\n", r->rank, tr_coll_errmsg(c));
-    status = TR_EXIT_ERROR;
+    if (worker_push(w, rows)) return DIST_STEP_COMM;
+    w->clock++;
+    dist_step_done(r, &w->pos, loss * rows, hits, rows, samples, w->ld.batch, NAN, t0, w->W);
+    return DIST_STEP_OK;
+}
+
+/* dist_loop.epoch_end: the chief snapshots the servers, then reports and
+ * checkpoints the epoch's end (or where a stopped run stands), with the
+ * staleness line. */
+static int worker_epoch_end(tr_rank *r, void *ctx, int stopped, double train_time, int64_t samples)
+{
+    worker *w = ctx;
+    tr_model *m = r->m;
+    dist_pos pos = w->pos;   /* as it was when the epoch ended */
+    if (!stopped) w->pos.sums = (tr_epoch_sums){0};
+    if (r->rank != 0) return DIST_STEP_OK;
+    snapshot sn;
+    if (take_snapshot(r, w->P, w->per, m->params, w->full_state, w->msg, &sn)) return DIST_STEP_COMM;
+    dist_optstate os = {w->full_state, w->per * m->n_params, sn.optim_t};
+    double epoch = w->pos.epoch + 1;
+    if (stopped) {
+        epoch = w->pos.epoch + (double)w->pos.this_batch / r->spe;
+        dist_report_stop(r, &os, &pos, 1);
+    } else {
+        tr_report rep;
+        char where[64];
+        snprintf(where, sizeof where, "on %d workers, %lld stale gradients", w->W, (long long)sn.stale);
+        /* the chief's rate times the workers: every worker runs the same steps */
+        dist_report_epoch(r, &os, &pos, train_time > 0 ? samples / train_time * w->W : NAN, where, &rep, w->path,
+                          sizeof w->path);
+    }
+    /* staleness as its own line: tr_report has no member for it */
+    printf("HYPERFARM {\"step\":%lld,\"epoch\":%g,\"stale_grads\":%lld,\"mean_staleness\":%.4f,\"updates\":%lld}\n",
+           (long long)w->pos.step, epoch, (long long)sn.stale, sn.stale ? (double)sn.stale_sum / (double)sn.stale : 0.0,
+           (long long)sn.version);
+    fflush(stdout);
+    return DIST_STEP_OK;
+}
+
+static int worker_run(tr_rank *r, size_t per, float *full_state, const tr_resume *res)
+{
+    const tr_options *o = r->o;
+    int status = TR_EXIT_ERROR, stopped = 0, st;
+    worker w;
+    memset(&w, 0, sizeof w);
+    w.r = r;
+    w.P = o->ps;
+    w.W = r->world - w.P;
+    w.per = per;
+    w.full_state = full_state;
+    size_t maxshard = r->m->n_params / (size_t)w.P + 2;
+    w.msg = malloc(64 + maxshard * (2 + per) * sizeof(float));
+    w.ver = calloc((size_t)w.P, sizeof *w.ver);
+    w.y = malloc((size_t)o->batch_size * sizeof *w.y);
+    if (!w.msg || !w.ver || !w.y || tr_loader_init(&w.ld, &r->train, o->batch_size, r->rank, w.W, o->seed, 1))
+        goto end;
+    w.ld.flip = o->flip;
+    w.ld.shift = o->shift;
+    w.pos = res->pos;
+    dist_loop lp = {.ctx = &w, .step = worker_step, .epoch_end = worker_epoch_end};
+    st = dist_epochs(r, &w.ld, &w.pos, &lp, &stopped);
+    for (int k = 0; k < w.P && st == DIST_STEP_OK; k++)
+        if (tr_coll_send(r->coll, w.W + k, TAG_DONE, &w.clock, sizeof w.clock)) st = DIST_STEP_COMM;
+    status = dist_exit_status(r, st, stopped, "worker");
 end:
-    tr_loader_free(&ld);
-    free(msg);
-    free(ver);
-    free(y);
+    tr_loader_free(&w.ld);
+    free(w.msg);
+    free(w.ver);
+    free(w.y);
     return status;
 }
 
-int dist_run_async(tr_rank *r)
+int dist_async_run(tr_rank *r)
 {
     const tr_options *o = r->o;
     tr_model *m = r->m;
-    int P = o->ps, W = r->world - P, rc;
+    int P = o->ps, W = r->world - P;
     tr_optim probe;
     memset(&probe, 0, sizeof probe);
     if (tr_optim_init(&probe, o, 1)) return TR_EXIT_ERROR;
@@ -377,26 +383,16 @@ int dist_run_async(tr_rank *r)
     tr_optim_free(&probe);
     float *full_state = calloc(per * m->n_params + 1, sizeof(float));
     if (!full_state) return TR_EXIT_ERROR;
-    tr_resume res;
-    memset(&res, 0, sizeof res);
-    if (r->rank == 0 && o->resume) dist_ckpt_load(r, m->params, m->bufs, full_state, per * m->n_params, &res);
-    double v[9] = {res.found, res.epoch, (double)res.batch, (double)res.step, res.loss_sum,
-                   (double)res.loss_count, (double)res.correct, (double)res.seen, (double)res.optim_t};
     int status = TR_EXIT_ERROR;
-    if ((rc = tr_coll_broadcast(r->coll, v, sizeof v, 0)) ||
-        (rc = tr_coll_broadcast(r->coll, m->params, m->n_params * 4, 0)) ||
-        (m->n_bufs && (rc = tr_coll_broadcast(r->coll, m->bufs, m->n_bufs * 4, 0))) ||
-        (per && (rc = tr_coll_broadcast(r->coll, full_state, per * m->n_params * 4, 0)))) {
+    tr_resume res;
+    if (dist_start(r, full_state, per * m->n_params, &res)) {
         fprintf(stderr, "hyperfarm-train: rank %d: %s\n", r->rank, tr_coll_errmsg(r->coll));
         goto end;
     }
-    res.found = (int)v[0]; res.epoch = (int)v[1]; res.batch = (int64_t)v[2]; res.step = (int64_t)v[3];
-    res.loss_sum = v[4]; res.loss_count = (int64_t)v[5]; res.correct = (int64_t)v[6];
-    res.seen = (int64_t)v[7]; res.optim_t = (int64_t)v[8];
     if (r->rank == 0)
         hf_info("async data parallel: %d workers, %d parameter servers, staleness %d, model %s", W, P, o->staleness,
                 m->desc);
-    if (r->rank >= W) status = server_run(r, m->params, full_state, per, res.step * W, res.optim_t);
+    if (r->rank >= W) status = server_run(r, m->params, full_state, per, res.pos.step * W, res.optim_t);
     else status = worker_run(r, per, full_state, &res);
 end:
     free(full_state);
