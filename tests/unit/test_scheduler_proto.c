@@ -44,26 +44,38 @@ static const bad_case bad_heartbeats[] = {
     {"{\"events\": [{\"trial_id\": 0}], \"logs\": 3}", "logs"},
 };
 
-static void test_heartbeat_bad(void **state)
+static int check_heartbeat(const json_t *b, hf_jerr *e)
 {
-    (void)state;
-    for (size_t i = 0; i < sizeof bad_heartbeats / sizeof bad_heartbeats[0]; i++) {
-        json_t *b = json_loads(bad_heartbeats[i].body, 0, NULL);
-        hb_items in;
+    hb_items in;
+    return proto_heartbeat_check(b, &in, e);
+}
+
+static int check_register(const json_t *b, hf_jerr *e)
+{
+    reg_body r;
+    return proto_register_check(b, &r, e);
+}
+
+/* Every case is rejected with HF_EINVAL naming its field. */
+static void expect_rejected(const bad_case *cases, size_t n, int (*check)(const json_t *, hf_jerr *))
+{
+    for (size_t i = 0; i < n; i++) {
+        json_t *b = json_loads(cases[i].body, 0, NULL);
         hf_jerr e;
         memset(&e, 0, sizeof e);
         if (!b) fail_msg("case %zu: not JSON", i);
-        int rc = proto_heartbeat_check(b, &in, &e);
-        if (rc != HF_EINVAL) fail_msg("case %zu (%s): rc %d, expected HF_EINVAL", i, bad_heartbeats[i].body, rc);
-        if (strcmp(e.field, bad_heartbeats[i].field) != 0)
-            fail_msg("case %zu: field \"%s\" (%s), expected \"%s\"", i, e.field, e.msg, bad_heartbeats[i].field);
+        int rc = check(b, &e);
+        if (rc != HF_EINVAL) fail_msg("case %zu (%s): rc %d, expected HF_EINVAL", i, cases[i].body, rc);
+        if (strcmp(e.field, cases[i].field) != 0)
+            fail_msg("case %zu: field \"%s\" (%s), expected \"%s\"", i, e.field, e.msg, cases[i].field);
         json_decref(b);
     }
 }
 
-static void test_heartbeat_good(void **state)
+/* A full heartbeat hands back its arrays, instance and batch; an empty one
+ * none of them. */
+static void heartbeat_good(void)
 {
-    (void)state;
     json_t *b = json_loads("{\"instance\": \"i1\", \"batch\": 7, \"running\": [{\"trial_id\": 3, \"attempt\": 1}],"
                            "\"events\": [{\"trial_id\": 3, \"attempt\": 1, \"type\": \"started\", \"pid\": 9}],"
                            "\"metrics\": [{\"trial_id\": 3, \"attempt\": 1, \"step\": 2, \"epoch\": 1.5,"
@@ -76,10 +88,8 @@ static void test_heartbeat_good(void **state)
     assert_int_equal(proto_heartbeat_check(b, &in, &e), 0);
     assert_string_equal(in.instance, "i1");
     assert_int_equal(in.batch, 7);
-    assert_int_equal(json_array_size(in.running), 1);
-    assert_int_equal(json_array_size(in.events), 1);
-    assert_int_equal(json_array_size(in.metrics), 1);
-    assert_int_equal(json_array_size(in.logs), 1);
+    const json_t *arrays[] = {in.running, in.events, in.metrics, in.logs};
+    for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) assert_int_equal(json_array_size(arrays[k]), 1);
     json_decref(b);
 
     /* An empty heartbeat: no arrays, no batch. */
@@ -105,26 +115,9 @@ static const bad_case bad_registrations[] = {
     {"{\"name\": \"a\", \"slots\": 2, \"extra\": true}", "extra"},
 };
 
-static void test_register_bad(void **state)
+/* A full registration hands back its fields; running[] matches a rank. */
+static void register_good(void)
 {
-    (void)state;
-    for (size_t i = 0; i < sizeof bad_registrations / sizeof bad_registrations[0]; i++) {
-        json_t *b = json_loads(bad_registrations[i].body, 0, NULL);
-        reg_body r;
-        hf_jerr e;
-        memset(&e, 0, sizeof e);
-        if (!b) fail_msg("case %zu: not JSON", i);
-        int rc = proto_register_check(b, &r, &e);
-        if (rc != HF_EINVAL) fail_msg("case %zu (%s): rc %d, expected HF_EINVAL", i, bad_registrations[i].body, rc);
-        if (strcmp(e.field, bad_registrations[i].field) != 0)
-            fail_msg("case %zu: field \"%s\" (%s), expected \"%s\"", i, e.field, e.msg, bad_registrations[i].field);
-        json_decref(b);
-    }
-}
-
-static void test_register_good(void **state)
-{
-    (void)state;
     json_t *b = json_loads("{\"name\": \"node-1.a:b_c\", \"slots\": 4, \"host\": \"10.0.0.2\", \"version\": \"0.1\","
                            "\"gpus\": [{\"index\": 0, \"name\": \"H100\", \"memory_mb\": 81920}],"
                            "\"running\": [{\"trial_id\": 2, \"attempt\": 3, \"pid\": 10, \"rank\": 1}],"
@@ -148,13 +141,25 @@ static void test_register_good(void **state)
     json_decref(b);
 }
 
+static void test_bad_bodies(void **state)
+{
+    (void)state;
+    expect_rejected(bad_heartbeats, sizeof bad_heartbeats / sizeof bad_heartbeats[0], check_heartbeat);
+    expect_rejected(bad_registrations, sizeof bad_registrations / sizeof bad_registrations[0], check_register);
+}
+
+static void test_good_bodies(void **state)
+{
+    (void)state;
+    heartbeat_good();
+    register_good();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_heartbeat_bad),
-        cmocka_unit_test(test_heartbeat_good),
-        cmocka_unit_test(test_register_bad),
-        cmocka_unit_test(test_register_good),
+        cmocka_unit_test(test_bad_bodies),
+        cmocka_unit_test(test_good_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
