@@ -66,7 +66,7 @@ endif
 O   := build/$(VARIANT)
 BIN := $(if $(SANITIZE),$(O)/bin,bin)
 
-PKGS := jansson sqlite3 libmicrohttpd libcurl zlib openblas
+PKGS := jansson sqlite3 libmicrohttpd gnutls libcurl zlib openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -9,7 +9,11 @@
  * a body buffer bounded by the route's limit; body chunks -> appended to
  * it (beyond the limit they are read and discarded, and the answer is
  * 413); last call -> api_route_serve, or, for a URL that is no route and
- * not under /api, a static file (GET and HEAD only, else 405).
+ * not under /api, a static file (GET and HEAD only, else 405). A streamed
+ * route (a checkpoint upload) is not buffered: api_route_begin opens its
+ * upload at the first call, chunks are written to it, and on_completed
+ * aborts it (removing its temp file) when the request ended before the
+ * last call committed it.
  */
 #include "scheduler/api_int.h"
 
@@ -88,12 +92,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq = calloc(1, sizeof *rq);
         if (!rq) return MHD_NO;
         rq->t0_us = hf_mono_us();
+        *con_cls = rq;
+        enum MHD_Result ret;
+        if (api_route_begin(a, c, url, method, rq, &ret)) return ret;
         unsigned max = api_route_body_max(url, method);
         hf_buf_init(&rq->body, max);
-        *con_cls = rq;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > API_ABSURD_BODY)
             return api_send_err(c, 413, NULL, "request body larger than %u bytes", max);
+        return MHD_YES;
+    }
+    if (*upload_size && rq->streamed) {
+        /* A failed write keeps its error for the last call (507) and
+         * reads the rest of the body into nothing. */
+        if (rq->up) ckstore_upload_write(rq->up, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->answered) {
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -113,12 +130,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)c; (void)toe;
+    (void)c;
     api *a = cls;
     req *rq = *con_cls;
     if (!rq) return;
     if (rq->parked) doorbell_unpark(a->bell, &rq->w);
     if (!rq->is_wait) metrics_observe(&metrics.request_latency, hf_mono_us() - rq->t0_us);
+    if (rq->up && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        hf_info("checkpoint upload interrupted (libmicrohttpd termination code %d): its temp file is removed", (int)toe);
+    ckstore_upload_abort(rq->up);
     hf_buf_free(&rq->body);
     free(rq);
     *con_cls = NULL;
@@ -216,6 +236,7 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
     a->ev = ev;
     a->au = au;
     a->bell = cfg->bell;
+    a->ck = cfg->ck;
     if (api_parse_listen(cfg->listen, host, sizeof host, &port)) {
         snprintf(err, errlen, "--listen %s: expected ADDR:PORT", cfg->listen ? cfg->listen : "");
         goto fail;

@@ -11,6 +11,7 @@
 #define HF_API_H
 
 #include "scheduler/auth.h"
+#include "scheduler/ckstore.h"
 #include "scheduler/doorbell.h"
 #include "scheduler/events.h"
 #include "scheduler/sched.h"
@@ -32,6 +33,7 @@ typedef struct api_config {
                                     * headers or body stop arriving, or keep-alive between requests
                                     * (parked long-polls and event streams are suspended: exempt);
                                     * 0 = API_REQUEST_TIMEOUT_S */
+    ckstore    *ck;            /* the checkpoint store (not owned); NULL = its routes answer 503 */
 } api_config;
 
 #define API_REQUEST_TIMEOUT_S 15

@@ -9,7 +9,7 @@
  *                 query-argument parsing
  *   api_routes.c  the route table {pattern, methods, role, body limit,
  *                 flags, handler}, matching, roles, and one handler per
- *                 route
+ *                 route (the checkpoint store's too: ckstore.h)
  *   api_stream.c  the two answers that outlive their call: the SSE event
  *                 stream and the agents' long-poll /wait
  *
@@ -17,6 +17,10 @@
  * is bounded by the route's limit (api_route_body_max); body chunks ->
  * appended (beyond the limit read and discarded, the answer is 413); last
  * call -> api_route_serve: match, 405, role, 413, id, JSON body, handler.
+ * A streamed route (F_STREAM: a checkpoint upload) is not buffered: its
+ * handler is called at the first call too (api_route_begin: role, id,
+ * headers; it opens rq->up), every chunk goes to rq->up, and the last
+ * call commits it; a request that ends otherwise aborts rq->up.
  * Every error is {"error": "...", "field": "..."} with the status of
  * docs/protocol.md.
  */
@@ -41,6 +45,7 @@ struct api {
     char       *cert, *key;     /* PEM in memory for MHD */
     int         port;
     doorbell   *bell;
+    ckstore    *ck;             /* NULL: the checkpoint routes answer 503 */
     atomic_int  stopping;       /* /wait answers at once from now on */
 };
 
@@ -52,6 +57,9 @@ typedef struct req {
     int     parked;            /* a /wait parked in the doorbell (suspended) */
     int     is_wait;           /* not counted in the request latency histogram */
     doorbell_waiter w;
+    int     streamed;          /* an F_STREAM route: the body goes to up, not to body */
+    int     answered;          /* a response was queued at the first call */
+    ckstore_upload *up;        /* the upload being received, or NULL */
 } req;
 
 /* ---- api_http.c: answers ---- */
@@ -92,6 +100,12 @@ int api_query_int(struct MHD_Connection *c, const char *key, int64_t lo, int64_t
 
 /* Body limit of the route url/method names (API_MAX_BODY_USER when none). */
 unsigned api_route_body_max(const char *url, const char *method);
+/* First call of a request (headers only): for an F_STREAM route, check
+ * the role and id and let the handler open the upload. RET 1 with *ret
+ * (MHD_YES to read the body, or an error already queued: rq->answered),
+ * or 0 when url/method is no F_STREAM route (buffer the body as usual). */
+int api_route_begin(api *a, struct MHD_Connection *c, const char *url, const char *method, req *rq,
+                    enum MHD_Result *ret);
 /* Answer a request whose body is complete: the route's handler, or 404
  * (under /api) / 405 / 401 / 403 / 413 / 400. RET 0 with *ret, or
  * HF_ENOTFOUND when url is no route and not under /api (nothing answered:

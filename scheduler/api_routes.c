@@ -4,9 +4,10 @@
  *
  * A row is {pattern, methods, role, body limit, flags, handler}, one per
  * (pattern, method) operation. In a pattern '*' is an id segment (a
- * positive integer, else 400 with field "id") and '@' an action segment
- * (pause, resume, cancel, extend); patterns are disjoint, and one trailing
- * slash is tolerated. A request is answered, in this order:
+ * positive integer, else 400 with field "id"), '@' an action segment
+ * (pause, resume, cancel, extend) and '#' a key segment (any text, which
+ * the handler checks: a checkpoint's SHA-256); patterns are disjoint, and
+ * one trailing slash is tolerated. A request is answered, in this order:
  *
  *   no pattern matches  404 under /api, else not ours (static files)
  *   no row for method   405, Allow = the methods of every matching row
@@ -16,6 +17,11 @@
  *   bad id              400 field "id"
  *   F_JSON body         400 with the JSON parser's message
  *   then the handler.
+ *
+ * An F_STREAM row (the checkpoint upload) gets the same checks, except
+ * the body's, at the request's first call (api_route_begin), where its
+ * handler runs with k->begin set and opens the upload; the body then goes
+ * to the upload, not to a buffer, and the handler runs again at the end.
  *
  * tests/system/test_eco_openapi.sh reads the table out of this file (rows
  * starting {"/pattern", "METHODS",) and compares it with
@@ -30,7 +36,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum route_role {
     ROLE_OPEN,     /* no token needed (/healthz) */
@@ -42,6 +50,8 @@ enum route_flag {
     F_JSON        = 1 << 0,   /* parse the body as JSON before the handler */
     F_QUERY_TOKEN = 1 << 1,   /* ?token= when there is no Authorization
                                  header (EventSource cannot set headers) */
+    F_STREAM      = 1 << 2,   /* the body is streamed to the handler's upload
+                                 (the row's body limit is not used) */
 };
 
 /* One request being answered, as a handler sees it. */
@@ -51,6 +61,8 @@ typedef struct api_call {
     req *rq;
     int64_t     id;      /* the '*' segment; 0 when the pattern has none */
     const char *act;     /* the '@' segment; "" when none */
+    const char *key;     /* the '#' segment; "" when none */
+    int         begin;   /* F_STREAM: 1 at the first call (headers only), 0 at the last */
     json_t     *body;    /* the parsed body of an F_JSON route (owned by api_route_serve), else NULL */
     hf_jerr     e;       /* cleared; the core's error for api_send_rc */
 } api_call;
@@ -124,6 +136,12 @@ static enum MHD_Result h_metrics(api_call *k)
     hf_buf b;
     size_t len;
     sched_get_stats(k->a->s, &ss);
+    if (k->a->ck) {
+        int64_t objects, bytes;
+        ckstore_stats(k->a->ck, &objects, &bytes);
+        atomic_store(&metrics.checkpoint_objects, objects);
+        atomic_store(&metrics.checkpoint_bytes, bytes);
+    }
     hf_buf_init(&b, 1u << 20);
     if (metrics_render(&b, &ss) || !b.data) {
         hf_buf_free(&b);
@@ -290,6 +308,111 @@ static enum MHD_Result h_trial_kill(api_call *k)
     return reply(k, rc, "trial", 200, out);
 }
 
+/* ---------- handlers: checkpoints (ckstore.h) ---------- */
+
+#define SHA_HEADER "X-Hyperfarm-Sha256"
+
+static enum MHD_Result no_ckstore(api_call *k)
+{
+    return api_send_err(k->c, 503, NULL, "this scheduler has no checkpoint store");
+}
+
+/* ?step=N&attempt=A, both required. RET 0 or HF_EINVAL with k->e. */
+static int ckpt_args(api_call *k, int64_t *step, int64_t *attempt)
+{
+    if (api_query_int(k->c, "step", 0, INT64_MAX, -1, step, &k->e) ||
+        api_query_int(k->c, "attempt", 0, INT32_MAX, -1, attempt, &k->e))
+        return HF_EINVAL;
+    if (*step < 0) return hf_jerr_set(&k->e, "step", NULL, "required: the checkpoint's step (an integer >= 0)");
+    if (*attempt < 0) return hf_jerr_set(&k->e, "attempt", NULL, "required: the trial's attempt (an integer >= 0)");
+    return 0;
+}
+
+/* Content-Length as a byte count. RET 0 or HF_EINVAL. */
+static int content_length(struct MHD_Connection *c, int64_t *size)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int64_t n = 0;
+    if (!v || !*v || strlen(v) > 18) return HF_EINVAL;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9') return HF_EINVAL;
+        n = n * 10 + (*p - '0');
+    }
+    *size = n;
+    return 0;
+}
+
+/* The first call of an upload: everything the headers say is checked
+ * before a byte of the body is read; then the upload is opened. */
+static enum MHD_Result ckpt_put_begin(api_call *k)
+{
+    int64_t step, attempt, size;
+    const char *sha = MHD_lookup_connection_value(k->c, MHD_HEADER_KIND, SHA_HEADER);
+    if (ckpt_args(k, &step, &attempt)) return api_send_jerr(k->c, 400, &k->e);
+    if (!ckstore_hash_valid(sha))
+        return api_send_err(k->c, 400, SHA_HEADER, "required: the body's SHA-256 as 64 lowercase hex characters");
+    if (content_length(k->c, &size))
+        return api_send_err(k->c, 411, "Content-Length", "required: the body's size in bytes (no chunked upload)");
+    if (!sched_trial_exists(k->a->s, k->id)) return no_such_trial(k);
+    int rc = ckstore_upload_begin(k->a->ck, sha, size, &k->rq->up);
+    if (rc == HF_ETOOBIG)
+        return api_send_err(k->c, 413, "Content-Length", "%lld bytes: larger than this store accepts (--max-checkpoint-mb)",
+                            (long long)size);
+    if (rc) return api_send_rc(k->c, rc, NULL, "checkpoint");
+    k->rq->streamed = 1;
+    return MHD_YES;
+}
+
+/* PUT /api/v1/trials/{id}/checkpoints: the body, streamed into the store,
+ * becomes visible only once its size and hash are the declared ones and
+ * it is durable; then its row is recorded. */
+static enum MHD_Result h_ckpt_put(api_call *k)
+{
+    ckstore_info info = {.step = 0};
+    char msg[256];
+    if (!k->a->ck) return no_ckstore(k);
+    if (k->begin) return ckpt_put_begin(k);
+    int rc = ckstore_upload_commit(k->rq->up, &info, msg, sizeof msg);
+    k->rq->up = NULL;
+    if (rc == HF_ECORRUPT)
+        return api_send_err(k->c, 422, strncmp(msg, SHA_HEADER, strlen(SHA_HEADER)) ? "Content-Length" : SHA_HEADER,
+                            "%s: nothing was stored", msg);
+    if (rc == 0 && (rc = ckpt_args(k, &info.step, &info.attempt)) == 0) rc = ckstore_record(k->a->ck, k->id, &info);
+    if (rc) return api_send_rc(k->c, rc, &k->e, "trial");
+    return api_send_json(k->c, 201, json_pack("{sssIsIsI}", "sha256", info.sha256, "size", (json_int_t)info.size,
+                                              "step", (json_int_t)info.step, "attempt", (json_int_t)info.attempt));
+}
+
+static enum MHD_Result h_ckpt_list(api_call *k)
+{
+    json_t *out = NULL;
+    if (!k->a->ck) return no_ckstore(k);
+    if (!sched_trial_exists(k->a->s, k->id)) return no_such_trial(k);
+    int rc = ckstore_list(k->a->ck, k->id, &out);
+    return reply(k, rc, "trial", 200, out);
+}
+
+/* GET /api/v1/checkpoints/{sha256}: the object's bytes, sent from its file. */
+static enum MHD_Result h_ckpt_get(api_call *k)
+{
+    int fd = -1;
+    int64_t size = 0;
+    if (!k->a->ck) return no_ckstore(k);
+    int rc = ckstore_open_object(k->a->ck, k->key, &fd, &size);
+    if (rc == HF_EINVAL) return api_send_err(k->c, 400, "sha256", "not a SHA-256 (64 lowercase hex characters)");
+    if (rc == HF_ENOTFOUND) return api_send_err(k->c, 404, NULL, "no such checkpoint %s", k->key);
+    if (rc) return api_send_rc(k->c, rc, NULL, "checkpoint");
+    struct MHD_Response *r = MHD_create_response_from_fd64((uint64_t)size, fd);
+    if (!r) { close(fd); return MHD_NO; }
+    const api_hdr h[] = {
+        {"Content-Type", "application/octet-stream"},
+        {SHA_HEADER, k->key},
+        {"Cache-Control", "private, max-age=31536000, immutable"},   /* content-addressed */
+        {NULL, NULL},
+    };
+    return api_queue(k->c, 200, r, h);
+}
+
 /* ---------- handlers: agents ---------- */
 
 static enum MHD_Result h_agent_list(api_call *k)
@@ -338,6 +461,9 @@ static const api_route routes[] = {
     {"/api/v1/trials/*/metrics",     "GET",       ROLE_USER,  USER_MAX,  0,             h_trial_metrics},
     {"/api/v1/trials/*/logs",        "GET",       ROLE_USER,  USER_MAX,  0,             h_trial_logs},
     {"/api/v1/trials/*/kill",        "POST",      ROLE_USER,  USER_MAX,  0,             h_trial_kill},
+    {"/api/v1/trials/*/checkpoints", "GET",       ROLE_USER,  USER_MAX,  0,             h_ckpt_list},
+    {"/api/v1/trials/*/checkpoints", "PUT",       ROLE_AGENT, 0,         F_STREAM,      h_ckpt_put},
+    {"/api/v1/checkpoints/#",        "GET, HEAD", ROLE_USER,  USER_MAX,  0,             h_ckpt_get},
     {"/api/v1/agents",               "GET",       ROLE_USER,  USER_MAX,  0,             h_agent_list},
     {"/api/v1/agents",               "POST",      ROLE_AGENT, USER_MAX,  F_JSON,        h_agent_register},
     {"/api/v1/agents/*/heartbeat",   "POST",      ROLE_AGENT, AGENT_MAX, F_JSON,        h_agent_heartbeat},
@@ -354,20 +480,25 @@ static int is_action(const char *seg, size_t n)
     return 0;
 }
 
-/* Match url against pat; capture the id segment (as text) and the action.
- * RET 1 on match. */
-static int route_match(const char *pat, const char *url, char *id, size_t idlen, char *act, size_t actlen)
+/* A row's captured segments, as text (a longer segment is cut, which
+ * makes it invalid for its parser: ids are at most 18 digits, keys 64). */
+typedef struct route_caps {
+    char id[32], act[16], key[72];
+} route_caps;
+
+/* Match url against pat, filling *cp. RET 1 on match. */
+static int route_match(const char *pat, const char *url, route_caps *cp)
 {
     const char *p = pat, *u = url;
     while (*p && *u) {
-        if (*p == '*' || *p == '@') {
+        if (*p == '*' || *p == '@' || *p == '#') {
             const char *e = u;
             while (*e && *e != '/') e++;
             size_t n = (size_t)(e - u);
             if (n == 0) return 0;
             if (*p == '@' && !is_action(u, n)) return 0;
-            char *dst = *p == '*' ? id : act;
-            size_t dl = *p == '*' ? idlen : actlen;
+            char *dst = *p == '*' ? cp->id : *p == '@' ? cp->act : cp->key;
+            size_t dl = *p == '*' ? sizeof cp->id : *p == '@' ? sizeof cp->act : sizeof cp->key;
             if (n >= dl) n = dl - 1;
             memcpy(dst, u, n);
             dst[n] = 0;
@@ -397,7 +528,7 @@ static int is_get(const char *method) { return strcmp(method, "GET") == 0 || str
 typedef struct route_hit {
     const api_route *rt;   /* the row for the method, or NULL (405) */
     char allow[64];        /* methods of every row whose pattern matches */
-    char id[32], act[16];  /* the row's captures */
+    route_caps caps;       /* the row's captures */
 } route_hit;
 
 /* RET 1 when some row's pattern matches url, with *h filled. */
@@ -406,15 +537,14 @@ static int route_find(const char *url, const char *method, route_hit *h)
     int any = 0;
     memset(h, 0, sizeof *h);
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        char id[sizeof h->id] = "", act[sizeof h->act] = "";
-        if (!route_match(routes[i].pattern, url, id, sizeof id, act, sizeof act)) continue;
+        route_caps cp = {.id = ""};
+        if (!route_match(routes[i].pattern, url, &cp)) continue;
         size_t n = strlen(h->allow);
         snprintf(h->allow + n, sizeof h->allow - n, "%s%s", any ? ", " : "", routes[i].methods);
         any = 1;
         if (!h->rt && method_allowed(routes[i].methods, method)) {
             h->rt = &routes[i];
-            memcpy(h->id, id, sizeof id);
-            memcpy(h->act, act, sizeof act);
+            h->caps = cp;
         }
     }
     return any;
@@ -461,17 +591,20 @@ static int role_refused(const api *a, struct MHD_Connection *c, const api_route 
     return 1;
 }
 
-static enum MHD_Result serve(api *a, struct MHD_Connection *c, const char *method, req *rq, const route_hit *h)
+/* The checks of the file's header comment, then the handler; begin: the
+ * first call of an F_STREAM route (no body yet). */
+static enum MHD_Result serve(api *a, struct MHD_Connection *c, const char *method, req *rq, const route_hit *h,
+                             int begin)
 {
     const api_route *rt = h->rt;
     enum MHD_Result ret;
     if (!rt) return api_send_405(c, h->allow, 1);
     if (a->au && rt->role != ROLE_OPEN && role_refused(a, c, rt, method, &ret)) return ret;
     if (rq->too_big) return api_send_err(c, 413, NULL, "request body larger than %u bytes", rt->body_max);
-    api_call k = {.a = a, .c = c, .rq = rq, .act = h->act};
+    api_call k = {.a = a, .c = c, .rq = rq, .act = h->caps.act, .key = h->caps.key, .begin = begin};
     hf_jerr_clear(&k.e);
-    if (h->id[0] && parse_id(h->id, &k.id))
-        return api_send_err(c, 400, "id", "\"%s\" is not a valid id (a positive integer)", h->id);
+    if (h->caps.id[0] && parse_id(h->caps.id, &k.id))
+        return api_send_err(c, 400, "id", "\"%s\" is not a valid id (a positive integer)", h->caps.id);
     if ((rt->flags & F_JSON) && parse_body(&k, &k.body)) return api_send_jerr(c, 400, &k.e);
     ret = rt->fn(&k);
     json_decref(k.body);
@@ -483,7 +616,7 @@ int api_route_serve(api *a, struct MHD_Connection *c, const char *url, const cha
 {
     route_hit h;
     if (route_find(url, method, &h)) {
-        *ret = serve(a, c, method, rq, &h);
+        *ret = serve(a, c, method, rq, &h, 0);
         return 0;
     }
     if (strncmp(url, "/api/", 5) == 0 || strcmp(url, "/api") == 0) {
@@ -491,4 +624,14 @@ int api_route_serve(api *a, struct MHD_Connection *c, const char *url, const cha
         return 0;
     }
     return HF_ENOTFOUND;
+}
+
+int api_route_begin(api *a, struct MHD_Connection *c, const char *url, const char *method, req *rq,
+                    enum MHD_Result *ret)
+{
+    route_hit h;
+    if (strlen(url) > 2048 || !route_find(url, method, &h) || !h.rt || !(h.rt->flags & F_STREAM)) return 0;
+    *ret = serve(a, c, method, rq, &h, 1);
+    if (!rq->streamed) rq->answered = 1;   /* refused: an error is queued */
+    return 1;
 }

@@ -11,6 +11,7 @@
 #include "hf_log.h"
 #include "scheduler/api.h"
 #include "scheduler/auth.h"
+#include "scheduler/ckstore.h"
 #include "scheduler/cron.h"
 #include "scheduler/doorbell.h"
 #include "scheduler/events.h"
@@ -37,13 +38,17 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *listen = NULL, *db = NULL, *web = NULL, *token_file = NULL, *tls_cert = NULL, *tls_key = NULL;
-    const char *log_level = NULL, *log_format = NULL, *config = NULL;
+    const char *log_level = NULL, *log_format = NULL, *config = NULL, *ck_dir = NULL;
     int64_t agent_timeout = 0, hb_ms = 0, hb_fast_ms = 0, hb_rate = 0, threads = 0, max_log_lines = 0;
-    int64_t max_conns_per_ip = 0, request_timeout = 0;
+    int64_t max_conns_per_ip = 0, request_timeout = 0, max_ck_mb = 0;
     int print_config = 0;
     hf_cfg_opt opts[] = {
         {"listen", "HYPERFARM_LISTEN", HF_CFG_STR, &listen, "127.0.0.1:8080", 0, 0, "address:port to serve on (port 0: any)"},
         {"db", "HYPERFARM_DB", HF_CFG_STR, &db, "./hyperfarm.db", 0, 0, "SQLite database file"},
+        {"checkpoint-dir", "HYPERFARM_CHECKPOINT_DIR", HF_CFG_STR, &ck_dir, NULL, 0, 0,
+         "directory of the checkpoint store (default: the --db file's name + .checkpoints)"},
+        {"max-checkpoint-mb", "HYPERFARM_MAX_CHECKPOINT_MB", HF_CFG_INT, &max_ck_mb, "8192", 1, 1048576,
+         "largest checkpoint the store accepts, in MiB (a larger upload is refused before it is read)"},
         {"web", "HYPERFARM_WEB", HF_CFG_STR, &web, NULL, 0, 0, "serve the dashboard from DIR instead of the copy built into the binary (development)"},
         {"token-file", "HYPERFARM_TOKEN_FILE", HF_CFG_STR, &token_file, NULL, 0, 0,
          "file of role:token lines (user|agent); without it: loopback only, no auth"},
@@ -80,6 +85,8 @@ int main(int argc, char **argv)
     api *a = NULL;
     cron *cr = NULL;
     doorbell *bell = NULL;
+    ckstore *ck = NULL;
+    char ck_default[4096];
 
     hf_log_init("hyperfarm-scheduler");
     rc = hf_config_parse(opts, argc, argv, &npos, err, sizeof err);
@@ -120,6 +127,14 @@ int main(int argc, char **argv)
     }
 
     if ((rc = store_open(db, &st, err, sizeof err))) { hf_error("store: %s", err); goto end; }
+    if (!ck_dir) {
+        snprintf(ck_default, sizeof ck_default, "%s.checkpoints", db);
+        ck_dir = ck_default;
+    }
+    if ((rc = ckstore_open(ck_dir, db, max_ck_mb << 20, &ck, err, sizeof err))) { hf_error("%s", err); goto end; }
+    int64_t ck_objects, ck_bytes;
+    ckstore_stats(ck, &ck_objects, &ck_bytes);
+    hf_info("checkpoint store %s: %lld objects, %lld bytes", ck_dir, (long long)ck_objects, (long long)ck_bytes);
     ev = events_new();
     sched_config sc;
     sched_config_defaults(&sc);
@@ -134,7 +149,7 @@ int main(int argc, char **argv)
     sched_set_doorbell(s, ring_agent, bell);
     api_config ac = {.listen = listen, .web_dir = web, .tls_cert = tls_cert, .tls_key = tls_key, .threads = (int)threads,
                      .bell = bell, .max_conns_per_ip = (int)max_conns_per_ip,
-                     .request_timeout_s = (int)request_timeout};
+                     .request_timeout_s = (int)request_timeout, .ck = ck};
     if ((rc = api_start(&ac, s, st, ev, au, &a, err, sizeof err))) { hf_error("api: %s", err); goto end; }
     if (!(cr = cron_start(s, ev, bell))) { hf_error("cannot start the cron thread"); goto end; }
     hf_info("listening on %s://%s:%d (db %s, schema v%d%s%s)", tls_cert ? "https" : "http",
@@ -154,6 +169,7 @@ end:
     sched_free(s);
     doorbell_free(bell);
     events_free(ev);
+    ckstore_close(ck);
     store_close(st);
     auth_free(au);
     hf_config_free(opts);

@@ -113,6 +113,13 @@ int metrics_render(hf_buf *b, const sched_stats *st)
     if (rc == 0) rc = COUNTER(b, "hyperfarm_searcher_stops_total", "Early stops decided by searchers.",
                               metrics.searcher_stops);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_store_errors_total", "Failed store transactions.", metrics.store_errors);
+    if (rc == 0)
+        rc = hf_buf_printf(b,
+            "# HELP hyperfarm_checkpoint_objects Objects in the checkpoint store (distinct contents).\n"
+            "# TYPE hyperfarm_checkpoint_objects gauge\nhyperfarm_checkpoint_objects %lld\n"
+            "# HELP hyperfarm_checkpoint_store_bytes Bytes of the objects in the checkpoint store.\n"
+            "# TYPE hyperfarm_checkpoint_store_bytes gauge\nhyperfarm_checkpoint_store_bytes %lld\n",
+            (long long)atomic_load(&metrics.checkpoint_objects), (long long)atomic_load(&metrics.checkpoint_bytes));
     if (rc == 0) rc = hist(b, "hyperfarm_http_request_duration_seconds", "API request latency.",
                            &metrics.request_latency);
     if (rc == 0) rc = hist(b, "hyperfarm_dispatch_latency_seconds",

@@ -1,0 +1,417 @@
+/*
+ * ckstore.c — the content-addressed checkpoint store (see ckstore.h).
+ *
+ * An upload goes: ckstore_upload_begin creates tmp/up-XXXXXX (O_EXCL, by
+ * mkstemp) and a SHA-256 context (GnuTLS); each body chunk is written to
+ * the file and fed to the hash; ckstore_upload_commit compares size and
+ * hash with the declared ones, fsyncs the file, and under the store's
+ * lock either drops it (the object exists: dedup) or renames it to
+ * objects/ab/<hash> and fsyncs that directory. Any failure unlinks the
+ * temp file at once, so a refused or failed upload leaves nothing.
+ *
+ * The lock (ck->mu) guards the object counters, the rename step and the
+ * store's SQLite connection; hashing and writing run outside it.
+ */
+#include "scheduler/ckstore.h"
+
+#include "hf_err.h"
+#include "hf_log.h"
+#include "hf_time.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gnutls/crypto.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct ckstore {
+    char           *dir;
+    int64_t         max_bytes;
+    pthread_mutex_t mu;
+    int64_t         objects, bytes;   /* under mu */
+    sqlite3        *db;               /* under mu; NULL: files only */
+};
+
+struct ckstore_upload {
+    ckstore          *ck;
+    char              tmp[PATH_MAX];
+    int               fd;             /* -1 once closed */
+    gnutls_hash_hd_t  h;
+    int               h_live;
+    char              want[CKSTORE_HASH_LEN + 1];
+    int64_t           declared, written;
+    int               err;            /* first error; the temp file is gone */
+};
+
+/* ---------- files ---------- */
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return hf_err_from_errno(errno);
+    int rc = fsync(fd) == 0 ? 0 : hf_err_from_errno(errno);
+    close(fd);
+    return rc;
+}
+
+static int mkdir_p1(const char *path)
+{
+    if (mkdir(path, 0755) == 0 || errno == EEXIST) return 0;
+    return hf_err_from_errno(errno);
+}
+
+int ckstore_hash_valid(const char *s)
+{
+    if (!s) return 0;
+    size_t i = 0;
+    for (; s[i]; i++)
+        if (i >= CKSTORE_HASH_LEN || !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return i == CKSTORE_HASH_LEN;
+}
+
+/* dir/objects/ab[/abcdef...] for a valid hash (obj NULL: the folder). */
+static void object_path(const ckstore *ck, const char *sha, int with_name, char *out, size_t len)
+{
+    if (with_name) snprintf(out, len, "%s/objects/%.2s/%s", ck->dir, sha, sha);
+    else snprintf(out, len, "%s/objects/%.2s", ck->dir, sha);
+}
+
+/* Remove every file in dir/tmp (uploads a crash interrupted). */
+static int clean_tmp(const ckstore *ck)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tmp", ck->dir);
+    DIR *d = opendir(path);
+    if (!d) return hf_err_from_errno(errno);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0) n++;
+        else hf_warn("checkpoint store: cannot remove %s/%s: %s", path, e->d_name, strerror(errno));
+    }
+    closedir(d);
+    if (n) hf_info("checkpoint store: removed %d interrupted upload%s from %s", n, n == 1 ? "" : "s", path);
+    return 0;
+}
+
+/* Count the objects and their bytes (objects/??/<hash>). */
+static void count_objects(ckstore *ck)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/objects", ck->dir);
+    DIR *top = opendir(path);
+    if (!top) return;
+    struct dirent *p;
+    while ((p = readdir(top)) != NULL) {
+        if (p->d_name[0] == '.' || strlen(p->d_name) != 2) continue;
+        int sfd = openat(dirfd(top), p->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *sub = sfd >= 0 ? fdopendir(sfd) : NULL;
+        if (!sub) { if (sfd >= 0) close(sfd); continue; }
+        struct dirent *o;
+        struct stat sb;
+        while ((o = readdir(sub)) != NULL)
+            if (ckstore_hash_valid(o->d_name) && fstatat(dirfd(sub), o->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(sb.st_mode)) {
+                ck->objects++;
+                ck->bytes += sb.st_size;
+            }
+        closedir(sub);
+    }
+    closedir(top);
+}
+
+/* ---------- open and close ---------- */
+
+static int open_db(ckstore *ck, const char *db_path, char *err, size_t errlen)
+{
+    int src = sqlite3_open_v2(db_path, &ck->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (src == SQLITE_OK) {
+        sqlite3_busy_timeout(ck->db, 5000);
+        src = sqlite3_exec(ck->db, "PRAGMA foreign_keys=ON", NULL, NULL, NULL);
+    }
+    if (src == SQLITE_OK) return 0;
+    snprintf(err, errlen, "checkpoint store: cannot open %s: %s", db_path,
+             ck->db ? sqlite3_errmsg(ck->db) : sqlite3_errstr(src));
+    return HF_EDB;
+}
+
+int ckstore_open(const char *dir, const char *db_path, int64_t max_bytes, ckstore **out, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    int rc;
+    *out = NULL;
+    if (!dir || !*dir || strlen(dir) > PATH_MAX - 128 || max_bytes <= 0) {
+        snprintf(err, errlen, "checkpoint store: bad directory or size limit");
+        return HF_EINVAL;
+    }
+    ckstore *ck = calloc(1, sizeof *ck);
+    if (!ck || !(ck->dir = strdup(dir))) { free(ck); return HF_ENOMEM; }
+    pthread_mutex_init(&ck->mu, NULL);
+    ck->max_bytes = max_bytes;
+    const char *subs[] = {"", "/objects", "/tmp"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", dir, subs[i]);
+        if ((rc = mkdir_p1(path))) {
+            snprintf(err, errlen, "checkpoint store: cannot create %s: %s", path, strerror(errno));
+            goto end;
+        }
+    }
+    if ((rc = clean_tmp(ck))) {
+        snprintf(err, errlen, "checkpoint store: cannot read %s/tmp: %s", dir, hf_strerror(rc));
+        goto end;
+    }
+    count_objects(ck);
+    if (db_path && (rc = open_db(ck, db_path, err, errlen))) goto end;
+    *out = ck;
+    ck = NULL;
+end:
+    ckstore_close(ck);
+    return rc;
+}
+
+void ckstore_close(ckstore *ck)
+{
+    if (!ck) return;
+    if (ck->db) sqlite3_close_v2(ck->db);
+    pthread_mutex_destroy(&ck->mu);
+    free(ck->dir);
+    free(ck);
+}
+
+const char *ckstore_dir(const ckstore *ck) { return ck->dir; }
+
+void ckstore_stats(ckstore *ck, int64_t *objects, int64_t *bytes)
+{
+    pthread_mutex_lock(&ck->mu);
+    *objects = ck->objects;
+    *bytes = ck->bytes;
+    pthread_mutex_unlock(&ck->mu);
+}
+
+/* ---------- uploads ---------- */
+
+/* Close and remove the temp file; remember rc as the upload's error. */
+static int upload_fail(ckstore_upload *up, int rc)
+{
+    if (up->fd >= 0) {
+        close(up->fd);
+        up->fd = -1;
+        unlink(up->tmp);
+    }
+    if (!up->err) up->err = rc;
+    return up->err;
+}
+
+int ckstore_upload_begin(ckstore *ck, const char *sha256, int64_t size, ckstore_upload **out)
+{
+    *out = NULL;
+    if (!ckstore_hash_valid(sha256) || size < 0) return HF_EINVAL;
+    if (size > ck->max_bytes) return HF_ETOOBIG;
+    ckstore_upload *up = calloc(1, sizeof *up);
+    if (!up) return HF_ENOMEM;
+    up->ck = ck;
+    up->declared = size;
+    memcpy(up->want, sha256, sizeof up->want);
+    snprintf(up->tmp, sizeof up->tmp, "%s/tmp/up-XXXXXX", ck->dir);
+    up->fd = mkostemp(up->tmp, O_CLOEXEC);
+    if (up->fd < 0) {
+        int rc = hf_err_from_errno(errno);
+        free(up);
+        return rc;
+    }
+    if (gnutls_hash_init(&up->h, GNUTLS_DIG_SHA256) != 0) {
+        upload_fail(up, HF_ENOMEM);
+        free(up);
+        return HF_ENOMEM;
+    }
+    up->h_live = 1;
+    *out = up;
+    return 0;
+}
+
+int ckstore_upload_write(ckstore_upload *up, const void *data, size_t n)
+{
+    if (up->err) return up->err;
+    if ((int64_t)n > up->declared - up->written) return upload_fail(up, HF_ETOOBIG);
+    gnutls_hash(up->h, data, n);
+    const char *p = data;
+    while (n) {
+        ssize_t w = write(up->fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return upload_fail(up, w < 0 ? hf_err_from_errno(errno) : HF_EIO);
+        p += w;
+        n -= (size_t)w;
+        up->written += w;
+    }
+    return 0;
+}
+
+static void upload_free(ckstore_upload *up)
+{
+    upload_fail(up, HF_EIO);
+    if (up->h_live) gnutls_hash_deinit(up->h, NULL);
+    free(up);
+}
+
+void ckstore_upload_abort(ckstore_upload *up)
+{
+    if (up) upload_free(up);
+}
+
+/* Move the verified, fsynced temp file to its object's name, or drop it
+ * when that object exists. Under ck->mu. */
+static int publish(ckstore_upload *up)
+{
+    ckstore *ck = up->ck;
+    char dir[PATH_MAX], obj[PATH_MAX];
+    struct stat sb;
+    object_path(ck, up->want, 0, dir, sizeof dir);
+    object_path(ck, up->want, 1, obj, sizeof obj);
+    if (stat(obj, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == up->declared) {
+        upload_fail(up, 0);                 /* dedup: the same bytes are there */
+        return 0;
+    }
+    int rc = mkdir_p1(dir);
+    if (rc == 0 && rename(up->tmp, obj) != 0) rc = hf_err_from_errno(errno);
+    if (rc) return upload_fail(up, rc);
+    close(up->fd);
+    up->fd = -1;
+    if ((rc = fsync_dir(dir)) == 0) {
+        ck->objects++;
+        ck->bytes += up->declared;
+    } else {
+        unlink(obj);                        /* not durable: not visible either */
+    }
+    return rc;
+}
+
+int ckstore_upload_commit(ckstore_upload *up, ckstore_info *info, char *msg, size_t msglen)
+{
+    unsigned char dig[32];
+    char got[CKSTORE_HASH_LEN + 1];
+    int rc = up->err;
+    msg[0] = 0;
+    if (rc) goto end;
+    if (up->written != up->declared) {
+        snprintf(msg, msglen, "Content-Length: %lld bytes declared, %lld received", (long long)up->declared,
+                 (long long)up->written);
+        rc = upload_fail(up, HF_ECORRUPT);
+        goto end;
+    }
+    gnutls_hash_deinit(up->h, dig);
+    up->h_live = 0;
+    for (int i = 0; i < 32; i++) snprintf(got + 2 * i, 3, "%02x", dig[i]);
+    if (strcmp(got, up->want) != 0) {
+        snprintf(msg, msglen, "X-Hyperfarm-Sha256: declared %s, the body's SHA-256 is %s", up->want, got);
+        rc = upload_fail(up, HF_ECORRUPT);
+        goto end;
+    }
+    if (fsync(up->fd) != 0) { rc = upload_fail(up, hf_err_from_errno(errno)); goto end; }
+    pthread_mutex_lock(&up->ck->mu);
+    rc = publish(up);
+    pthread_mutex_unlock(&up->ck->mu);
+    if (rc == 0) {
+        memcpy(info->sha256, up->want, sizeof info->sha256);
+        info->size = up->declared;
+    }
+end:
+    if (rc && !msg[0]) snprintf(msg, msglen, "%s", hf_strerror(rc));
+    upload_free(up);
+    return rc;
+}
+
+/* ---------- rows ---------- */
+
+int ckstore_record(ckstore *ck, int64_t trial_id, ckstore_info *info)
+{
+    char path[32 + CKSTORE_HASH_LEN];
+    sqlite3_stmt *st = NULL;
+    int rc = HF_EDB;
+    if (!ck->db) return HF_EUNSUP;
+    snprintf(path, sizeof path, "objects/%.2s/%s", info->sha256, info->sha256);
+    info->time = hf_wall_ms();
+    pthread_mutex_lock(&ck->mu);
+    if (sqlite3_prepare_v2(ck->db, "INSERT INTO checkpoints(trial_id,attempt,path,step,time,sha256,size,state) "
+                                   "VALUES(?,?,?,?,?,?,?,'stored')", -1, &st, NULL) != SQLITE_OK)
+        goto end;
+    sqlite3_bind_int64(st, 1, trial_id);
+    sqlite3_bind_int64(st, 2, info->attempt);
+    sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, info->step);
+    sqlite3_bind_int64(st, 5, info->time);
+    sqlite3_bind_text(st, 6, info->sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 7, info->size);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_DONE) rc = 0;
+    else if (sqlite3_extended_errcode(ck->db) == SQLITE_CONSTRAINT_FOREIGNKEY) rc = HF_ENOTFOUND;
+    else if (src == SQLITE_FULL) rc = HF_ENOSPC;
+    if (rc && rc != HF_ENOTFOUND) hf_error("checkpoint store: recording %s: %s", info->sha256, sqlite3_errmsg(ck->db));
+end:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&ck->mu);
+    return rc;
+}
+
+int ckstore_list(ckstore *ck, int64_t trial_id, json_t **out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = HF_EDB;
+    json_t *arr = json_array();
+    *out = NULL;
+    if (!ck->db) { json_decref(arr); return HF_EUNSUP; }
+    if (!arr) return HF_ENOMEM;
+    pthread_mutex_lock(&ck->mu);
+    /* The newest 10000, oldest first. */
+    if (sqlite3_prepare_v2(ck->db, "SELECT sha256,size,step,attempt,time FROM (SELECT * FROM checkpoints "
+                                   "WHERE trial_id=? AND state='stored' ORDER BY id DESC LIMIT 10000) ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto end;
+    sqlite3_bind_int64(st, 1, trial_id);
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW)
+        if (json_array_append_new(arr, json_pack("{sssIsIsIsI}", "sha256", (const char *)sqlite3_column_text(st, 0),
+                                                 "size", (json_int_t)sqlite3_column_int64(st, 1),
+                                                 "step", (json_int_t)sqlite3_column_int64(st, 2),
+                                                 "attempt", (json_int_t)sqlite3_column_int64(st, 3),
+                                                 "time", (json_int_t)sqlite3_column_int64(st, 4)))) {
+            rc = HF_ENOMEM;
+            goto end;
+        }
+    if (src != SQLITE_DONE) goto end;
+    *out = json_pack("{so}", "checkpoints", arr);
+    arr = NULL;
+    rc = *out ? 0 : HF_ENOMEM;
+end:
+    if (rc == HF_EDB) hf_error("checkpoint store: listing trial %lld: %s", (long long)trial_id, sqlite3_errmsg(ck->db));
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&ck->mu);
+    json_decref(arr);
+    return rc;
+}
+
+/* ---------- downloads ---------- */
+
+int ckstore_open_object(ckstore *ck, const char *sha256, int *fd, int64_t *size)
+{
+    char obj[PATH_MAX];
+    struct stat sb;
+    if (!ckstore_hash_valid(sha256)) return HF_EINVAL;
+    object_path(ck, sha256, 1, obj, sizeof obj);
+    int f = open(obj, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (f < 0) return errno == ENOENT ? HF_ENOTFOUND : hf_err_from_errno(errno);
+    if (fstat(f, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(f);
+        return HF_EIO;
+    }
+    *fd = f;
+    *size = sb.st_size;
+    return 0;
+}
