@@ -5,8 +5,9 @@
 #      same (path, method) pairs, both ways;
 #   2. every (path, method) of the YAML is called on a real scheduler (with a
 #      token file, user and agent tokens, a fake agent speaking the agent
-#      routes) and answers a 2xx the YAML documents; error cases (404, 400,
-#      403, 409, 413, 401) are provoked and each answer must be a status the
+#      routes, a checkpoint uploaded and fetched) and answers a 2xx the YAML
+#      documents; error cases (404, 400, 403, 409, 411, 413, 422, 401) are
+#      provoked and each answer must be a status the
 #      YAML documents for that operation, and the one the case expects;
 #   3. a method a path does not document answers 405 with an Allow header
 #      naming exactly the documented methods;
@@ -35,12 +36,12 @@ done
 
 # ---- 1. route table <-> YAML ----------------------------------------------
 # rows {"/pattern", "GET, POST", ...} of scheduler/api_routes.c: '*' is an
-# id segment, '@' an action.
+# id segment, '@' an action, '#' a checkpoint's hash.
 grep -hoE '^ *\{"/[^"]*", *"[A-Z][A-Z, ]*",' "$root"/scheduler/api*.c \
   | sed -E 's/.*"([^"]+)", *"([^"]+)".*/\1\t\2/' >"$HF_TMP/routes.tsv"
 (( $(wc -l <"$HF_TMP/routes.tsv") >= 10 )) || hf_fail "could not read the route table from scheduler/api*.c"
 while IFS=$'\t' read -r pat methods; do
-  path=$(sed -e 's/\*/{id}/g' -e 's/@/{action}/g' <<<"$pat")
+  path=$(sed -e 's/\*/{id}/g' -e 's/@/{action}/g' -e 's/#/{sha256}/g' <<<"$pat")
   for m in ${methods//,/ }; do
     [[ $m == HEAD ]] && continue
     printf '%s %s\n' "$m" "$path"
@@ -69,9 +70,11 @@ mkdir -p "$HF_TMP/bodies"
 
 # call TOKEN METHOD SPEC_PATH URL_PATH [BODY [EXPECT]]: the answer must be
 # documented for (SPEC_PATH, METHOD); EXPECT (if given) must match exactly.
-# Sets BODY_OUT.
+# CALL_ARGS: more curl arguments (a checkpoint upload's -T FILE and
+# headers). Sets BODY_OUT.
+CALL_ARGS=()
 call() {
-  local tok=$1 m=$2 spec=$3 url=$4 body=${5-} expect=${6-} code args=()
+  local tok=$1 m=$2 spec=$3 url=$4 body=${5-} expect=${6-} code args=("${CALL_ARGS[@]}")
   [[ -n $tok ]] && args+=(-H "Authorization: Bearer $tok")
   [[ -n $body ]] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
   ncalls=$((ncalls + 1))
@@ -163,6 +166,38 @@ call "$U" GET "$xm" "/api/v1/experiments/999999/metrics?name=val_acc" "" 404
 call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs" "" 200
 call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs?limit=0" "" 400
 call "$U" GET '/api/v1/trials/{id}/logs' /api/v1/trials/999999/logs "" 404
+# checkpoints: upload (streamed PUT), list, download by hash
+printf 'checkpoint bytes\n' >"$HF_TMP/ckpt"
+CKS=$(sha256sum "$HF_TMP/ckpt" | cut -c1-64)
+ckp='/api/v1/trials/{id}/checkpoints'
+ckq="/api/v1/trials/$T/checkpoints?step=1&attempt=$att"
+CALL_ARGS=(-T "$HF_TMP/ckpt" -H 'Content-Type: application/octet-stream' -H "X-Hyperfarm-Sha256: $CKS")
+call "$A" PUT "$ckp" "$ckq" "" 201
+jq -e --arg s "$CKS" '.sha256 == $s and .size == 17' >/dev/null <<<"$BODY_OUT" || hf_fail "PUT checkpoint: $BODY_OUT"
+call "$U" PUT "$ckp" "$ckq" "" 403
+call "" PUT "$ckp" "$ckq" "" 401
+call "$A" PUT "$ckp" "/api/v1/trials/999999/checkpoints?step=1&attempt=$att" "" 404
+call "$A" PUT "$ckp" "/api/v1/trials/$T/checkpoints?attempt=$att" "" 400
+CALL_ARGS=(-T "$HF_TMP/ckpt" -H 'Transfer-Encoding: chunked' -H "X-Hyperfarm-Sha256: $CKS")
+call "$A" PUT "$ckp" "$ckq" "" 411
+CALL_ARGS=(-T "$HF_TMP/ckpt" -H "X-Hyperfarm-Sha256: $(printf x | sha256sum | cut -c1-64)")
+call "$A" PUT "$ckp" "$ckq" "" 422
+CALL_ARGS=(-T "$HF_TMP/ckpt")
+call "$A" PUT "$ckp" "$ckq" "" 400
+truncate -s 9G "$HF_TMP/ckpt-huge"   # sparse: over the default --max-checkpoint-mb 8192
+CALL_ARGS=(-T "$HF_TMP/ckpt-huge" -H "X-Hyperfarm-Sha256: $CKS")
+call "$A" PUT "$ckp" "$ckq" "" 413
+CALL_ARGS=()
+call "$U" GET "$ckp" "/api/v1/trials/$T/checkpoints" "" 200
+jq -e --arg s "$CKS" '.checkpoints == [.checkpoints[0]] and .checkpoints[0].sha256 == $s' >/dev/null <<<"$BODY_OUT" \
+  || hf_fail "the refused uploads are listed, or the stored one is not: $BODY_OUT"
+call "$A" GET "$ckp" "/api/v1/trials/$T/checkpoints" "" 200
+call "$U" GET "$ckp" /api/v1/trials/999999/checkpoints "" 404
+call "$U" GET '/api/v1/checkpoints/{sha256}' "/api/v1/checkpoints/$CKS" "" 200
+[[ $BODY_OUT == 'checkpoint bytes' ]] || hf_fail "GET checkpoint: '$BODY_OUT'"
+call "$U" GET '/api/v1/checkpoints/{sha256}' "/api/v1/checkpoints/${CKS^^}" "" 400
+call "$U" GET '/api/v1/checkpoints/{sha256}' "/api/v1/checkpoints/$(printf y | sha256sum | cut -c1-64)" "" 404
+
 call "$U" POST '/api/v1/trials/{id}/kill' "/api/v1/trials/$T/kill" "" 200
 call "$U" POST '/api/v1/trials/{id}/kill' /api/v1/trials/999999/kill "" 404
 
@@ -183,8 +218,8 @@ hf_log "ok: all $(wc -l <"$HF_TMP/documented.txt") documented operations answere
 
 # ---- 3. undocumented methods: 405 with the documented Allow ----------------
 jq -r '.paths | keys[]' "$HF_TMP/openapi.json" | while read -r p; do
-  url=$(sed -e "s/{id}/$E/" -e 's/{action}/pause/' <<<"$p")
-  want=$(jq -r --arg p "$p" '.paths[$p] | keys | map(select(. == "get" or . == "post")) | map(ascii_upcase) | sort | join(",")' \
+  url=$(sed -e "s/{id}/$E/" -e 's/{action}/pause/' -e "s/{sha256}/$CKS/" <<<"$p")
+  want=$(jq -r --arg p "$p" '.paths[$p] | keys | map(select(. == "get" or . == "post" or . == "put")) | map(ascii_upcase) | sort | join(",")' \
     "$HF_TMP/openapi.json")
   hdr=$(curl -s -m 3 -o /dev/null -D - -X DELETE -H "Authorization: Bearer $U" "$HF_URL$url" | tr -d '\r')
   code=$(head -1 <<<"$hdr" | awk '{print $2}')
