@@ -112,6 +112,14 @@ static int upload(ckstore *ck, const char *sha, int64_t size, const unsigned cha
     return ckstore_upload_commit(up, info, msg, msglen);
 }
 
+/* upload() of the 3 bytes "abc"; the commit's message in abc_msg. */
+static char abc_msg[256];
+static int upload_abc(ckstore *ck, const char *sha, int64_t size)
+{
+    ckstore_info info;
+    return upload(ck, sha, size, (const unsigned char *)"abc", 3, &info, abc_msg, sizeof abc_msg);
+}
+
 static unsigned char *random_bytes(size_t n)
 {
     unsigned char *b = malloc(n);
@@ -210,12 +218,10 @@ static void test_hash_mismatch(void **state)
 {
     (void)state;
     ckstore *ck = open_ck("badhash", dbpath);
-    ckstore_info info;
-    char msg[256];
     const char *wrong = "0000000000000000000000000000000000000000000000000000000000000000";
-    assert_int_equal(upload(ck, wrong, 3, (const unsigned char *)"abc", 3, &info, msg, sizeof msg), HF_ECORRUPT);
-    assert_non_null(strstr(msg, "X-Hyperfarm-Sha256"));
-    assert_non_null(strstr(msg, ABC_SHA256));   /* says what the body's hash was */
+    assert_int_equal(upload_abc(ck, wrong, 3), HF_ECORRUPT);
+    assert_non_null(strstr(abc_msg, "X-Hyperfarm-Sha256"));
+    assert_non_null(strstr(abc_msg, ABC_SHA256));   /* says what the body's hash was */
     assert_nothing_visible(ck, 0);
     ckstore_close(ck);
 }
@@ -224,11 +230,9 @@ static void test_size_mismatch(void **state)
 {
     (void)state;
     ckstore *ck = open_ck("badsize", dbpath);
-    ckstore_info info;
-    char msg[256];
     /* Fewer bytes than declared. */
-    assert_int_equal(upload(ck, ABC_SHA256, 10, (const unsigned char *)"abc", 3, &info, msg, sizeof msg), HF_ECORRUPT);
-    assert_non_null(strstr(msg, "Content-Length"));
+    assert_int_equal(upload_abc(ck, ABC_SHA256, 10), HF_ECORRUPT);
+    assert_non_null(strstr(abc_msg, "Content-Length"));
     assert_nothing_visible(ck, 0);
     /* More bytes than declared: refused at the write that overflows. */
     ckstore_upload *up = NULL;
@@ -236,7 +240,8 @@ static void test_size_mismatch(void **state)
     assert_int_equal(ckstore_upload_write(up, "abc", 3), HF_ETOOBIG);
     assert_int_equal(count_files("tmp"), 0);   /* removed at once */
     assert_int_equal(ckstore_upload_write(up, "a", 1), HF_ETOOBIG);
-    assert_int_equal(ckstore_upload_commit(up, &info, msg, sizeof msg), HF_ETOOBIG);
+    ckstore_info info;
+    assert_int_equal(ckstore_upload_commit(up, &info, abc_msg, sizeof abc_msg), HF_ETOOBIG);
     assert_nothing_visible(ck, 0);
     /* Over the store's limit: refused before a temp file exists. */
     assert_int_equal(ckstore_upload_begin(ck, ABC_SHA256, (int64_t)MAX_BYTES + 1, &up), HF_ETOOBIG);
@@ -271,9 +276,7 @@ static void test_abort_and_restart_cleans_temps(void **state)
 {
     (void)state;
     ckstore *ck = open_ck("restart", NULL);
-    ckstore_info info;
-    char msg[256];
-    assert_int_equal(upload(ck, ABC_SHA256, 3, (const unsigned char *)"abc", 3, &info, msg, sizeof msg), 0);
+    assert_int_equal(upload_abc(ck, ABC_SHA256, 3), 0);
     /* An interrupted request: abort removes its temp file. */
     ckstore_upload *up = NULL;
     assert_int_equal(ckstore_upload_begin(ck, ABC_SHA256, 3, &up), 0);
