@@ -135,7 +135,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req *rq = *con_cls;
     if (!rq) return;
     if (rq->parked) doorbell_unpark(a->bell, &rq->w);
-    if (!rq->is_wait) metrics_observe(&metrics.request_latency, hf_mono_us() - rq->t0_us);
+    if (!rq->is_wait && !rq->streamed) metrics_observe(&metrics.request_latency, hf_mono_us() - rq->t0_us);
     if (rq->up && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
         hf_info("checkpoint upload interrupted (libmicrohttpd termination code %d): its temp file is removed", (int)toe);
     ckstore_upload_abort(rq->up);

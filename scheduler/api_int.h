@@ -57,7 +57,8 @@ typedef struct req {
     int     parked;            /* a /wait parked in the doorbell (suspended) */
     int     is_wait;           /* not counted in the request latency histogram */
     doorbell_waiter w;
-    int     streamed;          /* an F_STREAM route: the body goes to up, not to body */
+    int     streamed;          /* an F_STREAM route: the body goes to up, not to body;
+                                  not counted in the latency histogram */
     int     answered;          /* a response was queued at the first call */
     ckstore_upload *up;        /* the upload being received, or NULL */
 } req;
