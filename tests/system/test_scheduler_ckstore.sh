@@ -13,7 +13,9 @@
 #   - the scheduler's peak RSS (VmHWM) grows by less than 32 MiB while it
 #     receives a 256 MiB upload (the body is streamed to disk);
 #   - after a restart the objects and rows are still there, and the
-#     /metrics gauges count them.
+#     /metrics gauges count them;
+#   - a store on a full filesystem (an 8 MiB tmpfs, root only) answers 507
+#     and keeps no part of the upload, then accepts one that fits.
 source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm-scheduler
 hf_setup
@@ -140,4 +142,25 @@ hf_assert_eq "$HF_STATUS" 400 "GET of an upper-case hash"
 hf_api GET "/api/v1/checkpoints/..%2F..%2F..%2Fetc%2Fpasswd"
 [[ $HF_STATUS == 400 || $HF_STATUS == 404 ]] || hf_fail "GET of a path, not a hash: $HF_STATUS $HF_BODY"
 hf_log "ok: a restart keeps the objects and the rows; /metrics counts them"
+
+# ---- a full store: 507, nothing left, and it goes on --------------------------
+full=$HF_TMP/ckfull
+mkdir -p "$full"
+if mount -t tmpfs -o size=8m,mode=0700 hf-ckstore-full "$full" 2>"$HF_TMP/mount.err"; then
+  trap 'rc=$?; umount -l "$full" 2>/dev/null; hf_cleanup $rc' EXIT
+  hf_stop_scheduler TERM
+  hf_restart_scheduler --checkpoint-dir "$full"
+  before=$(list)
+  head -c $((16 << 20)) /dev/urandom >"$HF_TMP/c16"
+  put "$HF_TMP/c16" "$(sha256sum "$HF_TMP/c16" | cut -c1-64)" 11
+  hf_assert_eq "$HF_STATUS" 507 "PUT 16 MiB into an 8 MiB store: $HF_BODY"
+  hf_assert_eq "$(find "$full" -type f | wc -l)" 0 "files in the full store after the 507"
+  hf_assert_eq "$(list)" "$before" "the list after a 507"
+  head -c $((1 << 20)) /dev/urandom >"$HF_TMP/c1"
+  put "$HF_TMP/c1" "$(sha256sum "$HF_TMP/c1" | cut -c1-64)" 12
+  hf_assert_eq "$HF_STATUS" 201 "PUT 1 MiB after the 507: $HF_BODY"
+  hf_log "ok: a full store answers 507, keeps nothing of the upload, and takes the next one that fits"
+else
+  hf_log "skipped the full-store case: cannot mount a tmpfs ($(cat "$HF_TMP/mount.err")); the unit test covers ENOSPC"
+fi
 hf_log "PASS"
