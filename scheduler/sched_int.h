@@ -146,7 +146,8 @@ typedef struct agent {
 #define GRP_MAX     64
 #define GRP_MS      10
 #define GRP_WAIT_MS 20
-#define GRP_RING    1024
+#define GRP_RING    1024   /* outcomes of the last GRP_RING transactions */
+#define GRP_FAILS   256    /* and the last GRP_FAILS failed ones, for waiters older than that */
 
 struct sched {
     pthread_mutex_t lock;
@@ -182,7 +183,10 @@ struct sched {
     int             grp_n;          /* how many */
     int64_t         grp_t0;         /* mono ms of the first */
     uint64_t        gen;            /* transactions ended so far; the open one is number gen */
-    int             gen_rc[GRP_RING];   /* outcome of transaction g at g % GRP_RING */
+    int             gen_rc[GRP_RING];     /* outcome of transaction g at g % GRP_RING */
+    uint64_t        fail_gen[GRP_FAILS];  /* the last GRP_FAILS failed transactions' numbers */
+    int             fail_rc[GRP_FAILS];   /* ... and their errors, at nfails % GRP_FAILS */
+    uint64_t        nfails;               /* failed transactions so far */
     pthread_cond_t  grp_cv;         /* broadcast when a transaction ends */
 };
 

@@ -9,8 +9,12 @@
  * Group commit (docs/scheduler.md, "Concurrency and durability"): a
  * heartbeat that finds others queued for the core lock leaves its
  * transaction open for them and waits for the COMMIT that ends its
- * generation; s->gen counts ended transactions and s->gen_rc keeps the
- * outcome of the last GRP_RING of them for the waiters.
+ * generation; s->gen counts ended transactions. The outcomes of the last
+ * GRP_RING are kept, and, failures being rare, the last GRP_FAILS failed
+ * ones (number and error): a waiter that slept through any number of
+ * commits still learns its own outcome, unless more than GRP_FAILS
+ * transactions failed meanwhile (then HF_EDB, and the agent re-sends the
+ * batch, which is acknowledged once).
  */
 #include "scheduler/sched_int.h"
 
@@ -75,6 +79,11 @@ void txn_abort(sched *s)
 static void txn_ended(sched *s, int rc)
 {
     s->gen_rc[s->gen % GRP_RING] = rc;
+    if (rc) {
+        s->fail_gen[s->nfails % GRP_FAILS] = s->gen;
+        s->fail_rc[s->nfails % GRP_FAILS] = rc;
+        s->nfails++;
+    }
     s->gen++;
     s->grp_open = 0;
     s->grp_n = 0;
@@ -114,6 +123,20 @@ int txn_end(sched *s)
     return 0;
 }
 
+/* How transaction number g (ended) went: 0, its error, or HF_EDB when it is
+ * older than every remembered failure and failures were forgotten since. */
+static int txn_outcome(const sched *s, uint64_t g)
+{
+    if (s->gen - g <= GRP_RING) return s->gen_rc[g % GRP_RING];
+    uint64_t kept = s->nfails < GRP_FAILS ? s->nfails : GRP_FAILS;
+    for (uint64_t k = 1; k <= kept; k++) {
+        size_t i = (size_t)((s->nfails - k) % GRP_FAILS);
+        if (s->fail_gen[i] == g) return s->fail_rc[i];
+        if (s->fail_gen[i] < g) return 0;     /* failures are in order: g is older than none kept */
+    }
+    return s->nfails > GRP_FAILS ? HF_EDB : 0;
+}
+
 /* Group commit: when other heartbeats are queued for the core lock, this
  * one leaves the transaction open, releases the lock and waits for the
  * COMMIT that includes its work (the next heartbeat finds nobody behind
@@ -137,5 +160,5 @@ int txn_end_grouped(sched *s)
         int w = pthread_cond_timedwait(&s->grp_cv, &s->lock, &ts);
         if (w == ETIMEDOUT && s->gen <= mine && s->grp_open) txn_end(s);
     }
-    return s->gen - mine <= GRP_RING ? s->gen_rc[mine % GRP_RING] : HF_EDB;
+    return txn_outcome(s, mine);
 }
