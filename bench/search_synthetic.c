@@ -210,7 +210,7 @@ static const synth_fn fns[] = {
 
 /* The methods compared: a name for the table and the searcher config. */
 typedef struct method { const char *label; const char *cfg; } method;
-static const method methods[] = {
+static method methods[] = {
     {"random", "{\"name\": \"random\"}"},
     {"tpe", "{\"name\": \"tpe\"}"},
     {"tpe-univariate", "{\"name\": \"tpe\", \"multivariate\": false}"},
@@ -288,8 +288,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--concurrency") && i + 1 < argc) conc = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--fn") && i + 1 < argc) which = argv[++i];
         else if (!strcmp(argv[i], "--tsv")) tsv = 1;
+        else if (!strcmp(argv[i], "--tpe") && i + 1 < argc) methods[1].cfg = argv[++i];   /* try other settings */
         else {
-            fprintf(stderr, "usage: %s [--seeds N] [--trials N] [--concurrency N] [--fn NAME|all] [--tsv]\n",
+            fprintf(stderr, "usage: %s [--seeds N] [--trials N] [--concurrency N] [--fn NAME|all] [--tsv] [--tpe SEARCHER_JSON]\n",
                     argv[0]);
             return 2;
         }
