@@ -99,7 +99,7 @@ FNS = [("branin", branin, 50, 0.397887), ("hartmann3", hartmann3, 50, -3.86278),
        ("log_bowl4", log_bowl4, 100, 0.0), ("cond_opt", cond_opt, 100, 0.0)]
 SAMPLERS = [("random", lambda s: optuna.samplers.RandomSampler(seed=s)),
             ("tpe", lambda s: optuna.samplers.TPESampler(seed=s)),
-            ("tpe-mv", lambda s: optuna.samplers.TPESampler(seed=s, multivariate=True))]
+            ("tpe-mv", lambda s: optuna.samplers.TPESampler(seed=s, multivariate=True, warn_independent_sampling=False))]
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--seeds", type=int, default=20)
