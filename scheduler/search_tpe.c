@@ -44,6 +44,7 @@
 
 #define TPE_MAX_GOOD 25      /* Optuna's default_gamma: min(ceil(0.1 n), 25) good */
 #define TPE_RAMP_FLAT 25     /* default_weights: the newest 25 weigh 1 */
+#define TPE_MAX_STEPS 1e6     /* integers modelled by their mass up to this many */
 #define TPE_DEFAULT_STARTUP 5  /* random trials before the model (Optuna: 10) */
 
 typedef struct tpe_obs {
@@ -418,7 +419,13 @@ static tpe_dim dim_of(const space_param *p)
 {
     tpe_dim d = {p, DIM_REAL, 0};
     if (p->kind == SPACE_CATEGORICAL) { d.kind = DIM_CAT; d.K = json_array_size(p->values); }
-    else if (p->kind == SPACE_INT && !p->int_log) { d.kind = DIM_STEP; d.K = (size_t)(p->max - p->min) + 1; }
+    /* A linear integer is a step of 1/K on the unit scale; past TPE_MAX_STEPS
+     * integers a step's mass is below what doubles resolve, so it is
+     * modelled as continuous (the rounding stays in from_unit). */
+    else if (p->kind == SPACE_INT && !p->int_log && p->max - p->min < TPE_MAX_STEPS) {
+        d.kind = DIM_STEP;
+        d.K = (size_t)(p->max - p->min) + 1;
+    }
     return d;
 }
 
