@@ -321,12 +321,15 @@ static double hartmann6(const json_t *hp)
 static void test_hartmann6_beats_random(void **state)
 {
     (void)state;
-    search_space *sp = space("{\"x1\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                             " \"x2\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                             " \"x3\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                             " \"x4\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                             " \"x5\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                             " \"x6\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}");
+    json_t *cube = json_object();            /* x1..x6 uniform on [0, 1] */
+    for (int j = 1; j <= 6; j++) {
+        char k[4] = {'x', (char)('0' + j), 0, 0};
+        json_object_set_new(cube, k, json_pack("{s:s, s:i, s:i}", "type", "uniform", "min", 0, "max", 1));
+    }
+    search_space *sp = NULL;
+    hf_jerr e;
+    assert_int_equal(search_space_parse(cube, &sp, &e), 0);
+    json_decref(cube);
     int wins = 0, near = 0;
     for (uint64_t seed = 0; seed < 10; seed++) {
         double t = run_seq("{\"name\": \"tpe\"}", sp, seed, 100, hartmann6, NULL);
