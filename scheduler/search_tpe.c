@@ -1,26 +1,29 @@
 /*
- * search_tpe.c — Tree-structured Parzen Estimator (Bergstra et al. 2011;
- * the independent-parameter variant Optuna's TPESampler uses by default).
+ * search_tpe.c — Tree-structured Parzen Estimator (Bergstra et al. 2011),
+ * multivariate by default (Falkner et al. 2018; Optuna's TPESampler with
+ * multivariate=True), with "multivariate": false the independent variant.
+ * docs/search.md gives the choices and the measurements behind them.
  *
  * For trial n:
  *   - while fewer than n_startup_trials trials have finished with a value,
  *     sample from the priors (exactly what random search would do);
- *   - otherwise sort the finished observations by value (higher is better),
- *     call the best n_good = min(ceil(gamma * N), 25) "good", the rest
- *     "bad", and for each parameter in topological order (so a conditional
- *     parameter sees its parent's chosen value) that is active:
- *       l(x) = Parzen estimator of the good trials' values of that
- *              parameter, g(x) = the same of the bad ones (only trials in
- *              which the parameter was active count);
- *       draw n_ei_candidates from l and keep the one maximising
- *       log l(x) - log g(x), which maximises expected improvement.
- *   Numeric parameters live on the unit scale of search_space_to_unit (log
- *   parameters are therefore modelled in log space); each estimator is a
- *   mixture of Gaussians truncated to [0, 1], one per observation with a
- *   bandwidth equal to the larger gap to its sorted neighbours (clipped to
- *   [1/min(100, n+1), 1]), plus a prior component N(0.5, 1) of weight
- *   prior_weight. Categorical parameters use smoothed counts:
- *   p(k) proportional to count(k) + prior_weight / K.
+ *   - otherwise rank the finished observations by value (higher is
+ *     better), call the best min(ceil(gamma * N), 25) "good", the rest
+ *     plus the running trials "bad", and fit a Parzen estimator to each:
+ *     l(x) to the good, g(x) to the bad. Multivariate: one estimator over
+ *     all unconditional parameters jointly; then each active conditional
+ *     parameter alone, parents first, from the trials in which it was
+ *     active. Each time n_ei_candidates points are drawn from l and the
+ *     one maximising log l(x) - log g(x) (expected improvement) wins.
+ *   An estimator lives on the unit scale of search_space_to_unit (log
+ *   parameters in log space): one component per observation, weighted by
+ *   age as Optuna's default_weights, plus a prior component of weight
+ *   prior_weight; per dimension a Gaussian truncated to [0, 1] (Scott's
+ *   bandwidth when multivariate, the neighbour-gap rule otherwise, both
+ *   clipped), its mass on the integer's cell for linear integers, or a
+ *   smoothed one-hot for categoricals. This is Optuna 3.1's
+ *   _ParzenEstimator (the log-densities agree), including its kernels not
+ *   divided by their bandwidth (see kde_logpdf).
  *
  * Reproducibility and replay: the only state is the set of finished
  * observations, kept sorted by trial index, so the estimators do not
@@ -572,9 +575,9 @@ static json_t *tpe_describe(searcher *base)
 {
     tpe_searcher *s = (tpe_searcher *)base;
     size_t n = tpe_n_observed(s);
-    return json_pack("{s:s, s:I, s:I, s:b}", "algorithm", "tpe", "observations", (json_int_t)n,
+    return json_pack("{s:s, s:I, s:I, s:b, s:b}", "algorithm", "tpe", "observations", (json_int_t)n,
                      "n_startup_trials", (json_int_t)s->n_startup,
-                     "model", (int64_t)n >= s->n_startup);
+                     "model", (int64_t)n >= s->n_startup, "multivariate", s->opt.multivariate);
 }
 
 const searcher_ops search_tpe_ops = {

@@ -121,6 +121,7 @@ static void test_startup_is_random(void **state)
     json_t *d = tpe->describe(t);
     assert_int_equal(json_integer_value(json_object_get(d, "observations")), 4);
     assert_true(json_is_true(json_object_get(d, "model")));
+    assert_true(json_is_true(json_object_get(d, "multivariate")));     /* the default */
     json_decref(d);
     tpe->destroy(t); rnd->destroy(r);
     json_decref(ct); json_decref(cr);
