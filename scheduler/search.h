@@ -153,12 +153,19 @@ int     search_cfg_only_keys(const json_t *cfg, const char *const *own, hf_jerr 
  * TPE), then value, then index; they are sorted in place. liars[0..nl)
  * are hyperparameters counted among the bad ones (running trials; nl may
  * be 0). The best ceil(gamma * n) (at most 25) observations form l(x), the
- * rest g(x); each active parameter is drawn from n_candidates samples of l
- * maximising log l - log g.
+ * rest g(x); with multivariate the unconditional parameters are drawn
+ * jointly, then each remaining active parameter alone, each time the best
+ * of n_candidates samples of l by log l - log g. Same inputs and rng state,
+ * same result.
  * RET a new hyperparameter object, or NULL on OOM. */
 typedef struct search_tpe_obs { const json_t *hparams; int64_t level; double value; int64_t index; } search_tpe_obs;
-typedef struct search_tpe_opts { double gamma; int64_t n_candidates; double prior_weight; } search_tpe_opts;
-extern const search_tpe_opts search_tpe_defaults;   /* Optuna's: 0.25, 24, 1.0 */
+typedef struct search_tpe_opts {
+    double  gamma;             /* fraction of observations that are "good" (at most 25) */
+    int64_t n_candidates;      /* draws from l per choice */
+    double  prior_weight;      /* weight of the prior component */
+    int     multivariate;      /* 1: one joint kernel over the unconditional parameters */
+} search_tpe_opts;
+extern const search_tpe_opts search_tpe_defaults;   /* Optuna's: 0.1, 24, 1.0; multivariate on */
 json_t *search_tpe_propose(const struct search_space *sp, const search_tpe_opts *o, search_tpe_obs *obs,
                            size_t n, const json_t *const *liars, size_t nl, uint64_t *rng);
 
