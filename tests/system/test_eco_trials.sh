@@ -87,13 +87,14 @@ epochs_seen() {
 has_epoch1() { [[ $(epochs_seen "$1") == 1* ]]; }
 # The trial's process-group leader: its working directory is the trial
 # directory the agent made, and it leads its own process group.
+# One find over /proc, not a readlink per process: on a loaded machine the
+# per-process scan took seconds, and the trial could end before the kill.
 trial_leader() {
-  local dir=$1 d pid cwd rest
-  for d in /proc/[0-9]*; do
-    pid=${d#/proc/}
-    cwd=$(readlink "$d/cwd" 2>/dev/null) || continue
-    [[ $cwd == "$dir" ]] || continue
-    rest=$(sed 's/.*) //' "$d/stat" 2>/dev/null) || continue
+  local dir=$1 f pid rest
+  for f in $(find /proc -mindepth 2 -maxdepth 2 -name cwd -lname "$dir" 2>/dev/null); do
+    pid=${f#/proc/}; pid=${pid%/cwd}
+    [[ $pid =~ ^[0-9]+$ ]] || continue
+    rest=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
     [[ $(cut -d' ' -f3 <<<"$rest") == "$pid" ]] && { echo "$pid"; return 0; }
   done
   return 1
