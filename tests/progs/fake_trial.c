@@ -58,7 +58,9 @@ static int write_ckpt(const char *dir, long epoch, char *path, size_t plen)
 {
     char tmp[4200];
     snprintf(path, plen, "%s/fake_trial.json", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    /* A temp name of its own: a stale copy of the trial on a partitioned
+     * agent may still write into the same directory (test_fault_partition). */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return -1;
     fprintf(f, "{\"epoch\": %ld}\n", epoch);

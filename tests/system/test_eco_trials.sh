@@ -108,7 +108,7 @@ done
 # at once; the trial then pauses for epoch_sleep/sleep_ms before epoch 2).
 # Watching the file, not the API, keeps the timing independent of how fast
 # metrics travel to the scheduler.
-has_ckpt() { compgen -G "$1/checkpoints/*" | grep -qv '\.tmp$'; }
+has_ckpt() { compgen -G "$1/checkpoints/*" | grep -qvE '\.tmp(\.[0-9]+)?$'; }
 declare -A killed=()
 nkilled=0
 end=$(( $(date +%s) + 60 ))
