@@ -6,7 +6,7 @@
  * text. A subscriber that falls more than EVENTS_MAX_QUEUE bytes behind is
  * cut off (its stream ends; EventSource reconnects), so a slow browser can
  * never make the scheduler grow without bound. When a subscriber's queue
- * goes from empty to non-empty its wake callback runs (api.c resumes the
+ * goes from empty to non-empty its wake callback runs (api_stream.c resumes the
  * suspended HTTP connection).
  */
 #ifndef HF_EVENTS_H

@@ -14,7 +14,7 @@
  *
  * Results: JSON objects built under the lock are new references owned by
  * the caller (deep copies where the core keeps mutating its own).
- * Return codes map to HTTP statuses in api.c: HF_EINVAL 400, HF_ENOTFOUND
+ * Return codes map to HTTP statuses in api_http.c (api_send_rc): HF_EINVAL 400, HF_ENOTFOUND
  * 404, HF_ESTATE 409, HF_ENOSPC 507, others 500.
  */
 #ifndef HF_SCHED_H
@@ -60,7 +60,7 @@ int sched_experiment_action(sched *s, int64_t id, const char *action, json_t **o
 int sched_experiment_extend(sched *s, int64_t id, const json_t *body, json_t **out, hf_jerr *e);
 int sched_experiment_trials(sched *s, int64_t id, json_t **out);
 /* The same document as sched_experiment_trials, already serialized
- * (compact, 15 significant digits, as api.c sends JSON): *out is a
+ * (compact, 15 significant digits, as api_http.c sends JSON): *out is a
  * malloc'ed NUL-terminated string of *len bytes. Built from per-trial
  * cached views, re-serialized only for trials that changed. */
 int sched_experiment_trials_text(sched *s, int64_t id, char **out, size_t *len);

@@ -7,7 +7,7 @@
  *
  * Cached views. GET /experiments/{id}/trials answers up to thousands of
  * trial views while heartbeats wait for the same lock, so each trial keeps
- * its view serialized (compact JSON, as api.c sends it) and rebuilds it
+ * its view serialized (compact JSON, as api_http.c sends it) and rebuilds it
  * only when something the view shows has changed. Rather than trusting
  * every mutation site to clear a flag, the view remembers a signature of
  * all it was built from (scalars, kill reason, a hash of the ranks, and
