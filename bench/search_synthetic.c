@@ -94,7 +94,7 @@ static double hartmann3(const json_t *hp)
 /* x[0..d) from parameters x1..xd. */
 static void vec(const json_t *hp, int d, double *x)
 {
-    char k[8];
+    char k[16];
     for (int j = 0; j < d; j++) { snprintf(k, sizeof k, "x%d", j + 1); x[j] = num(hp, k); }
 }
 
