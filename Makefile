@@ -124,8 +124,8 @@ $(O)/libscheduler.a: $(O)/gen/schema_sql.o
 # of web/node_modules through web/build.sh.
 WEB_VENDOR := web/vendor/uPlot.iife.min.js web/vendor/uPlot.min.css web/vendor/echarts.min.js
 WEB_FILES  := $(sort $(shell find web -type f \( -name '*.html' -o -name '*.css' -o -name '*.js' \
-                -o -name '*.svg' -o -name '*.png' \) -not -path 'web/node_modules/*' -not -path 'web/vendor/*' \
-                -not -name 'build.sh' -not -name 'embed.sh') $(WEB_VENDOR))
+                -o -name '*.svg' -o -name '*.png' \) -not -path 'web/node_modules/*' -not -path 'web/vendor/*') \
+                $(WEB_VENDOR))
 $(WEB_VENDOR) &: web/build.sh web/package-lock.json
 	web/build.sh
 	@touch $(WEB_VENDOR)
@@ -153,7 +153,7 @@ BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BIN    := $(patsubst bench/%.c,$(BIN)/bench/%,$(BENCH_SRC))
 
 .PHONY: all deps test unit system webtest demo bench fuzz clean web
-all: $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN) web
+all: $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN)
 
 $(BIN)/hyperfarm-scheduler: $(O)/scheduler/main.o $(LIB_scheduler)
 $(BIN)/hyperfarm-agent:     $(O)/agent/main.o $(LIB_agent)
