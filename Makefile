@@ -66,7 +66,7 @@ endif
 O   := build/$(VARIANT)
 BIN := $(if $(SANITIZE),$(O)/bin,bin)
 
-PKGS := jansson sqlite3 libmicrohttpd gnutls libcurl zlib openblas
+PKGS := jansson sqlite3 libmicrohttpd gnutls libcurl zlib libarchive openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -122,7 +122,8 @@ $(O)/libscheduler.a: $(O)/gen/schema_sql.o
 # ... and the dashboard: web/embed.sh pulls web/'s files into the binary
 # (served at / when no --web DIR is given). The vendored libraries come out
 # of web/node_modules through web/build.sh.
-WEB_VENDOR := web/vendor/uPlot.iife.min.js web/vendor/uPlot.min.css web/vendor/echarts.min.js
+WEB_VENDOR := web/vendor/uPlot.iife.min.js web/vendor/uPlot.min.css web/vendor/echarts.min.js \
+              web/vendor/marked.min.js web/vendor/purify.min.js
 WEB_FILES  := $(sort $(shell find web -type f \( -name '*.html' -o -name '*.css' -o -name '*.js' \
                 -o -name '*.svg' -o -name '*.png' \) -not -path 'web/node_modules/*' -not -path 'web/vendor/*') \
                 $(WEB_VENDOR))
@@ -175,8 +176,14 @@ $(BENCH_BIN): $(BIN)/bench/%: $(O)/bench/%.o $(LIB_trainer)
 # again after it, for the symbols it needs).
 $(filter $(BIN)/bench/search_%,$(BENCH_BIN)): $(O)/libscheduler.a
 $(filter $(BIN)/bench/search_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
+# bench/ckpt_*.c drive the agent's checkpoint transfers: libagent too.
+$(filter $(BIN)/bench/ckpt_%,$(BENCH_BIN)): $(O)/libagent.a
+$(filter $(BIN)/bench/ckpt_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
 
 # tests/unit/test_<module>_<what>.c links lib<module> and common.
+# test_agent_objects also runs a real scheduler HTTP server in-process.
+$(O)/tests/unit/test_agent_objects: $(O)/libscheduler.a
+$(O)/tests/unit/test_agent_objects: LDLIBS := $(O)/libcommon.a $(LDLIBS)
 unit_module = $(word 2,$(subst _, ,$(notdir $(1))))
 .SECONDARY:
 .SECONDEXPANSION:

@@ -34,6 +34,10 @@ typedef struct agent_cfg {
     int64_t     grace_ms;       /* default grace period for kills */
     int64_t     http_timeout_ms;
     int64_t     max_log_lines, max_log_mb, max_metrics;
+    int64_t     cache_mb;           /* object cache bound (MiB) */
+    int         checkpoint_upload;  /* 0: checkpoints are not uploaded (stay on this disk) */
+    int64_t     keep_trial_dirs_s;  /* a finished trial's directory is removed this long after its
+                                       exit once its checkpoints are uploaded (< 0: never) */
     const char *log_level, *log_format, *config;
     int         print_config;
 } agent_cfg;

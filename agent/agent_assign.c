@@ -107,6 +107,53 @@ static int parse_paths(const char *ck, const char *cf, const char *path, agent_s
     return HF_OK;
 }
 
+/* "restore": {"sha256", "size", "name", "step", "trial"} (optional). The
+ * name becomes a file in the checkpoint directory, so it must be a plain
+ * file name. RET 0 or HF_EINVAL. */
+static int parse_restore(const json_t *a, const char *path, agent_spec *s, hf_jerr *e)
+{
+    char rp[160];
+    const char *sha = NULL, *name = NULL;
+    json_t *r = json_object_get(a, "restore");
+    if (!r || json_is_null(r)) return 0;
+    snprintf(rp, sizeof rp, "%s.restore", path);
+    if (!json_is_object(r)) return hf_jerr_set(e, path, "restore", "must be an object");
+    if (hf_json_get_string(r, rp, "sha256", 1, 64, &sha, e) || hf_json_get_int(r, rp, "size", 1, 0, INT64_MAX, &s->restore_size, e)
+        || hf_json_get_string(r, rp, "name", 1, 255, &name, e)
+        || hf_json_get_int(r, rp, "step", 0, INT64_MIN, INT64_MAX, &s->restore_step, e)
+        || hf_json_get_int(r, rp, "trial", 0, 0, INT64_MAX, &s->restore_trial, e))
+        return HF_EINVAL;
+    if (strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64)
+        return hf_jerr_set(e, rp, "sha256", "must be 64 lowercase hex characters");
+    if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+        return hf_jerr_set(e, rp, "name", "must be a plain file name (no '/', not . or ..)");
+    for (const char *c = name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) return hf_jerr_set(e, rp, "name", "control character");
+    memcpy(s->restore_sha, sha, 65);
+    snprintf(s->restore_name, sizeof s->restore_name, "%s", name);
+    s->has_restore = 1;
+    return 0;
+}
+
+/* "context" (may be absent): {"sha256": 64 lowercase hex, "size": bytes}.
+ * RET 0 or HF_EINVAL. */
+static int parse_context(const json_t *a, const char *path, agent_spec *s, hf_jerr *e)
+{
+    json_t *c = NULL;
+    const char *sha = NULL;
+    char fp[256];
+    int rc;
+    if ((rc = hf_json_get_object(a, path, "context", 0, &c, e)) || !c) return rc;
+    hf_jpath(fp, sizeof fp, path, "context");
+    if ((rc = hf_json_get_string(c, fp, "sha256", 1, 64, &sha, e)) ||
+        (rc = hf_json_get_int(c, fp, "size", 1, 0, INT64_MAX, &s->context_size, e)))
+        return rc;
+    size_t n = strspn(sha, "0123456789abcdef");
+    if (n != 64 || sha[n]) return hf_jerr_set(e, fp, "sha256", "must be 64 lowercase hex characters");
+    memcpy(s->context_sha, sha, 65);
+    return HF_OK;
+}
+
 /* "argv": a non-empty array of strings without NUL, argv[0] non-empty.
  * RET 0, HF_EINVAL or HF_ENOMEM (e filled either way). */
 static int parse_argv(const json_t *argv, const char *path, agent_spec *s, hf_jerr *e)
@@ -216,14 +263,14 @@ agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
         || hf_json_get_int(a, path, "rank", 0, 0, 100000, &s->rank, e)
         || hf_json_get_int(a, path, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &s->grace_ms, e))
         goto fail;
-    if (parse_launcher(a, path, s, e)) goto fail;
+    if (parse_launcher(a, path, s, e) || parse_context(a, path, s, e)) goto fail;
     /* copy_checkpoint_from: optional string or null (PBT exploit). */
     json_t *cfj = json_object_get(a, "copy_checkpoint_from");
     if (cfj && !json_is_null(cfj)
         && hf_json_get_string(a, path, "copy_checkpoint_from", 1, AGENT_PATH_MAX / 2, &cf, e))
         goto fail;
     if (parse_paths(ck, cf, path, s, e) || parse_argv(argv, path, s, e) || parse_env(env, path, s, e)
-        || parse_gpus(gpus, path, s, e))
+        || parse_gpus(gpus, path, s, e) || parse_restore(a, path, s, e))
         goto fail;
     return s;
 fail:

@@ -39,6 +39,8 @@ typedef struct agent_spec {
     char  **env;                          /* "NAME=value", NULL-terminated, owned */
     char    checkpoint_dir[AGENT_PATH_MAX];   /* relative to workdir */
     char    copy_from[AGENT_PATH_MAX];        /* relative, "" = none (PBT) */
+    char    context_sha[65];                  /* "context": the code to unpack first, "" = none */
+    int64_t context_size;                     /* its bytes */
     int     gpus[AGENT_MAX_GPUS];
     int     ngpus;
     int64_t slots;
@@ -51,6 +53,12 @@ typedef struct agent_spec {
     int     launcher;                     /* 1 = mpirun */
     int     hold;
     char   *hostfile;                     /* owned; NULL unless launcher && !hold */
+    /* "restore" (docs/protocol.md): a stored checkpoint to fetch into
+     * checkpoint_dir/restore_name before the start (agent_objects_get). */
+    int     has_restore;
+    char    restore_sha[65];
+    int64_t restore_size, restore_step, restore_trial;
+    char    restore_name[256];                /* a plain file name: no '/', not . or .. */
 } agent_spec;
 
 /* Validate one element of a heartbeat reply's "assign" array.

@@ -16,6 +16,7 @@ struct agent_link {
     int64_t  id;
     int64_t  interval_ms;
     json_t  *info;
+    char     shared[1024];      /* shared_fs store path, "" = scheduler mode */
 };
 
 agent_link *agent_link_new(const char *url, const char *token, const char *cafile, long timeout_ms, json_t *info)
@@ -47,6 +48,17 @@ void agent_link_free(agent_link *l)
 int64_t agent_link_id(const agent_link *l) { return l->id; }
 int64_t agent_link_interval(const agent_link *l) { return l->interval_ms; }
 void agent_link_forget(agent_link *l) { l->id = 0; }
+
+int agent_link_shared_store(const agent_link *l, char *path, size_t len)
+{
+    snprintf(path, len, "%s", l->shared);
+    return l->shared[0] != 0;
+}
+
+void agent_link_set_cached(agent_link *l, const json_t *cached)
+{
+    if (cached) json_object_set_new(l->info, "cached", json_deep_copy(cached));
+}
 
 static int status_error(long status, const json_t *resp, const char *what, char *err, size_t errlen)
 {
@@ -86,6 +98,14 @@ int agent_link_register(agent_link *l, const json_t *running, char *err, size_t 
     }
     l->id = id;
     l->interval_ms = iv;
+    {
+        json_t *cs = json_object_get(resp, "checkpoint_storage");
+        const char *mode = json_string_value(json_object_get(cs, "mode"));
+        const char *p = json_string_value(json_object_get(cs, "path"));
+        l->shared[0] = 0;
+        if (mode && !strcmp(mode, "shared_fs") && p && p[0] == '/' && strlen(p) < sizeof l->shared)
+            snprintf(l->shared, sizeof l->shared, "%s", p);
+    }
 end:
     json_decref(body);
     json_decref(resp);

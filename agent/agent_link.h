@@ -37,6 +37,14 @@ int64_t agent_link_interval(const agent_link *l);
  * HF_ECONN/HF_ETIMEOUT; HF_EPARSE (reply without a valid id). err says why. */
 int agent_link_register(agent_link *l, const json_t *running, char *err, size_t errlen);
 
+/* The checkpoint store the last registration reply named
+ * (docs/protocol.md): 1 with its path when it is shared_fs (a directory
+ * this agent mounts at the same path), else 0 (upload to the scheduler). */
+int agent_link_shared_store(const agent_link *l, char *path, size_t len);
+/* The object hashes to list as "cached" at the next registration
+ * (borrowed; copied). */
+void agent_link_set_cached(agent_link *l, const json_t *cached);
+
 /* Forget the id: the next call must be agent_link_register. The agent does
  * this after losing the scheduler, so a restarted scheduler hears the list
  * of running trials first thing (registration is idempotent by name). */

@@ -27,10 +27,13 @@
  */
 #include "agent.h"
 #include "agent_assign.h"
+#include "agent_context.h"
 #include "agent_gpu.h"
 #include "agent_link.h"
+#include "agent_objects.h"
 #include "agent_outbox.h"
 #include "agent_sup.h"
+#include "agent_upload.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -55,11 +58,30 @@
 #define AGENT_FINAL_FLUSH_MS   3000    /* last heartbeat at shutdown */
 #define AGENT_POLL_BACKOFF_MAX 30000   /* long-poll retry cap */
 #define AGENT_POLL_HB_WAIT_MS  2000    /* after "pending": wait for the heartbeat that fetches it */
+#define AGENT_CACHED_LIST_MAX  1024    /* object hashes listed to the scheduler (newest first) */
+#define AGENT_MAX_FETCHES      64      /* restores being fetched at once */
+
+/* An assignment with a "restore", waiting for its checkpoint to be
+ * fetched (one thread each) before the main loop starts it. */
+typedef struct fetch_job {
+    struct agent     *ag;
+    agent_spec       *sp;           /* owned */
+    pthread_t         th;
+    int               done, canceled, rc;   /* under ag->mu */
+    int64_t           t0;
+    char              err[1024];
+    struct fetch_job *next;
+} fetch_job;
 
 typedef struct agent {
     const agent_cfg *cfg;
     agent_outbox    *ob;
+    agent_objects   *objs;             /* the object cache (thread-safe) */
+    agent_upload    *up;               /* the checkpoint uploader */
+    char             workdir[AGENT_PATH_MAX];
+    fetch_job       *fetches;          /* main thread only (done/canceled under mu) */
     agent_sup       *sup;
+    agent_prep      *prep;             /* fetches and unpacks contexts off the main thread */
     agent_link      *link;
     agent_poll      *poll;             /* long-poll thread's HTTP handle */
     atomic_int       cancel;           /* aborts the long-poll in flight */
@@ -209,6 +231,7 @@ typedef struct hb_state {
     int64_t           backoff;       /* 0 = the last round worked */
     int64_t           last_warn, last_send, batch;
     uint64_t          failures;      /* rounds failed in a row */
+    uint64_t          cached_ver;    /* object cache version last listed to the scheduler */
     json_t           *held;          /* a batch sent without an answer: sent again as is */
     agent_outbox_mark mark;          /* what held contains */
 } hb_state;
@@ -219,8 +242,18 @@ static int hb_register(agent *ag, hb_state *h)
 {
     if (agent_link_id(ag->link)) return HF_OK;
     json_t *running = agent_outbox_running(ag->ob);
+    uint64_t ver = agent_objects_version(ag->objs);
+    json_t *cached = agent_objects_list(ag->objs, AGENT_CACHED_LIST_MAX);
+    agent_link_set_cached(ag->link, cached);
+    json_decref(cached);
     int rc = agent_link_register(ag->link, running, h->err, sizeof h->err);
     if (rc == HF_OK) {
+        char shared[1024];
+        h->cached_ver = ver;
+        int sh = agent_link_shared_store(ag->link, shared, sizeof shared);
+        agent_objects_set_shared(ag->objs, sh ? shared : NULL);
+        if (sh) hf_info("checkpoint storage: shared_fs at %s", shared);
+        agent_upload_set_agent(ag->up, agent_link_id(ag->link));   /* after the mode: it starts the uploads */
         hf_info("registered with %s as agent %lld (%zu running trials listed)", ag->cfg->scheduler,
                 (long long)agent_link_id(ag->link), json_array_size(running));
         if (!ag->cfg->heartbeat_ms && agent_link_interval(ag->link) > 0) {
@@ -247,6 +280,15 @@ static int hb_send(agent *ag, hb_state *h, json_t **reply)
     } else if ((h->held = agent_outbox_take(ag->ob, &h->mark))) {
         json_object_set_new(h->held, "instance", json_string(ag->instance));
         json_object_set_new(h->held, "batch", json_integer(++h->batch));
+        /* the object cache changed: list it (placement prefers holders) */
+        uint64_t ver = agent_objects_version(ag->objs);
+        if (ver != h->cached_ver) {
+            json_t *c = agent_objects_list(ag->objs, AGENT_CACHED_LIST_MAX);
+            if (c) {
+                json_object_set_new(h->held, "cached", c);
+                h->cached_ver = ver;
+            }
+        }
     }
     if (!h->held) return HF_ENOMEM;
     h->last_send = hf_mono_ms();
@@ -440,11 +482,181 @@ static void make_instance(char *out, size_t outlen)
     snprintf(out, outlen, "%016llx", (unsigned long long)v);
 }
 
+/* Start an assignment, or hand it to the preparation thread first when
+ * it carries a code context (agent_context.h); sp is taken. */
+static void start_or_prepare(agent *ag, agent_spec *sp)
+{
+    char err[1024];
+    if (agent_prep_needed(sp) && !agent_sup_known(ag->sup, sp->trial_id, sp->attempt, sp->rank)) {
+        if (agent_prep_submit(ag->prep, sp) == HF_EEXIST)
+            hf_debug("trial %lld attempt %lld: being prepared already", (long long)sp->trial_id,
+                     (long long)sp->attempt);
+        return;
+    }
+    if (agent_sup_start(ag->sup, sp, err, sizeof err) == HF_EEXIST)
+        hf_debug("trial %lld attempt %lld already runs here", (long long)sp->trial_id, (long long)sp->attempt);
+    agent_spec_free(sp);
+}
+
+/* Start what the preparation thread finished (or report why not). */
+static void handle_prepared(agent *ag)
+{
+    agent_prep_done *d = NULL;
+    size_t n = 0;
+    char err[1024];
+    if (!ag->prep) return;   /* shut down */
+    agent_prep_take(ag->prep, &d, &n);
+    for (size_t i = 0; i < n; i++) {
+        agent_spec *sp = d[i].spec;
+        if (d[i].rc) {
+            agent_sup_start_failed(ag->sup, sp, d[i].err);
+        } else {
+            char note[300];
+            int len = snprintf(note, sizeof note, "[hyperfarm-agent] %s", d[i].note);
+            hf_info("trial %lld attempt %lld: %s", (long long)sp->trial_id, (long long)sp->attempt, d[i].note);
+            agent_outbox_log(ag->ob, sp->trial_id, sp->attempt, hf_wall_ms(), AGENT_STREAM_STDERR, note,
+                             len < (int)sizeof note ? (size_t)len : sizeof note - 1);
+            agent_sup_start(ag->sup, sp, err, sizeof err);
+        }
+        agent_spec_free(sp);
+    }
+    free(d);
+}
+
+/* ------------------------------------------------------------ restores */
+
+static void start_failed_event(agent *ag, const agent_spec *sp, const char *why)
+{
+    agent_outbox_event(ag->ob, json_pack("{s:I, s:I, s:I, s:s, s:I, s:s}", "trial_id", (json_int_t)sp->trial_id,
+                                         "attempt", (json_int_t)sp->attempt, "rank", (json_int_t)sp->rank,
+                                         "type", "start_failed", "time", (json_int_t)hf_wall_ms(), "error", why));
+}
+
+/* The fetch thread: the checkpoint into <workdir>/<checkpoint_dir>/<name>
+ * (from the cache when it is there: a hard link, no copy). */
+static void *fetch_main(void *arg)
+{
+    fetch_job *f = arg;
+    agent *ag = f->ag;
+    const agent_spec *sp = f->sp;
+    char dir[2 * AGENT_PATH_MAX], dest[3 * AGENT_PATH_MAX];
+    char err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", ag->workdir, sp->checkpoint_dir);
+    snprintf(dest, sizeof dest, "%s/%s", dir, sp->restore_name);
+    int rc = agent_fs_mkdirs(dir);
+    if (rc) snprintf(err, sizeof err, "cannot create %.900s: %s", dir, hf_strerror(rc));
+    else rc = agent_objects_get(ag->objs, sp->restore_sha, sp->restore_size, dest, err, sizeof err);
+    pthread_mutex_lock(&ag->mu);
+    f->rc = rc;
+    snprintf(f->err, sizeof f->err, "%s", err);
+    f->done = 1;
+    pthread_mutex_unlock(&ag->mu);
+    ssize_t w = write(ag->wake[1], "f", 1);
+    (void)w;
+    return NULL;
+}
+
+/* Fetch sp's restore in the background; sp is taken. A duplicate of an
+ * assignment being fetched is dropped. */
+static void fetch_start(agent *ag, agent_spec *sp)
+{
+    int n = 0;
+    for (fetch_job *f = ag->fetches; f; f = f->next, n++)
+        if (f->sp->trial_id == sp->trial_id && f->sp->attempt == sp->attempt && f->sp->rank == sp->rank) {
+            agent_spec_free(sp);
+            return;
+        }
+    fetch_job *f = n < AGENT_MAX_FETCHES ? calloc(1, sizeof *f) : NULL;
+    if (!f) {
+        start_failed_event(ag, sp, "cannot fetch its checkpoint: too many restores in progress");
+        agent_spec_free(sp);
+        return;
+    }
+    f->ag = ag;
+    f->sp = sp;
+    f->t0 = hf_mono_ms();
+    if (pthread_create(&f->th, NULL, fetch_main, f)) {
+        start_failed_event(ag, sp, "cannot fetch its checkpoint: no thread");
+        agent_spec_free(sp);
+        free(f);
+        return;
+    }
+    hf_info("trial %lld attempt %lld: fetching checkpoint %s (%.12s, %lld bytes, step %lld of trial %lld)",
+            (long long)sp->trial_id, (long long)sp->attempt, sp->restore_name, sp->restore_sha,
+            (long long)sp->restore_size, (long long)sp->restore_step, (long long)sp->restore_trial);
+    f->next = ag->fetches;
+    ag->fetches = f;
+}
+
+/* A kill for a trial whose restore is being fetched: it does not start. */
+static int fetch_cancel(agent *ag, int64_t trial_id, int64_t attempt)
+{
+    int hit = 0;
+    pthread_mutex_lock(&ag->mu);
+    for (fetch_job *f = ag->fetches; f; f = f->next)
+        if (f->sp->trial_id == trial_id && (attempt <= 0 || f->sp->attempt == attempt)) f->canceled = hit = 1;
+    pthread_mutex_unlock(&ag->mu);
+    return hit;
+}
+
+/* Start (or fail) the trials whose fetch ended; all = wait for every one. */
+static void fetch_reap(agent *ag, int all, int stopping)
+{
+    for (fetch_job **pp = &ag->fetches; *pp;) {
+        fetch_job *f = *pp;
+        pthread_mutex_lock(&ag->mu);
+        int done = f->done;
+        pthread_mutex_unlock(&ag->mu);
+        if (!done && !all) { pp = &f->next; continue; }
+        pthread_join(f->th, NULL);
+        *pp = f->next;
+        agent_spec *sp = f->sp;
+        if (f->rc) {
+            char why[1600];
+            snprintf(why, sizeof why, "cannot restore checkpoint %s (step %lld of trial %lld): %s", sp->restore_name,
+                     (long long)sp->restore_step, (long long)sp->restore_trial, f->err);
+            hf_error("trial %lld attempt %lld: %s", (long long)sp->trial_id, (long long)sp->attempt, why);
+            start_failed_event(ag, sp, why);
+        } else if (f->canceled || stopping) {
+            start_failed_event(ag, sp, stopping ? "agent shutting down" : "killed before it started");
+        } else {
+            char note[512];
+            int n = snprintf(note, sizeof note, "[hyperfarm-agent] restored checkpoint %s (step %lld of trial %lld, "
+                             "sha256 %.16s, %lld bytes) in %lld ms", sp->restore_name, (long long)sp->restore_step,
+                             (long long)sp->restore_trial, sp->restore_sha, (long long)sp->restore_size,
+                             (long long)(hf_mono_ms() - f->t0));
+            agent_outbox_log(ag->ob, sp->trial_id, sp->attempt, hf_wall_ms(), AGENT_STREAM_STDERR, note, (size_t)n);
+            start_or_prepare(ag, sp);   /* its code context next, if any; sp is taken */
+            sp = NULL;
+        }
+        agent_spec_free(sp);
+        free(f);
+    }
+}
+
+/* The uploader's gate: has the metric report up to seq been delivered? */
+static int gate_delivered(void *ctx, uint64_t seq) { return agent_outbox_metrics_delivered(ctx, seq); }
+
+/* Hooks of the supervisor into the uploader. */
+static void hook_checkpoint(void *ctx, int64_t trial_id, int64_t attempt, int64_t step, const char *path)
+{
+    if (!((agent *)ctx)->cfg->checkpoint_upload) return;   /* --no-checkpoint-upload */
+    agent *ag = ctx;   /* after its report (just queued by the supervisor) reached the scheduler */
+    agent_upload_note_checkpoint_after(ag->up, trial_id, attempt, step, path, agent_outbox_last_seq(ag->ob));
+}
+static void hook_start(void *ctx, int64_t trial_id, const char *dir)
+{
+    agent_upload_note_start(((agent *)ctx)->up, trial_id, dir);
+}
+static void hook_exit(void *ctx, int64_t trial_id, const char *dir, int others)
+{
+    agent_upload_note_exit(((agent *)ctx)->up, trial_id, dir, others);
+}
+
 static void handle_inbox(agent *ag, int stopping)
 {
     agent_reply *items;
     size_t n;
-    char err[1024];
 
     pthread_mutex_lock(&ag->mu);
     items = ag->inbox;
@@ -457,7 +669,9 @@ static void handle_inbox(agent *ag, int stopping)
         agent_reply *r = &items[i];
         for (size_t k = 0; k < r->nkill; k++) {
             agent_killreq *kr = &r->kill[k];
-            if (agent_sup_kill(ag->sup, kr->trial_id, kr->attempt, kr->grace_ms, kr->reason) == HF_ENOTFOUND)
+            if (agent_sup_kill(ag->sup, kr->trial_id, kr->attempt, kr->grace_ms, kr->reason) == HF_ENOTFOUND &&
+                !fetch_cancel(ag, kr->trial_id, kr->attempt) &&
+                (!ag->prep || !agent_prep_cancel(ag->prep, kr->trial_id, kr->attempt, kr->reason)))
                 hf_info("kill for trial %lld attempt %lld: not running here", (long long)kr->trial_id,
                         (long long)kr->attempt);
         }
@@ -470,13 +684,14 @@ static void handle_inbox(agent *ag, int stopping)
                                                      "time", (json_int_t)hf_wall_ms(), "error", "agent shutting down"));
                 continue;
             }
-            int rc = agent_sup_start(ag->sup, sp, err, sizeof err);
-            if (rc == HF_EEXIST)
-                hf_debug("trial %lld attempt %lld already runs here", (long long)sp->trial_id, (long long)sp->attempt);
+            r->assign[k] = NULL;   /* taken */
+            if (sp->has_restore) fetch_start(ag, sp);   /* then start_or_prepare (fetch_reap) */
+            else start_or_prepare(ag, sp);
         }
         agent_reply_free(r);
     }
     free(items);
+    handle_prepared(ag);
 }
 
 static void urge(agent *ag)
@@ -549,6 +764,21 @@ static int start_up(agent *ag, const agent_cfg *cfg)
         rc = HF_ENOMEM;
         goto end;
     }
+    snprintf(ag->workdir, sizeof ag->workdir, "%s", workdir);
+    if ((rc = agent_objects_open(workdir, cfg->scheduler, token[0] ? token : NULL, cfg->cache_mb << 20, &ag->objs, err,
+                                 sizeof err))) {
+        hf_error("%s", err);
+        goto end;
+    }
+    agent_objects_set_cafile(ag->objs, cfg->ca_file);
+    if (!(ag->up = agent_upload_new(ag->objs, workdir, cfg->keep_trial_dirs_s < 0 ? -1 : cfg->keep_trial_dirs_s * 1000))) {
+        hf_error("cannot start the checkpoint uploader");
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    agent_upload_set_gate(ag->up, gate_delivered, ag->ob);
+    agent_sup_set_hooks(ag->sup, &(agent_sup_hooks){.ctx = ag, .on_checkpoint = hook_checkpoint,
+                                                   .on_start = hook_start, .on_exit = hook_exit});
     ag->link = agent_link_new(cfg->scheduler, token[0] ? token : NULL, cfg->ca_file, (long)cfg->http_timeout_ms,
                               info);
     info = NULL;   /* owned (or freed) by agent_link_new */
@@ -556,6 +786,11 @@ static int start_up(agent *ag, const agent_cfg *cfg)
                               &ag->cancel);
     if (!ag->link || !ag->poll) {
         hf_error("cannot initialise the HTTP client");
+        rc = HF_ENOMEM;
+        goto end;
+    }
+    if (!(ag->prep = agent_prep_new(workdir, ag->objs, ag->wake[1]))) {
+        hf_error("cannot start the context preparation thread under %s", workdir);
         rc = HF_ENOMEM;
         goto end;
     }
@@ -589,14 +824,16 @@ static void serve(agent *ag)
             hf_info("signal %d: stopping %d trials (grace %lld ms) and exiting", (int)got_term,
                     agent_sup_count(ag->sup), (long long)ag->cfg->grace_ms);
             agent_sup_kill_all(ag->sup, -1, "agent shutdown");
+            agent_prep_cancel(ag->prep, 0, 0, "agent shutdown");
         }
         handle_inbox(ag, stopping);
+        fetch_reap(ag, 0, stopping);
         /* a trial started or ended: tell the scheduler soon */
         agent_outbox_stats st;
         agent_outbox_get_stats(ag->ob, &st);
         if (st.events > 0 && (st.events != prev.events || st.sent_events != prev.sent_events)) urge(ag);
         prev = st;
-        if (stopping && agent_sup_count(ag->sup) == 0) break;
+        if (stopping && agent_sup_count(ag->sup) == 0 && !ag->fetches && agent_prep_pending(ag->prep) == 0) break;
     }
 
     /* last heartbeat(s): deliver the exit events */
@@ -626,8 +863,13 @@ static void shut_down(agent *ag, pthread_t *hb, pthread_t *pt)
         if (pt) pthread_join(*pt, NULL);
     }
     term_fd = -1;
+    agent_prep_free(ag->prep);   /* joins the thread: nothing is started past here */
+    ag->prep = NULL;
     handle_inbox(ag, 1);
+    fetch_reap(ag, 1, 1);
+    agent_upload_free(ag->up);     /* before the supervisor: its hooks name the uploader */
     agent_sup_free(ag->sup);
+    agent_objects_close(ag->objs);
     agent_link_free(ag->link);
     agent_poll_free(ag->poll);
     agent_outbox_free(ag->ob);

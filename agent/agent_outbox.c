@@ -406,3 +406,19 @@ void agent_outbox_get_stats(agent_outbox *ob, agent_outbox_stats *st)
     st->events = ob->events.n;
     pthread_mutex_unlock(&ob->mu);
 }
+
+uint64_t agent_outbox_last_seq(agent_outbox *ob)
+{
+    pthread_mutex_lock(&ob->mu);
+    uint64_t seq = ob->seq;
+    pthread_mutex_unlock(&ob->mu);
+    return seq;
+}
+
+int agent_outbox_metrics_delivered(agent_outbox *ob, uint64_t seq)
+{
+    pthread_mutex_lock(&ob->mu);
+    int done = !ob->metrics.head || ob->metrics.head->seq > seq;
+    pthread_mutex_unlock(&ob->mu);
+    return done;
+}

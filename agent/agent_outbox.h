@@ -84,6 +84,13 @@ json_t *agent_outbox_take(agent_outbox *ob, agent_outbox_mark *mark);
 void agent_outbox_ack(agent_outbox *ob, const agent_outbox_mark *mark);
 /* Anything queued (events, metrics or logs)? */
 int agent_outbox_pending(agent_outbox *ob);
+/* The sequence number of the newest item queued (0 = none yet): a metric
+ * report's own when called right after agent_outbox_metric on the same
+ * thread. */
+uint64_t agent_outbox_last_seq(agent_outbox *ob);
+/* Has every metric report up to seq left the outbox (acknowledged by the
+ * scheduler, or dropped by the bounds)? RET 1 or 0. */
+int agent_outbox_metrics_delivered(agent_outbox *ob, uint64_t seq);
 void agent_outbox_get_stats(agent_outbox *ob, agent_outbox_stats *st);
 
 #endif

@@ -47,12 +47,14 @@ typedef struct agent_trial {
     uint64_t rate_lines, rate_suppressed;
     uint64_t lines, metrics, bad_metrics;
     char     control[AGENT_PATH_MAX];
+    char     dir[AGENT_PATH_MAX];     /* working directory */
 } agent_trial;
 
 #define AGENT_DONE_KEYS 4096
 
 struct agent_sup {
     agent_outbox *ob;
+    agent_sup_hooks hooks;
     char          workdir[AGENT_PATH_MAX];
     char          self_dir[AGENT_PATH_MAX];
     int64_t       grace_ms;
@@ -120,6 +122,19 @@ agent_sup *agent_sup_new(const char *workdir, const char *self_dir, int64_t grac
 fail:
     free(s);
     return NULL;
+}
+
+void agent_sup_set_hooks(agent_sup *s, const agent_sup_hooks *h) { s->hooks = *h; }
+
+/* A metric report named a checkpoint: tell the uploader (absolute path). */
+static void note_checkpoint(agent_sup *s, const agent_trial *t, const hf_metric_report *rep)
+{
+    char path[2 * AGENT_PATH_MAX + 2];
+    if (!s->hooks.on_checkpoint || !rep->checkpoint[0]) return;
+    if (rep->checkpoint[0] == '/') snprintf(path, sizeof path, "%s", rep->checkpoint);
+    else snprintf(path, sizeof path, "%s/%s", t->dir, rep->checkpoint);
+    int64_t step = rep->has_step ? rep->step : rep->has_epoch ? (int64_t)rep->epoch : -1;
+    s->hooks.on_checkpoint(s->hooks.ctx, t->trial_id, t->attempt, step, path);
 }
 
 static void trial_free(agent_trial *t)
@@ -209,6 +224,13 @@ static void start_failed(agent_sup *s, const agent_spec *sp, const char *msg)
                             "type", "start_failed", "time", (json_int_t)hf_wall_ms(), "error", msg));
 }
 
+void agent_sup_start_failed(agent_sup *s, const agent_spec *sp, const char *msg) { start_failed(s, sp, msg); }
+
+int agent_sup_known(const agent_sup *s, int64_t trial_id, int64_t attempt, int64_t rank)
+{
+    return find(s, trial_id, attempt, rank) != NULL || done_has(s, trial_id, attempt, rank);
+}
+
 /* The notes a trial's log starts with: what the agent did for it before
  * the start (holder, host file, PBT checkpoint copy). */
 static void start_notes(agent_sup *s, agent_trial *t, const agent_spec *sp, const agent_child *c)
@@ -274,7 +296,9 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
         hf_buf_init(&t->line[i], AGENT_LINE_MAX);
     }
     snprintf(t->control, sizeof t->control, "%s", c.control);
+    snprintf(t->dir, sizeof t->dir, "%s", c.dir);
     s->t[s->n++] = t;
+    if (s->hooks.on_start) s->hooks.on_start(s->hooks.ctx, t->trial_id, t->dir);
     hf_info("trial %lld attempt %lld started: pid %d, %s, cwd %s", (long long)t->trial_id,
             (long long)t->attempt, (int)c.pid, c.prog, c.dir);
     push_event(s, json_pack("{s:I, s:I, s:I, s:s, s:I, s:i}", "trial_id", (json_int_t)t->trial_id,
@@ -346,6 +370,7 @@ static void ship_line(agent_sup *s, agent_trial *t, int stream, char *line, size
             t->metrics++;
             if (agent_outbox_metric(s->ob, t->trial_id, t->attempt, now, &rep))
                 hf_error("cannot queue a metric: out of memory");
+            note_checkpoint(s, t, &rep);
             return;
         }
         t->bad_metrics++;
@@ -475,9 +500,14 @@ static void finish(agent_sup *s, int idx)
                             "time", (json_int_t)hf_wall_ms(), "exit_code", t->exit_code,
                             "signal", t->signal));
     done_add(s, t->trial_id, t->attempt, t->rank);
-    trial_free(t);
     s->t[idx] = s->t[--s->n];
     s->t[s->n] = NULL;
+    if (s->hooks.on_exit) {
+        int others = 0;
+        for (int i = 0; i < s->n; i++) others += s->t[i]->trial_id == t->trial_id;
+        s->hooks.on_exit(s->hooks.ctx, t->trial_id, t->dir, others);
+    }
+    trial_free(t);
     publish_running(s);
 }
 

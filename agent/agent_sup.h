@@ -52,6 +52,23 @@ agent_sup *agent_sup_new(const char *workdir, const char *self_dir, int64_t grac
  * Accepts NULL. */
 void agent_sup_free(agent_sup *s);
 
+/* What the supervisor tells the agent's checkpoint uploader
+ * (agent_upload.h), from the main thread; every callback may be NULL.
+ * on_checkpoint: a metric line of the trial named a checkpoint file (path
+ * absolute: a relative one is resolved against the trial's working
+ * directory); step: the report's step, else its epoch, else -1.
+ * on_start / on_exit: a rank of the trial started or was reaped; dir: the
+ * trial's working directory. */
+typedef struct agent_sup_hooks {
+    void *ctx;
+    void (*on_checkpoint)(void *ctx, int64_t trial_id, int64_t attempt, int64_t step, const char *path);
+    void (*on_start)(void *ctx, int64_t trial_id, const char *dir);
+    void (*on_exit)(void *ctx, int64_t trial_id, const char *dir, int others_here);
+} agent_sup_hooks;
+
+/* Install hooks (copied). */
+void agent_sup_set_hooks(agent_sup *s, const agent_sup_hooks *h);
+
 /* Start a trial (one rank of it). On failure a "start_failed" event with
  * the reason is queued as well. An older attempt of the same trial still
  * running here is SIGKILLed first (the scheduler re-placed the trial).
@@ -59,6 +76,13 @@ void agent_sup_free(agent_sup *s);
  * (nothing done); HF_ETOOBIG (too many trials), or an error of agent_spawn
  * (HF_EINVAL bad path, HF_ECHILD fork/exec failed, ...) with a message in err. */
 int agent_sup_start(agent_sup *s, const agent_spec *spec, char *err, size_t errlen);
+
+/* Report that an assignment could not start (a "start_failed" event with
+ * msg; a later copy of it is ignored like one that ran). For what failed
+ * before agent_sup_start (preparing its code context, agent_context.h). */
+void agent_sup_start_failed(agent_sup *s, const agent_spec *sp, const char *msg);
+/* Does this trial attempt and rank run here, or did it run here? */
+int agent_sup_known(const agent_sup *s, int64_t trial_id, int64_t attempt, int64_t rank);
 
 /* Ask a trial to stop, every rank of it on this agent: control file,
  * SIGTERM to each process group, SIGKILL after grace_ms (< 0 = the trial's

@@ -16,6 +16,7 @@
 #ifndef HF_CLI_H
 #define HF_CLI_H
 
+#include "hf_buf.h"
 #include "hf_http.h"
 
 #include <jansson.h>
@@ -51,13 +52,27 @@ typedef struct cli_opts {
     int64_t     interval_ms;/* watch/logs -f poll interval */
     int64_t     tail;       /* logs --tail N (0 = all) */
     int         plain;      /* watch --plain: never redraw in place */
-    int         all;        /* ls --all (include ended experiments; default shows all anyway) */
+    int         all;        /* ls --all: archived experiments too */
+    int64_t     step;       /* download --step N (-1 = the newest) */
+    const char *output;     /* download -o/--output DIR */
+    int         yes;        /* delete --yes */
+    const char *tag;        /* ls --tag T */
+    int64_t     add_trials; /* extend --add-trials K */
+    int64_t     max_trials; /* extend --max-trials N */
+    const char *grep;       /* logs --grep PATTERN */
+    const char *experiment; /* logs --experiment EXP (search every trial's logs) */
+    int         regex;      /* logs --regex: PATTERN is a POSIX extended regex */
+    int         icase;      /* logs --ignore-case */
+    int64_t     limit;      /* logs --limit N matches (0 = all) */
     /* up */
     const char *listen;     /* up --listen ADDR:PORT */
     const char *db;         /* up --db PATH */
     const char *workdir;    /* up --workdir DIR */
     const char *web;        /* up --web DIR */
     int64_t     slots;      /* up --slots N */
+    /* submit --context */
+    const char *context;    /* submit --context DIR: ship DIR as the trials' code */
+    int64_t     max_context_mb; /* submit --max-context-mb */
 } cli_opts;
 
 /* State shared by the subcommands of one invocation. */
@@ -105,6 +120,12 @@ int cli_up_url_from_listen(const char *listen, char *out, size_t size);
  * for 404, ...). On success *resp holds the JSON body (caller decrefs). */
 int cli_api(cli_ctx *ctx, const char *method, const char *path, const json_t *body,
             json_t **resp);
+/* A request that got no answer (rc, err from hf_http): print the reason
+ * (with the unreachable hint). RET the exit code. */
+int cli_transport_error(cli_ctx *ctx, int rc, const char *err);
+/* An answer (status, r: its JSON body, taken): *resp = r on 2xx, else the
+ * error printed as cli_api does. RET the exit code. */
+int cli_api_answer(cli_ctx *ctx, const char *method, const char *path, long status, json_t *r, json_t **resp);
 /* The exit code for an HTTP status (2xx -> CLI_OK). */
 int cli_exit_for_status(long status);
 
@@ -121,6 +142,57 @@ int cli_cmd_agents(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_export(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_up(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_completion(cli_ctx *ctx, int argc, char **argv);
+/* cli_ckpt.c: checkpoints TRIAL, download TRIAL, archive EXP, delete EXP. */
+int cli_cmd_checkpoints(cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_download(cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_archive(cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_delete(cli_ctx *ctx, int argc, char **argv);
+/* The workflow commands (cli_flow.c, docs/cli.md): extend, fork, tag, note, describe. */
+int cli_cmd_extend(cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_fork(cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_tag(cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_note(cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_describe(cli_ctx *ctx, int argc, char **argv);
+
+/* Shared by the commands (cli_cmds.c): --json output, a whole file or
+ * stdin ("-") into b (bounded by b's limit). RET a cli_exit code. */
+void cli_print_json(cli_ctx *ctx, const json_t *v);
+/* "error: 'S' is not an experiment/a trial id ..." (what "experiment" or
+ * "trial"); RET CLI_USAGE. */
+int  cli_bad_id(cli_ctx *ctx, const char *what, const char *s);
+int  cli_read_file(cli_ctx *ctx, const char *path, hf_buf *b);
+/* The JSON object in file path ("-" = stdin) into *doc (syntax only; the
+ * scheduler validates). RET a cli_exit code; an error is printed. */
+int  cli_read_json(cli_ctx *ctx, const char *path, json_t **doc);
+/* cli_flow.c, for ls and show: s percent-encoded for a query string into
+ * out (cut at size); the experiment's events (NULL when they cannot be
+ * had); the show lines for description, tags, parent, submitter, warm
+ * start and the events users caused. */
+void    cli_query_escape(char *out, size_t size, const char *s);
+json_t *cli_exp_events(cli_ctx *ctx, int64_t id);
+void    cli_show_workflow(cli_ctx *ctx, const json_t *exp, const json_t *events);
+/* "+a -b c" -> add [a, c], remove [b] (a JSON array each, new references).
+ * RET 0, or HF_EINVAL naming the bad word in err. */
+int cli_tag_args(int argc, char **argv, json_t **add, json_t **remove, char *err, size_t errlen);
+
+/* ---- cli_insight.c: importance, compare, logs --grep (issue 17) ---- */
+int cli_cmd_importance(cli_ctx *ctx, int argc, char **argv);
+int cli_cmd_compare(cli_ctx *ctx, int argc, char **argv);
+/* logs with --grep or --experiment (cli_cmd_logs hands over). */
+int cli_logs_grep(cli_ctx *ctx, int argc, char **argv);
+/* A horizontal bar of v in [0,1] over width cells (UTF-8 eighth blocks).
+ * RET 0 or HF_ETOOBIG / HF_EINVAL. */
+int cli_importance_bar(char *buf, size_t size, double v, int width);
+/* Percent-encode s for a query string (unreserved characters kept). RET 0 or HF_ETOOBIG. */
+int cli_url_escape(char *out, size_t size, const char *s);
+#define CLI_COMPARE_MAX 22   /* trials side by side: CLI_TABLE_MAX_COLS less a marker and a label column */
+struct cli_table;
+/* The comparison table of n trial objects (GET /trials/{id}): a row per
+ * field, hyperparameter (hp.*), best and latest metric, a '*' in the
+ * first column where the trials differ. heads[n] hold the column titles
+ * and must outlive t. RET 0, HF_EINVAL (n outside 1..CLI_COMPARE_MAX),
+ * HF_ETOOBIG. */
+int cli_compare_table(struct cli_table *t, json_t *const *tr, size_t n, char (*heads)[32]);
 
 /* Trials (the array of GET .../trials) as CSV: fixed columns, then hp.<name>
  * for every hyperparameter and best.<metric> for every metric seen in any

@@ -23,14 +23,8 @@ int cli_exit_for_status(long status)
     }
 }
 
-int cli_api(cli_ctx *ctx, const char *method, const char *path, const json_t *body, json_t **resp)
+int cli_transport_error(cli_ctx *ctx, int rc, const char *err)
 {
-    char err[512];
-    long status = 0;
-    json_t *r = NULL;
-
-    *resp = NULL;
-    int rc = hf_http_request(ctx->http, method, path, body, &status, &r, err, sizeof err);
     if (rc == HF_ECONN || rc == HF_ETIMEOUT) {
         fprintf(ctx->err,
                 "error: cannot reach the hyperfarm scheduler at %s (%s)\n"
@@ -39,10 +33,25 @@ int cli_api(cli_ctx *ctx, const char *method, const char *path, const json_t *bo
                 hf_http_base(ctx->http), rc == HF_ETIMEOUT ? "timed out" : err);
         return CLI_UNREACHABLE;
     }
-    if (rc) {
-        fprintf(ctx->err, "error: %s\n", err);
-        return CLI_ERR;
-    }
+    fprintf(ctx->err, "error: %s\n", err);
+    return CLI_ERR;
+}
+
+int cli_api(cli_ctx *ctx, const char *method, const char *path, const json_t *body, json_t **resp)
+{
+    char err[512];
+    long status = 0;
+    json_t *r = NULL;
+
+    *resp = NULL;
+    int rc = hf_http_request(ctx->http, method, path, body, &status, &r, err, sizeof err);
+    if (rc) return cli_transport_error(ctx, rc, err);
+    return cli_api_answer(ctx, method, path, status, r, resp);
+}
+
+int cli_api_answer(cli_ctx *ctx, const char *method, const char *path, long status, json_t *r, json_t **resp)
+{
+    *resp = NULL;
     int code = cli_exit_for_status(status);
     if (code != CLI_OK) {
         const char *msg = json_string_value(json_object_get(r, "error"));

@@ -9,6 +9,7 @@
  * ones shown as "-", so an older or newer scheduler still renders.
  */
 #include "cli.h"
+#include "cli_context.h"
 #include "cli_fmt.h"
 #include "hf_buf.h"
 #include "hf_err.h"
@@ -23,7 +24,7 @@
 
 #define SUBMIT_MAX_BYTES (1u << 20)   /* the scheduler's body limit for users */
 
-static void print_json(cli_ctx *ctx, const json_t *v)
+void cli_print_json(cli_ctx *ctx, const json_t *v)
 {
     json_dumpf(v, ctx->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     fputc('\n', ctx->out);
@@ -41,7 +42,7 @@ static const char *jstr(const json_t *o, const char *k)
     return s ? s : "";
 }
 
-static int bad_id(cli_ctx *ctx, const char *what, const char *s)
+int cli_bad_id(cli_ctx *ctx, const char *what, const char *s)
 {
     fprintf(ctx->err, "error: '%s' is not %s id (a positive integer%s)\n", s,
             what[0] == 'e' ? "an experiment" : "a trial", what[0] == 'e' ? ", or e<N>" : ", or t<N>");
@@ -50,7 +51,7 @@ static int bad_id(cli_ctx *ctx, const char *what, const char *s)
 
 /* ---- submit ---- */
 
-static int read_file(cli_ctx *ctx, const char *path, hf_buf *b)
+int cli_read_file(cli_ctx *ctx, const char *path, hf_buf *b)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     char chunk[8192];
@@ -76,22 +77,36 @@ static int read_file(cli_ctx *ctx, const char *path, hf_buf *b)
     return rc;
 }
 
-int cli_cmd_submit(cli_ctx *ctx, int argc, char **argv)
+int cli_read_json(cli_ctx *ctx, const char *path, json_t **doc)
 {
     hf_buf b;
     hf_jerr je;
+    int rc;
+    *doc = NULL;
+    hf_buf_init(&b, SUBMIT_MAX_BYTES);
+    if ((rc = cli_read_file(ctx, path, &b)) == 0) {
+        hf_jerr_clear(&je);
+        if (hf_json_parse(b.data, b.len, HF_JSON_MAX_DEPTH, 1, doc, &je)) {
+            fprintf(ctx->err, "error: %s: %s\n", path, je.msg);
+            rc = CLI_USAGE;
+        }
+    }
+    hf_buf_free(&b);
+    return rc;
+}
+
+int cli_cmd_submit(cli_ctx *ctx, int argc, char **argv)
+{
     json_t *doc = NULL, *resp = NULL;
     int rc;
     const char *path = argv[0];
     (void)argc;
 
-    hf_buf_init(&b, SUBMIT_MAX_BYTES);
-    if ((rc = read_file(ctx, path, &b))) goto end;
-    hf_jerr_clear(&je);
-    if (hf_json_parse(b.data, b.len, HF_JSON_MAX_DEPTH, 1, &doc, &je)) {
-        fprintf(ctx->err, "error: %s: %s\n", path, je.msg);
-        rc = CLI_USAGE;
-        goto end;
+    if ((rc = cli_read_json(ctx, path, &doc))) goto end;
+    if (ctx->o.context) {
+        char sha[65];
+        if ((rc = cli_context_ship(ctx, ctx->o.context, ctx->o.max_context_mb << 20, sha))) goto end;
+        json_object_set_new(doc, "context", json_string(sha));
     }
     if ((rc = cli_api(ctx, "POST", "/api/v1/experiments", doc, &resp))) goto end;
     json_t *id = json_object_get(resp, "id");
@@ -101,7 +116,7 @@ int cli_cmd_submit(cli_ctx *ctx, int argc, char **argv)
         goto end;
     }
     int64_t eid = json_integer_value(id);
-    if (ctx->o.json) print_json(ctx, resp);
+    if (ctx->o.json) cli_print_json(ctx, resp);
     else fprintf(ctx->out, "%" PRId64 "\n", eid);
     fflush(ctx->out);
     if (!ctx->o.json && !ctx->o.watch && isatty(STDERR_FILENO))
@@ -111,7 +126,6 @@ int cli_cmd_submit(cli_ctx *ctx, int argc, char **argv)
 end:
     json_decref(doc);
     json_decref(resp);
-    hf_buf_free(&b);
     return rc;
 }
 
@@ -148,8 +162,13 @@ int cli_cmd_ls(cli_ctx *ctx, int argc, char **argv)
     int64_t now = hf_wall_ms();
     (void)argc; (void)argv;
 
-    if ((rc = cli_api(ctx, "GET", "/api/v1/experiments", NULL, &resp))) return rc;
-    if (ctx->o.json) { print_json(ctx, resp); json_decref(resp); return CLI_OK; }
+    char lpath[512], q[400] = "";
+    if (ctx->o.tag) cli_query_escape(q, sizeof q, ctx->o.tag);
+    snprintf(lpath, sizeof lpath, "/api/v1/experiments%s%s%s%s", ctx->o.all || ctx->o.tag ? "?" : "",
+             ctx->o.all ? "archived=1" : "", ctx->o.all && ctx->o.tag ? "&" : "", ctx->o.tag ? "tag=" : "");
+    if (ctx->o.tag) strncat(lpath, q, sizeof lpath - strlen(lpath) - 1);
+    if ((rc = cli_api(ctx, "GET", lpath, NULL, &resp))) return rc;
+    if (ctx->o.json) { cli_print_json(ctx, resp); json_decref(resp); return CLI_OK; }
     exps = json_object_get(resp, "experiments");
     cli_table_init(&t, 11, head);
     cli_table_maxw(&t, 1, 32);
@@ -175,7 +194,9 @@ int cli_cmd_ls(cli_ctx *ctx, int argc, char **argv)
         cli_fmt_ago(buf, sizeof buf, now, jint(e, "created_at"));
         cli_table_cell(&t, buf);
     }
-    if (t.nrows == 0 && !ctx->o.tsv)
+    if (t.nrows == 0 && !ctx->o.tsv && ctx->o.tag)
+        fprintf(ctx->out, "no experiment is tagged '%s'\n", ctx->o.tag);
+    else if (t.nrows == 0 && !ctx->o.tsv)
         fprintf(ctx->out, "no experiments yet; submit one with: hyperfarm submit FILE\n");
     else cli_table_print(&t, ctx->out, ctx->o.tsv);
     cli_table_free(&t);
@@ -207,14 +228,25 @@ static int64_t trial_duration(const json_t *tr, int64_t now)
     return (e > 0 ? e : now) - s;
 }
 
-static void trials_table(cli_ctx *ctx, const json_t *trials, int64_t now)
+/* Is trial id on the front of pareto (GET .../pareto), NULL = none? */
+static int on_front(const json_t *pareto, int64_t id)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(pareto, "trials"), i, p) if (jint(p, "trial_id") == id) return 1;
+    return 0;
+}
+
+/* The trials; with pareto (a multi-objective or constrained experiment's
+ * front) a PARETO column marks the front's trials with "*". */
+static void trials_table(cli_ctx *ctx, const json_t *trials, const json_t *pareto, int64_t now)
 {
     static const char *const head[] = {"TRIAL", "STATE", "AGENT", "RESTARTS", "DURATION",
-                                       "OBJECTIVE", "HPARAMS"};
+                                       "OBJECTIVE", "HPARAMS", "PARETO"};
     cli_table t;
     size_t i;
     json_t *tr;
-    cli_table_init(&t, 7, head);
+    cli_table_init(&t, pareto ? 8 : 7, head);
     cli_table_align(&t, 0, CLI_ALIGN_RIGHT);
     cli_table_align(&t, 3, CLI_ALIGN_RIGHT);
     cli_table_align(&t, 5, CLI_ALIGN_RIGHT);
@@ -231,29 +263,71 @@ static void trials_table(cli_ctx *ctx, const json_t *trials, int64_t now)
         cli_table_cell(&t, buf);
         cli_fmt_hparams(buf, sizeof buf, json_object_get(tr, "hparams"));
         cli_table_cell(&t, buf);
+        if (pareto) cli_table_cell(&t, on_front(pareto, jint(tr, "id")) ? "*" : "");
     }
     cli_table_print(&t, ctx->out, ctx->o.tsv);
     cli_table_free(&t);
 }
 
+/* A list objective or constraints: the front (GET .../pareto), else NULL
+ * (also from a scheduler without the route). New reference. */
+static json_t *fetch_pareto(cli_ctx *ctx, const json_t *exp)
+{
+    json_t *cfg = json_object_get(exp, "config"), *out = NULL;
+    char path[128];
+    if (!json_is_array(json_object_get(cfg, "objective")) && !json_object_get(cfg, "constraints")) return NULL;
+    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "/pareto", jint(exp, "id"));
+    if (cli_api(ctx, "GET", path, NULL, &out)) return NULL;
+    return out;
+}
+
+/* "min val_loss, min latency_ms; latency_ms <= 20" lines of the front's header. */
+static void print_pareto_head(cli_ctx *ctx, const json_t *pareto)
+{
+    size_t i;
+    json_t *o;
+    fprintf(ctx->out, "  objectives");
+    json_array_foreach(json_object_get(pareto, "objectives"), i, o)
+        fprintf(ctx->out, "%s %simize %s", i ? "," : "", !strncmp(jstr(o, "goal"), "min", 3) ? "min" : "max",
+                jstr(o, "metric"));
+    fputc('\n', ctx->out);
+    json_array_foreach(json_object_get(pareto, "constraints"), i, o) {
+        char lo[64] = "", hi[64] = "";
+        cli_fmt_json_scalar(lo, sizeof lo, json_object_get(o, "min"));
+        cli_fmt_json_scalar(hi, sizeof hi, json_object_get(o, "max"));
+        fprintf(ctx->out, "  constraint %s%s%s%s%s\n", json_is_number(json_object_get(o, "min")) ? lo : "",
+                json_is_number(json_object_get(o, "min")) ? " <= " : "", jstr(o, "metric"),
+                json_is_number(json_object_get(o, "max")) ? " <= " : "",
+                json_is_number(json_object_get(o, "max")) ? hi : "");
+    }
+    fprintf(ctx->out, "  pareto     %zu trial%s on the front (of %" PRId64 " feasible, %" PRId64
+            " completed), marked * below\n", json_array_size(json_object_get(pareto, "trials")),
+            json_array_size(json_object_get(pareto, "trials")) == 1 ? "" : "s", jint(pareto, "feasible"),
+            jint(pareto, "completed"));
+}
+
 int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
 {
-    json_t *exp = NULL, *trials = NULL;
+    json_t *exp = NULL, *trials = NULL, *pareto = NULL;
     int64_t id, now = hf_wall_ms();
     int rc;
     (void)argc;
 
-    if (cli_parse_id(argv[0], 'e', &id)) return bad_id(ctx, "experiment", argv[0]);
+    if (cli_parse_id(argv[0], 'e', &id)) return cli_bad_id(ctx, "experiment", argv[0]);
     if ((rc = fetch_exp_trials(ctx, id, &exp, &trials))) return rc;
+    json_t *events = cli_exp_events(ctx, id);
+    pareto = fetch_pareto(ctx, exp);
     if (ctx->o.json) {
-        json_t *all = json_pack("{s:O, s:O}", "experiment", exp, "trials",
-                                json_object_get(trials, "trials") ? json_object_get(trials, "trials") : json_null());
-        print_json(ctx, all);
+        json_t *all = json_pack("{s:O, s:O, s:O}", "experiment", exp, "trials",
+                                json_object_get(trials, "trials") ? json_object_get(trials, "trials") : json_null(),
+                                "events", events ? events : json_null());
+        if (pareto) json_object_set(all, "pareto", pareto);
+        cli_print_json(ctx, all);
         json_decref(all);
         goto end;
     }
     if (ctx->o.tsv) {
-        trials_table(ctx, trials, now);
+        trials_table(ctx, trials, pareto, now);
         goto end;
     }
     cli_counts cn;
@@ -269,7 +343,8 @@ int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
         fprintf(ctx->out, ", %" PRId64 " at once", jint(scfg, "max_concurrent_trials"));
     fputc('\n', ctx->out);
     fmt_objective(buf, sizeof buf, exp);
-    fprintf(ctx->out, "  objective  %simize %s\n", !strncmp(buf, "min", 3) ? "min" : "max", buf + 4);
+    if (pareto) print_pareto_head(ctx, pareto);
+    else fprintf(ctx->out, "  objective  %simize %s\n", !strncmp(buf, "min", 3) ? "min" : "max", buf + 4);
     cli_fmt_bar(bar, sizeof bar, &cn, max, 30);
     fprintf(ctx->out, "  progress   %s %" PRId64 "/%" PRId64 " done, %" PRId64 " running, %" PRId64
             " queued, %" PRId64 " failed\n", bar, cli_counts_done(&cn),
@@ -279,6 +354,13 @@ int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
     cli_fmt_ago(ago, sizeof ago, now, created);
     cli_fmt_duration(dur, sizeof dur, created > 0 ? (ended > 0 ? ended : now) - created : -1);
     fprintf(ctx->out, "  created    %s, %s %s\n", ago, ended > 0 ? "ran for" : "running for", dur);
+    if (json_is_integer(json_object_get(exp, "checkpoint_bytes"))) {
+        char stor[32];
+        cli_fmt_bytes(stor, sizeof stor, jint(exp, "checkpoint_bytes"));
+        fprintf(ctx->out, "  storage    %s of checkpoints%s\n", stor,
+                json_is_true(json_object_get(exp, "archived")) ? " (archived)" : "");
+    }
+    cli_show_workflow(ctx, exp, events);
     json_t *best = json_object_get(exp, "best");
     if (json_is_object(best)) {
         int64_t bid = jint(best, "trial_id");
@@ -293,10 +375,12 @@ int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
         fprintf(ctx->out, "  best       - (no trial has reported %s yet)\n", buf + 4);
     }
     fputc('\n', ctx->out);
-    trials_table(ctx, trials, now);
+    trials_table(ctx, trials, pareto, now);
 end:
+    json_decref(events);
     json_decref(exp);
     json_decref(trials);
+    json_decref(pareto);
     return CLI_OK;
 }
 
@@ -325,9 +409,13 @@ int cli_cmd_logs(cli_ctx *ctx, int argc, char **argv)
     json_t *resp = NULL, *ring = NULL;
     int64_t id, after = 0;
     int rc, first = 1;
-    (void)argc;
+    if (ctx->o.grep || ctx->o.experiment) return cli_logs_grep(ctx, argc, argv);
+    if (argc != 1) {
+        fprintf(ctx->err, "error: logs: expected a TRIAL\nusage: hyperfarm logs TRIAL [-f] [--tail N]\n");
+        return CLI_USAGE;
+    }
 
-    if (cli_parse_id(argv[0], 't', &id)) return bad_id(ctx, "trial", argv[0]);
+    if (cli_parse_id(argv[0], 't', &id)) return cli_bad_id(ctx, "trial", argv[0]);
     snprintf(path, sizeof path, "/api/v1/trials/%" PRId64, id);
     if ((rc = cli_api(ctx, "GET", path, NULL, &resp))) return rc;   /* 404 -> exit 3 */
     json_decref(resp);
@@ -393,7 +481,7 @@ static int post_exp_action(cli_ctx *ctx, int64_t id, const char *action)
     int rc;
     snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "/%s", id, action);
     if ((rc = cli_api(ctx, "POST", path, NULL, &resp))) return rc;
-    if (ctx->o.json) print_json(ctx, resp);
+    if (ctx->o.json) cli_print_json(ctx, resp);
     else fprintf(ctx->out, "experiment %" PRId64 ": %s\n", id, *jstr(resp, "state") ? jstr(resp, "state") : "ok");
     json_decref(resp);
     return CLI_OK;
@@ -414,7 +502,7 @@ int cli_cmd_kill(cli_ctx *ctx, int argc, char **argv)
     if (kind == 'e') return post_exp_action(ctx, id, "cancel");
     snprintf(path, sizeof path, "/api/v1/trials/%" PRId64 "/kill", id);
     if ((rc = cli_api(ctx, "POST", path, NULL, &resp))) return rc;
-    if (ctx->o.json) print_json(ctx, resp);
+    if (ctx->o.json) cli_print_json(ctx, resp);
     else fprintf(ctx->out, "trial %" PRId64 ": kill requested (state %s)\n", id,
                  *jstr(resp, "state") ? jstr(resp, "state") : "?");
     json_decref(resp);
@@ -425,7 +513,7 @@ int cli_cmd_pause(cli_ctx *ctx, int argc, char **argv)
 {
     int64_t id;
     (void)argc;
-    if (cli_parse_id(argv[0], 'e', &id)) return bad_id(ctx, "experiment", argv[0]);
+    if (cli_parse_id(argv[0], 'e', &id)) return cli_bad_id(ctx, "experiment", argv[0]);
     return post_exp_action(ctx, id, "pause");
 }
 
@@ -433,7 +521,7 @@ int cli_cmd_resume(cli_ctx *ctx, int argc, char **argv)
 {
     int64_t id;
     (void)argc;
-    if (cli_parse_id(argv[0], 'e', &id)) return bad_id(ctx, "experiment", argv[0]);
+    if (cli_parse_id(argv[0], 'e', &id)) return cli_bad_id(ctx, "experiment", argv[0]);
     return post_exp_action(ctx, id, "resume");
 }
 
@@ -465,7 +553,7 @@ int cli_cmd_agents(cli_ctx *ctx, int argc, char **argv)
     (void)argc; (void)argv;
 
     if ((rc = cli_api(ctx, "GET", "/api/v1/agents", NULL, &resp))) return rc;
-    if (ctx->o.json) { print_json(ctx, resp); json_decref(resp); return CLI_OK; }
+    if (ctx->o.json) { cli_print_json(ctx, resp); json_decref(resp); return CLI_OK; }
     cli_table_init(&t, 8, head);
     for (int c = 4; c <= 6; c++) cli_table_align(&t, c, CLI_ALIGN_RIGHT);
     json_array_foreach(json_object_get(resp, "agents"), i, a) {
@@ -596,12 +684,12 @@ int cli_cmd_export(cli_ctx *ctx, int argc, char **argv)
         fprintf(ctx->err, "error: choose one of --csv and --json\n");
         return CLI_USAGE;
     }
-    if (cli_parse_id(argv[0], 'e', &id)) return bad_id(ctx, "experiment", argv[0]);
+    if (cli_parse_id(argv[0], 'e', &id)) return cli_bad_id(ctx, "experiment", argv[0]);
     if ((rc = fetch_exp_trials(ctx, id, &exp, &trials))) return rc;
     json_t *list = json_object_get(trials, "trials");
     if (ctx->o.json) {
         json_t *all = json_pack("{s:O, s:O}", "experiment", exp, "trials", list ? list : json_null());
-        print_json(ctx, all);
+        cli_print_json(ctx, all);
         json_decref(all);
     } else if (cli_export_csv(ctx->out, list)) {
         fprintf(ctx->err, "error: a CSV row exceeded 1 MiB\n");

@@ -118,6 +118,17 @@ static void put_clean(FILE *f, const char *s, size_t len)
 
 static void put_tsv(FILE *f, const char *s) { put_clean(f, s, strlen(s)); }
 
+void cli_fmt_clean(char *buf, size_t size, const char *s)
+{
+    size_t n = 0;
+    if (!size) return;
+    for (; s && *s && n + 1 < size; s++) {
+        unsigned char ch = (unsigned char)*s;
+        buf[n++] = (char)(ch < 0x20 || ch == 0x7f ? ' ' : ch);
+    }
+    buf[n] = 0;
+}
+
 void cli_table_print(const cli_table *t, FILE *f, int tsv)
 {
     int width[CLI_TABLE_MAX_COLS];
@@ -186,6 +197,18 @@ void cli_fmt_duration(char *buf, size_t size, int64_t ms)
     else if (s < 3600) snprintf(buf, size, "%" PRId64 "m%02" PRId64 "s", s / 60, s % 60);
     else if (s < 86400) snprintf(buf, size, "%" PRId64 "h%02" PRId64 "m", s / 3600, (s % 3600) / 60);
     else snprintf(buf, size, "%" PRId64 "d%02" PRId64 "h", s / 86400, (s % 86400) / 3600);
+}
+
+void cli_fmt_bytes(char *buf, size_t size, int64_t bytes)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes < 0) { snprintf(buf, size, "-"); return; }
+    if (bytes < 1024) { snprintf(buf, size, "%" PRId64 " B", bytes); return; }
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 5) { v /= 1024; u++; }
+    if (v >= 999.5 && u < 5) { v /= 1024; u++; }   /* "1000 KiB" reads worse than "0.98 MiB" */
+    snprintf(buf, size, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, unit[u]);
 }
 
 void cli_fmt_ago(char *buf, size_t size, int64_t now_ms, int64_t t_ms)

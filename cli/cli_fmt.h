@@ -52,8 +52,14 @@ void cli_table_print(const cli_table *t, FILE *f, int tsv);
 
 /* "850ms", "12s", "3m05s", "1h02m", "2d03h". Negative -> "-". */
 void cli_fmt_duration(char *buf, size_t size, int64_t ms);
+/* s with control characters replaced by spaces (server text printed
+ * outside a table: it never moves the cursor), cut to size. */
+void cli_fmt_clean(char *buf, size_t size, const char *s);
 /* "just now", "5s ago", "3m ago", "2h ago", "3d ago"; t <= 0 -> "-". */
 void cli_fmt_ago(char *buf, size_t size, int64_t now_ms, int64_t t_ms);
+/* A byte count for people: "512 B", "1.5 KiB", "12.3 MiB", "2.00 GiB"
+ * (1024-based; three significant digits from KiB on). Negative -> "-". */
+void cli_fmt_bytes(char *buf, size_t size, int64_t bytes);
 /* A metric or objective value: up to 4 significant digits, integers plain. */
 void cli_fmt_number(char *buf, size_t size, double v);
 /* Any JSON scalar as text: numbers through cli_fmt_number, strings as is,

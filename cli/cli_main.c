@@ -22,7 +22,9 @@ typedef int (*cli_fn)(cli_ctx *ctx, int argc, char **argv);
 /* Which command-specific options a command takes. */
 enum {
     OPT_FOLLOW = 1 << 0, OPT_CSV = 1 << 1, OPT_WATCH = 1 << 2, OPT_INTERVAL = 1 << 3,
-    OPT_TAIL = 1 << 4, OPT_PLAIN = 1 << 5, OPT_UP = 1 << 6, OPT_NOHTTP = 1 << 7
+    OPT_TAIL = 1 << 4, OPT_PLAIN = 1 << 5, OPT_UP = 1 << 6, OPT_NOHTTP = 1 << 7,
+    OPT_DOWNLOAD = 1 << 8, OPT_YES = 1 << 9, OPT_ALL = 1 << 10, OPT_TAG = 1 << 11, OPT_EXTEND = 1 << 12,
+    OPT_CONTEXT = 1 << 13, OPT_GREP = 1 << 14
 };
 
 typedef struct cli_command {
@@ -41,18 +43,24 @@ static const cli_command commands[] = {
      "Start a scheduler and one local agent (a farm on this laptop), print the\n"
      "dashboard URL, and stay in the foreground until Ctrl-C, which stops both.",
      "  hyperfarm up\n  hyperfarm up --listen 127.0.0.1:9090 --db /tmp/farm.db --slots 2\n"},
-    {"submit", cli_cmd_submit, OPT_WATCH | OPT_INTERVAL | OPT_PLAIN, 1, 1,
-     "hyperfarm submit FILE|- [--watch]",
+    {"submit", cli_cmd_submit, OPT_WATCH | OPT_INTERVAL | OPT_PLAIN | OPT_CONTEXT, 1, 1,
+     "hyperfarm submit FILE|- [--watch] [--context DIR [--max-context-mb N]]",
      "Submit an experiment file (docs/guide.md, experiments/; '-' reads stdin). Prints the new\n"
      "experiment's id on stdout. An invalid file is reported with the offending\n"
-     "field path and exit code 2; nothing is stored.",
+     "field path and exit code 2; nothing is stored.\n"
+     "With --context DIR, DIR (minus what DIR/.hyperfarmignore excludes) is packed,\n"
+     "uploaded once (skipped when the scheduler has it) and every trial starts in an\n"
+     "unpacked copy of it, so \"command\": [\"python3\", \"train.py\"] runs on any agent.",
      "  hyperfarm submit experiments/fmnist-mlp-random.json\n"
      "  id=$(hyperfarm submit sweep.json) && hyperfarm watch $id\n"
-     "  hyperfarm submit sweep.json --watch\n"},
-    {"ls", cli_cmd_ls, 0, 0, 0,
-     "hyperfarm ls [--json|--tsv]",
-     "List experiments: id, name, state, searcher, progress, best objective.",
-     "  hyperfarm ls\n  hyperfarm ls --json | jq '.experiments[] | select(.state==\"ACTIVE\") | .id'\n"},
+     "  hyperfarm submit sweep.json --watch\n"
+     "  hyperfarm submit sweep.json --context . --watch\n"},
+    {"ls", cli_cmd_ls, OPT_ALL | OPT_TAG, 0, 0,
+     "hyperfarm ls [--all] [--tag T] [--json|--tsv]",
+     "List experiments: id, name, state, searcher, progress, best objective\n"
+     "(--all: archived ones too; --tag T: only those tagged T).",
+     "  hyperfarm ls\n  hyperfarm ls --tag baseline\n"
+     "  hyperfarm ls --json | jq '.experiments[] | select(.state==\"ACTIVE\") | .id'\n"},
     {"show", cli_cmd_show, 0, 1, 1,
      "hyperfarm show EXP [--json|--tsv]",
      "Show one experiment: summary, every trial with its hyperparameters, state,\n"
@@ -65,11 +73,15 @@ static const cli_command commands[] = {
      "place on a terminal, prints one line per change otherwise. Exit code 0 when\n"
      "the experiment COMPLETED, 1 when it was CANCELED.",
      "  hyperfarm watch 3\n  hyperfarm watch 3 --plain > progress.txt\n"},
-    {"logs", cli_cmd_logs, OPT_FOLLOW | OPT_INTERVAL | OPT_TAIL, 1, 1,
-     "hyperfarm logs TRIAL [-f|--follow] [--tail N]",
+    {"logs", cli_cmd_logs, OPT_FOLLOW | OPT_INTERVAL | OPT_TAIL | OPT_GREP, 0, 1,
+     "hyperfarm logs TRIAL [-f|--follow] [--tail N] | logs TRIAL|--experiment EXP --grep PATTERN [--regex] [-i]",
      "Print a trial's captured stdout/stderr. With -f keep printing new lines\n"
-     "until the trial ends.",
-     "  hyperfarm logs 17\n  hyperfarm logs t17 -f\n  hyperfarm logs 17 --tail 20\n"},
+     "until the trial ends. With --grep print only the lines that contain PATTERN\n"
+     "(--regex: a POSIX extended regular expression; -i/--ignore-case), of one\n"
+     "trial or, with --experiment, of every trial of an experiment (prefixed tN:).",
+     "  hyperfarm logs 17\n  hyperfarm logs t17 -f\n  hyperfarm logs 17 --tail 20\n"
+     "  hyperfarm logs --experiment 3 --grep 'loss is NaN'\n"
+     "  hyperfarm logs t17 --grep 'lr=0\\.0+1' --regex -i\n"},
     {"kill", cli_cmd_kill, 0, 1, 2,
      "hyperfarm kill exp N | kill trial N | kill eN | kill tN",
      "Cancel an experiment (all its trials) or one trial. A bare number is\n"
@@ -93,6 +105,63 @@ static const cli_command commands[] = {
      "Export every trial of an experiment with its hyperparameters and best\n"
      "metrics, as CSV (one column per hyperparameter and metric) or JSON.",
      "  hyperfarm export 3 --csv > sweep3.csv\n  hyperfarm export 3 --json | jq '.trials | length'\n"},
+    {"checkpoints", cli_cmd_checkpoints, 0, 1, 1,
+     "hyperfarm checkpoints TRIAL [--json|--tsv]",
+     "List a trial's checkpoints kept by the scheduler's store: step, size, SHA-256\n"
+     "(short), attempt, when it was stored and the agent that uploaded it.",
+     "  hyperfarm checkpoints 17\n  hyperfarm checkpoints t17 --json | jq '.checkpoints[-1].sha256'\n"},
+    {"download", cli_cmd_download, OPT_DOWNLOAD, 1, 1,
+     "hyperfarm download TRIAL [--step N] -o DIR",
+     "Download a trial's newest checkpoint (or the one at step N) into DIR,\n"
+     "streamed to a temp file, SHA-256 verified, then renamed; a progress bar on\n"
+     "a terminal. Exit code 3 when the trial has no checkpoint at that step.",
+     "  hyperfarm download 17 -o ./best\n  hyperfarm download t17 --step 120 -o /tmp/ck\n"},
+    {"archive", cli_cmd_archive, 0, 1, 1,
+     "hyperfarm archive EXP",
+     "Archive an ended (or paused) experiment: its summary and trials stay, all\n"
+     "its checkpoints are deleted, and it is hidden from 'ls' (shown by 'ls --all').",
+     "  hyperfarm archive 3\n"},
+    {"delete", cli_cmd_delete, OPT_YES, 1, 1,
+     "hyperfarm delete EXP --yes",
+     "Delete an ended (or paused) experiment with its trials, metrics, logs,\n"
+     "events and checkpoints. Needs --yes. Exit code 6 while it still runs.",
+     "  hyperfarm delete 3 --yes\n"},
+    {"extend", cli_cmd_extend, OPT_EXTEND, 1, 1,
+     "hyperfarm extend EXP --add-trials K | --max-trials N",
+     "Continue an experiment with more trials: K more, or up to N in all. A\n"
+     "COMPLETED experiment becomes ACTIVE again and its searcher goes on.",
+     "  hyperfarm extend 3 --add-trials 20\n  hyperfarm extend e3 --max-trials 100\n"},
+    {"fork", cli_cmd_fork, 0, 2, 2,
+     "hyperfarm fork EXP EDITED.json|-",
+     "Submit an edited copy of an experiment's file as a new experiment that\n"
+     "records EXP as its parent. Prints the new id. Get the file to edit with\n"
+     "hyperfarm show EXP --json | jq .experiment.config.",
+     "  hyperfarm show 3 --json | jq '.experiment.config | .searcher.max_trials = 50' > f.json\n"
+     "  hyperfarm fork 3 f.json\n"},
+    {"tag", cli_cmd_tag, 0, 1, 1 + 64,
+     "hyperfarm tag EXP +TAG|-TAG|TAG ...",
+     "Add (+TAG or TAG) and remove (-TAG) tags of an experiment; prints its tags.\n"
+     "A tag is 1..64 characters of A-Z a-z 0-9 _ . : / = + -.",
+     "  hyperfarm tag 3 +baseline -draft\n  hyperfarm ls --tag baseline\n"},
+    {"note", cli_cmd_note, 0, 2, 2,
+     "hyperfarm note TRIAL TEXT|-",
+     "Set a trial's notes (Markdown; '-' reads them from stdin; \"\" clears them).",
+     "  hyperfarm note t17 'diverged after epoch 3: lr too high'\n  hyperfarm note 17 - < notes.md\n"},
+    {"describe", cli_cmd_describe, 0, 2, 2,
+     "hyperfarm describe EXP TEXT|-",
+     "Set an experiment's description (Markdown; '-' reads stdin; \"\" clears it).",
+     "  hyperfarm describe 3 'Baseline: **Adam**, cosine schedule'\n  hyperfarm describe 3 - < README.md\n"},
+    {"importance", cli_cmd_importance, 0, 1, 1,
+     "hyperfarm importance EXP [--json|--tsv]",
+     "Which hyperparameters mattered: fANOVA importance over the experiment's\n"
+     "completed trials (as Optuna's FanovaImportanceEvaluator), largest first,\n"
+     "as bars that sum to 1.",
+     "  hyperfarm importance 3\n  hyperfarm importance 3 --tsv | head -2\n"},
+    {"compare", cli_cmd_compare, 0, 2, CLI_COMPARE_MAX,
+     "hyperfarm compare T1 T2 [T3...] [--json|--tsv]",
+     "Trials side by side: state, objective, every hyperparameter, best and latest\n"
+     "metric; rows where the trials differ are marked with '*'.",
+     "  hyperfarm compare 17 21\n  hyperfarm compare t3 t4 t9 --tsv\n"},
     {"completion", cli_cmd_completion, OPT_NOHTTP, 1, 1,
      "hyperfarm completion bash",
      "Print a bash completion script.",
@@ -103,7 +172,8 @@ static const cli_command commands[] = {
 
 const char *const cli_command_names[] = {
     "up", "submit", "ls", "show", "watch", "logs", "kill", "pause", "resume",
-    "agents", "export", "completion", "help", "version", NULL
+    "agents", "export", "checkpoints", "download", "archive", "delete", "extend", "fork", "tag", "note", "describe",
+    "importance", "compare", "completion", "help", "version", NULL
 };
 
 static const cli_command *find_command(const char *name)
@@ -136,14 +206,41 @@ static void build_opts(hf_cfg_opt *opts, cli_opts *o, int which)
         ADD("follow", NULL, HF_CFG_BOOL, &o->follow, "false", 0, -1, "(-f) keep printing until the trial ends");
     if (which & OPT_TAIL)
         ADD("tail", NULL, HF_CFG_INT, &o->tail, "0", 0, 1000000, "print only the last N lines (0 = all)");
+    if (which & OPT_GREP) {
+        ADD("grep", NULL, HF_CFG_STR, &o->grep, NULL, 0, -1, "print only lines containing PATTERN");
+        ADD("experiment", NULL, HF_CFG_STR, &o->experiment, NULL, 0, -1, "search every trial of experiment EXP");
+        ADD("regex", NULL, HF_CFG_BOOL, &o->regex, "false", 0, -1, "PATTERN is a POSIX extended regex");
+        ADD("ignore-case", NULL, HF_CFG_BOOL, &o->icase, "false", 0, -1, "(-i) ignore ASCII case");
+        ADD("limit", NULL, HF_CFG_INT, &o->limit, "0", 0, 100000000, "print at most N matches (0 = all)");
+    }
     if (which & OPT_CSV)
         ADD("csv", NULL, HF_CFG_BOOL, &o->csv, "false", 0, -1, "CSV output");
     if (which & OPT_WATCH)
         ADD("watch", NULL, HF_CFG_BOOL, &o->watch, "false", 0, -1, "then watch it until it ends");
     if (which & OPT_INTERVAL)
         ADD("interval-ms", NULL, HF_CFG_INT, &o->interval_ms, "1000", 50, 3600000, "poll interval");
+    if (which & OPT_TAG)
+        ADD("tag", NULL, HF_CFG_STR, &o->tag, NULL, 0, -1, "only experiments with this tag");
+    if (which & OPT_EXTEND) {
+        ADD("add-trials", NULL, HF_CFG_INT, &o->add_trials, "0", 0, 1000000, "this many more trials");
+        ADD("max-trials", NULL, HF_CFG_INT, &o->max_trials, "0", 0, 1000000, "the new total of trials");
+    }
     if (which & OPT_PLAIN)
         ADD("plain", NULL, HF_CFG_BOOL, &o->plain, "false", 0, -1, "one line per change, never redraw");
+    if (which & OPT_ALL)
+        ADD("all", NULL, HF_CFG_BOOL, &o->all, "false", 0, -1, "archived experiments too");
+    if (which & OPT_DOWNLOAD) {
+        ADD("step", NULL, HF_CFG_INT, &o->step, "-1", -1, INT64_MAX, "the checkpoint at this step (default: the newest)");
+        ADD("output", NULL, HF_CFG_STR, &o->output, NULL, 0, -1, "(-o) folder to write the checkpoint into");
+    }
+    if (which & OPT_YES)
+        ADD("yes", NULL, HF_CFG_BOOL, &o->yes, "false", 0, -1, "confirm: delete for good");
+    if (which & OPT_CONTEXT) {
+        ADD("context", NULL, HF_CFG_STR, &o->context, NULL, 0, -1,
+            "pack DIR (minus DIR/.hyperfarmignore) as the trials' code and set \"context\"");
+        ADD("max-context-mb", NULL, HF_CFG_INT, &o->max_context_mb, "64", 1, 1024,
+            "refuse a context whose files add up to more MiB");
+    }
     if (which & OPT_UP) {
         ADD("listen", NULL, HF_CFG_STR, &o->listen, NULL, 0, -1,
             "scheduler address (default: host:port of --url)");
@@ -177,12 +274,23 @@ static void print_help(FILE *f)
         "list experiments",
         "one experiment: summary, trials, best trial",
         "follow an experiment live until it ends",
-        "print (or follow with -f) a trial's output",
+        "print, follow (-f) or search (--grep) logs",
         "cancel an experiment or a trial (kill exp N | kill trial N)",
         "pause an experiment",
         "resume a paused experiment",
         "list agents",
         "export an experiment's trials as CSV or JSON",
+        "list a trial's stored checkpoints",
+        "download a trial's checkpoint, verified",
+        "archive an experiment (drops its checkpoints)",
+        "delete an experiment and everything of it",
+        "continue an experiment with more trials",
+        "a new experiment from an edited copy of one's file",
+        "add or remove an experiment's tags",
+        "set a trial's notes (Markdown)",
+        "set an experiment's description (Markdown)",
+        "which hyperparameters mattered (fANOVA importance as bars)",
+        "trials side by side, differences marked",
         "print a bash completion script",
     };
     int i = 0;
@@ -254,6 +362,8 @@ int cli_main(int argc, char **argv, FILE *out, FILE *err)
     /* Short flags hf_config does not know. */
     for (int i = 1; i < vecc; i++)
         if (!strcmp(vec[i], "-f") && (c->opts & OPT_FOLLOW)) vec[i] = (char *)"--follow";
+        else if (!strcmp(vec[i], "-o") && (c->opts & OPT_DOWNLOAD)) vec[i] = (char *)"--output";
+        else if (!strcmp(vec[i], "-i") && (c->opts & OPT_GREP)) vec[i] = (char *)"--ignore-case";
     build_opts(opts, &ctx.o, c->opts);
     int prc = hf_config_parse(opts, vecc, vec, &npos, msg, sizeof msg);
     if (prc == 1) {

@@ -8,10 +8,12 @@
 #include "hf_time.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct hf_http {
     CURL *curl;
@@ -113,6 +115,8 @@ static int attempt(hf_http *c, const char *method, const char *url, const char *
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    } else if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);   /* no body will follow the headers */
     } else if (strcmp(method, "GET") != 0) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
@@ -182,4 +186,101 @@ int hf_http_request(hf_http *c, const char *method, const char *path, const json
     if (rlen > 0) *resp = json_loadb(rbody, rlen, JSON_DECODE_ANY, NULL);
     free(rbody);
     return HF_OK;
+}
+
+/* ---------- streamed upload ---------- */
+
+typedef struct upload_src {
+    int                 fd;
+    int64_t             size, sent;
+    int                 read_errno;
+    hf_http_progress_fn *progress;
+    void               *ud;
+    const atomic_int   *cancel;
+} upload_src;
+
+static size_t on_read(char *buf, size_t size, size_t n, void *ud)
+{
+    upload_src *u = ud;
+    size_t want = size * n;
+    if ((int64_t)want > u->size - u->sent) want = (size_t)(u->size - u->sent);
+    for (;;) {
+        ssize_t r = read(u->fd, buf, want);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { u->read_errno = errno; return CURL_READFUNC_ABORT; }
+        u->sent += r;
+        return (size_t)r;
+    }
+}
+
+static int on_upload_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    upload_src *u = ud;
+    (void)dt; (void)dn; (void)ut;
+    if (u->progress) u->progress(u->ud, (int64_t)un, u->size);
+    return u->cancel && atomic_load(u->cancel) ? 1 : 0;
+}
+
+int hf_http_upload(hf_http *c, const char *method, const char *path, int fd, int64_t size,
+                   const char *const *headers, hf_http_progress_fn *progress, void *ud,
+                   long *status, json_t **resp, char *err, size_t errlen)
+{
+    char url[4096];
+    struct curl_slist *hdr = NULL;
+    upload_src u = {.fd = fd, .size = size, .progress = progress, .ud = ud, .cancel = c->cancel};
+    hf_buf out;
+    CURL *h = c->curl;
+    int rc = HF_OK;
+
+    *status = 0;
+    *resp = NULL;
+    if (snprintf(url, sizeof url, "%s%s", c->base, path) >= (int)sizeof url) {
+        snprintf(err, errlen, "URL too long");
+        return HF_EINVAL;
+    }
+    hf_buf_init(&out, HF_HTTP_MAX_BODY);
+    curl_easy_reset(h);
+    hdr = curl_slist_append(hdr, "Accept: application/json");
+    hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
+    if (c->auth) hdr = curl_slist_append(hdr, c->auth);
+    hdr = curl_slist_append(hdr, "Expect:");
+    for (const char *const *p = headers; p && *p; p++) hdr = curl_slist_append(hdr, *p);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &u);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    /* No total timeout (a large body takes its time): a stall of the
+     * request timeout aborts instead. */
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(c->timeout_ms + 999) / 1000);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_upload_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &u);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    if (c->cafile) curl_easy_setopt(h, CURLOPT_CAINFO, c->cafile);
+    CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(hdr);
+    if (cc != CURLE_OK) {
+        if (u.read_errno) {
+            snprintf(err, errlen, "%s %s: reading the body: %s", method, url, strerror(u.read_errno));
+            rc = HF_EIO;
+        } else {
+            snprintf(err, errlen, "%s %s: %s", method, url, curl_easy_strerror(cc));
+            rc = cc == CURLE_OPERATION_TIMEDOUT ? HF_ETIMEOUT : HF_ECONN;
+        }
+        goto end;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    if (out.len > 0) *resp = json_loadb(out.data, out.len, JSON_DECODE_ANY, NULL);
+end:
+    hf_buf_free(&out);
+    return rc;
 }

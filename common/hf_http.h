@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define HF_HTTP_MAX_BODY (64u << 20)
 
@@ -43,5 +44,21 @@ int hf_http_request(hf_http *c, const char *method, const char *path, const json
 /* Same, but the raw response body is returned (caller frees *body_out). */
 int hf_http_request_raw(hf_http *c, const char *method, const char *path, const char *body,
                         long *status, char **body_out, size_t *len_out, char *err, size_t errlen);
+
+/* Progress of a streamed upload: sent of total bytes (from libcurl's
+ * progress callback, about once a second and at each chunk). */
+typedef void hf_http_progress_fn(void *ud, int64_t sent, int64_t total);
+
+/* Send method (PUT) to base_url+path with a body of size bytes read from
+ * fd (at its current offset), streamed: never held in memory. headers:
+ * extra "Name: value" lines, NULL-terminated (may be NULL); progress may
+ * be NULL. Not retried (the body is read once); no total timeout, but a
+ * transfer stalled for the client's timeout is aborted.
+ * RET as hf_http_request: 0 when a response arrived (*status, *resp: the
+ * JSON body or NULL), HF_ECONN / HF_ETIMEOUT / HF_EIO (reading fd) with a
+ * message in err. */
+int hf_http_upload(hf_http *c, const char *method, const char *path, int fd, int64_t size,
+                   const char *const *headers, hf_http_progress_fn *progress, void *ud,
+                   long *status, json_t **resp, char *err, size_t errlen);
 
 #endif

@@ -237,6 +237,10 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
     a->au = au;
     a->bell = cfg->bell;
     a->ck = cfg->ck;
+    a->cr = cfg->cr;
+    a->wh = cfg->wh;
+    a->imp = importance_cache_new();
+    if (!a->imp) { rc = HF_ENOMEM; goto fail; }
     if (api_parse_listen(cfg->listen, host, sizeof host, &port)) {
         snprintf(err, errlen, "--listen %s: expected ADDR:PORT", cfg->listen ? cfg->listen : "");
         goto fail;
@@ -321,6 +325,7 @@ void api_stop(api *a)
     atomic_store(&a->stopping, 1);
     if (a->bell) doorbell_expire(a->bell, INT64_MAX);   /* no suspended /wait left for MHD_stop_daemon */
     if (a->d) MHD_stop_daemon(a->d);
+    importance_cache_free(a->imp);
     free(a->web_root);
     free(a->cert);
     free(a->key);

@@ -11,6 +11,7 @@
 #define HF_API_H
 
 #include "scheduler/auth.h"
+#include "scheduler/ckretain.h"
 #include "scheduler/ckstore.h"
 #include "scheduler/doorbell.h"
 #include "scheduler/events.h"
@@ -34,6 +35,8 @@ typedef struct api_config {
                                     * (parked long-polls and event streams are suspended: exempt);
                                     * 0 = API_REQUEST_TIMEOUT_S */
     ckstore    *ck;            /* the checkpoint store (not owned); NULL = its routes answer 503 */
+    ckretain   *cr;            /* its retention (not owned); NULL = no usage figures, no freeing */
+    struct webhook_svc *wh;    /* webhooks (not owned); NULL = its routes answer 503 */
 } api_config;
 
 #define API_REQUEST_TIMEOUT_S 15

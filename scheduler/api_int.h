@@ -30,6 +30,7 @@
 #include "hf_buf.h"
 #include "hf_json.h"
 #include "scheduler/api.h"
+#include "scheduler/importance.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -46,6 +47,9 @@ struct api {
     int         port;
     doorbell   *bell;
     ckstore    *ck;             /* NULL: the checkpoint routes answer 503 */
+    ckretain   *cr;             /* NULL: no checkpoint_bytes, deletes free no objects */
+    importance_cache *imp;      /* GET /experiments/{id}/importance answers (importance.h) */
+    struct webhook_svc *wh;     /* webhooks (webhook.h); NULL: their routes answer 503 */
     atomic_int  stopping;       /* /wait answers at once from now on */
 };
 
@@ -97,7 +101,26 @@ enum MHD_Result api_send_401(struct MHD_Connection *c, const char *msg);
 int api_query_int(struct MHD_Connection *c, const char *key, int64_t lo, int64_t hi, int64_t dflt, int64_t *out,
                   hf_jerr *e);
 
+/* One request being answered, as a handler sees it. */
+typedef struct api_call {
+    api *a;
+    struct MHD_Connection *c;
+    req *rq;
+    int64_t     id;      /* the '*' segment; 0 when the pattern has none */
+    const char *act;     /* the '@' segment; "" when none */
+    const char *key;     /* the '#' segment; "" when none */
+    int         begin;   /* F_STREAM: 1 at the first call (headers only), 0 at the last */
+    json_t     *body;    /* the parsed body of an F_JSON route (owned by api_route_serve), else NULL */
+    const char *user;    /* the token's user name (auth.h); "local" without a token file */
+    hf_jerr     e;       /* cleared; the core's error for api_send_rc */
+} api_call;
+
 /* ---- api_routes.c: the route table ---- */
+
+/* The query argument key of the request, or NULL. */
+const char *api_query_arg(const api_call *k, const char *key);
+/* 404 "no such trial" naming k->id. */
+enum MHD_Result api_no_such_trial(api_call *k);
 
 /* Body limit of the route url/method names (API_MAX_BODY_USER when none). */
 unsigned api_route_body_max(const char *url, const char *method);
@@ -113,6 +136,20 @@ int api_route_begin(api *a, struct MHD_Connection *c, const char *url, const cha
  * the caller serves static files). */
 int api_route_serve(api *a, struct MHD_Connection *c, const char *url, const char *method, req *rq,
                     enum MHD_Result *ret);
+
+/* ---- api_objects.c: the object store's routes (docs/scheduler.md) ---- */
+
+/* PUT /trials/{id}/checkpoints (F_STREAM), POST (register an object the
+ * store has), GET (list); GET /checkpoints/{sha256} and /objects/{sha256}
+ * and /contexts/{sha256}; PUT /contexts (F_STREAM). */
+enum MHD_Result api_h_ckpt_put(api_call *k);
+enum MHD_Result api_h_ckpt_register(api_call *k);
+enum MHD_Result api_h_ckpt_list(api_call *k);
+enum MHD_Result api_h_ckpt_get(api_call *k);
+enum MHD_Result api_h_ctx_put(api_call *k);
+/* An experiment body's "context" must name a stored object. RET 0, or 1
+ * with the 422 (or store error) already queued in *ret. */
+int api_exp_context_missing(api_call *k, enum MHD_Result *ret);
 
 /* ---- api_stream.c ---- */
 

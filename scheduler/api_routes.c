@@ -5,7 +5,7 @@
  * A row is {pattern, methods, role, body limit, flags, handler}, one per
  * (pattern, method) operation. In a pattern '*' is an id segment (a
  * positive integer, else 400 with field "id"), '@' an action segment
- * (pause, resume, cancel, extend) and '#' a key segment (any text, which
+ * (pause, resume, cancel, extend, archive, unarchive) and '#' a key segment (any text, which
  * the handler checks: a checkpoint's SHA-256); patterns are disjoint, and
  * one trailing slash is tolerated. A request is answered, in this order:
  *
@@ -30,8 +30,12 @@
 #include "scheduler/api_int.h"
 
 #include "hf_err.h"
+#include "scheduler/expmeta.h"
+#include "common/hf_log.h"
 #include "scheduler/metrics.h"
+#include "scheduler/logsearch.h"
 #include "scheduler/query.h"
+#include "scheduler/webhook.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -53,19 +57,6 @@ enum route_flag {
     F_STREAM      = 1 << 2,   /* the body is streamed to the handler's upload
                                  (the row's body limit is not used) */
 };
-
-/* One request being answered, as a handler sees it. */
-typedef struct api_call {
-    api *a;
-    struct MHD_Connection *c;
-    req *rq;
-    int64_t     id;      /* the '*' segment; 0 when the pattern has none */
-    const char *act;     /* the '@' segment; "" when none */
-    const char *key;     /* the '#' segment; "" when none */
-    int         begin;   /* F_STREAM: 1 at the first call (headers only), 0 at the last */
-    json_t     *body;    /* the parsed body of an F_JSON route (owned by api_route_serve), else NULL */
-    hf_jerr     e;       /* cleared; the core's error for api_send_rc */
-} api_call;
 
 typedef enum MHD_Result route_fn(api_call *k);
 
@@ -92,7 +83,7 @@ static enum MHD_Result reply(api_call *k, int rc, const char *what, unsigned sta
     return api_send_json(k->c, status, out);
 }
 
-static const char *query_arg(const api_call *k, const char *key)
+const char *api_query_arg(const api_call *k, const char *key)
 {
     return MHD_lookup_connection_value(k->c, MHD_GET_ARGUMENT_KIND, key);
 }
@@ -130,6 +121,29 @@ static enum MHD_Result h_healthz(api_call *k)
     return api_send_json(k->c, ok ? 200 : 503, json_pack("{sbss}", "ok", ok, "db", ok ? "ok" : "error"));
 }
 
+/* hyperfarm_checkpoint_experiment_bytes{experiment="ID"}: one line per
+ * experiment that has stored checkpoints (ckretain.h). */
+static int render_usage(api *a, hf_buf *b)
+{
+    ckretain_usage *u = NULL;
+    size_t n = 0;
+    if (!a->cr || ckretain_usage_all(a->cr, &u, &n)) return 0;   /* the rest of /metrics still answers */
+    int rc = hf_buf_printf(b, "# HELP hyperfarm_checkpoint_experiment_bytes Bytes of the distinct checkpoint objects "
+                              "an experiment's rows name.\n# TYPE hyperfarm_checkpoint_experiment_bytes gauge\n");
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = hf_buf_printf(b, "hyperfarm_checkpoint_experiment_bytes{experiment=\"%lld\"} %lld\n",
+                           (long long)u[i].experiment_id, (long long)u[i].bytes);
+    ckretain_stats cs;
+    ckretain_get_stats(a->cr, &cs);
+    if (rc == 0)
+        rc = hf_buf_printf(b, "# HELP hyperfarm_checkpoint_freed_bytes_total Bytes of checkpoint objects removed "
+                              "(retention, deletes, orphans).\n# TYPE hyperfarm_checkpoint_freed_bytes_total counter\n"
+                              "hyperfarm_checkpoint_freed_bytes_total %lld\n",
+                           (long long)cs.bytes_freed);
+    free(u);
+    return rc;
+}
+
 static enum MHD_Result h_metrics(api_call *k)
 {
     sched_stats ss;
@@ -143,7 +157,7 @@ static enum MHD_Result h_metrics(api_call *k)
         atomic_store(&metrics.checkpoint_bytes, bytes);
     }
     hf_buf_init(&b, 1u << 20);
-    if (metrics_render(&b, &ss) || !b.data) {
+    if (metrics_render(&b, &ss) || render_usage(k->a, &b) || !b.data) {
         hf_buf_free(&b);
         return api_send_err(k->c, 500, NULL, "metrics too large");
     }
@@ -155,25 +169,105 @@ static enum MHD_Result h_events(api_call *k) { return api_stream_events(k->a, k-
 
 /* ---------- handlers: experiments ---------- */
 
+/* Add "checkpoint_bytes" to summary (0 when the store has nothing of it). */
+static void add_usage(api *a, json_t *summary)
+{
+    ckretain_usage u;
+    json_int_t id = json_integer_value(json_object_get(summary, "id"));
+    if (a->cr && ckretain_usage_of(a->cr, id, &u) == 0)
+        json_object_set_new(summary, "checkpoint_bytes", json_integer((json_int_t)u.bytes));
+}
+
+/* ?archived=1 lists archived experiments too. */
 static enum MHD_Result h_exp_list(api_call *k)
 {
-    json_t *out = NULL;
-    int rc = sched_experiment_list(k->a->s, &out);
+    json_t *out = NULL, *x;
+    int64_t archived;
+    ckretain_usage *u = NULL;
+    size_t n = 0, i, j = 0;
+    if (api_query_int(k->c, "archived", 0, 1, 0, &archived, &k->e)) return api_send_jerr(k->c, 400, &k->e);
+    const char *tag = api_query_arg(k, "tag");
+    if (tag && !expmeta_tag_ok(tag))
+        return api_send_err(k->c, 400, "tag", "a tag is 1..%d characters of A-Z a-z 0-9 _ . : / = + -",
+                            EXPMETA_MAX_TAG_LEN);
+    int rc = sched_experiment_list_tagged(k->a->s, (int)archived, tag, &out);
+    if (rc == 0 && k->a->cr && ckretain_usage_all(k->a->cr, &u, &n) == 0) {
+        json_array_foreach(json_object_get(out, "experiments"), i, x) {   /* both ordered by id */
+            json_int_t id = json_integer_value(json_object_get(x, "id"));
+            while (j < n && u[j].experiment_id < id) j++;
+            json_object_set_new(x, "checkpoint_bytes", json_integer(j < n && u[j].experiment_id == id ? u[j].bytes : 0));
+        }
+    }
+    free(u);
     return reply(k, rc, "experiment", 200, out);
 }
+
 
 static enum MHD_Result h_exp_submit(api_call *k)
 {
     int64_t id = 0;
-    int rc = sched_experiment_submit(k->a->s, k->body, &id, &k->e);
+    enum MHD_Result ret;
+    if (api_exp_context_missing(k, &ret)) return ret;
+    int rc = sched_experiment_submit_as(k->a->s, k->body, k->user, 0, &id, &k->e);
     return reply(k, rc, "experiment", 201, rc ? NULL : json_pack("{sI}", "id", (json_int_t)id));
+}
+
+/* POST /experiments/{id}/fork: the body is the edited experiment file; the
+ * new experiment records {id} as its parent. */
+static enum MHD_Result h_exp_fork(api_call *k)
+{
+    int64_t id = 0;
+    enum MHD_Result ret;
+    if (api_exp_context_missing(k, &ret)) return ret;   /* a fork keeps (or changes) its code context */
+    int rc = sched_experiment_submit_as(k->a->s, k->body, k->user, k->id, &id, &k->e);
+    return reply(k, rc, "experiment", 201,
+                 rc ? NULL : json_pack("{sIsI}", "id", (json_int_t)id, "parent_experiment", (json_int_t)k->id));
+}
+
+static enum MHD_Result h_exp_patch(api_call *k)
+{
+    json_t *out = NULL;
+    int rc = sched_experiment_patch(k->a->s, k->id, k->body, k->user, &out, &k->e);
+    return reply(k, rc, "experiment", 200, out);
+}
+
+/* The experiment's own events (not its trials' state changes) and every
+ * event a user caused, oldest first. */
+static enum MHD_Result h_exp_events(api_call *k)
+{
+    json_t *out = NULL;
+    int64_t limit;
+    if (api_query_int(k->c, "limit", 1, 10000, 1000, &limit, &k->e)) return api_send_jerr(k->c, 400, &k->e);
+    int rc = sched_experiment_get(k->a->s, k->id, &out);   /* 404 for an unknown experiment */
+    json_decref(out);
+    out = NULL;
+    if (rc == 0) rc = query_experiment_events(k->a->st, k->id, limit, &out);
+    return reply(k, rc, "experiment", 200, out);
 }
 
 static enum MHD_Result h_exp_get(api_call *k)
 {
     json_t *out = NULL;
     int rc = sched_experiment_get(k->a->s, k->id, &out);
+    if (rc == 0) add_usage(k->a, out);
     return reply(k, rc, "experiment", 200, out);
+}
+
+/* DELETE /api/v1/experiments/{id}: rows in one transaction (409 while it
+ * runs), then the objects no row names any more. */
+static enum MHD_Result h_exp_delete(api_call *k)
+{
+    char (*objs)[CKSTORE_HASH_LEN + 1] = NULL;
+    size_t n = 0;
+    ckretain_usage u = {0};
+    if (k->a->cr && (ckretain_usage_of(k->a->cr, k->id, &u) || ckretain_objects_of(k->a->cr, k->id, &objs, &n)))
+        return api_send_err(k->c, 500, NULL, "cannot list the experiment's checkpoints");
+    int rc = sched_experiment_delete_as(k->a->s, k->id, k->user, &k->e);
+    if (rc == 0 && k->a->cr) ckretain_release(k->a->cr, (const char(*)[CKSTORE_HASH_LEN + 1])objs, n);
+    free(objs);
+    if (rc) return api_send_rc(k->c, rc, &k->e, "experiment");
+    return api_send_json(k->c, 200, json_pack("{sIsbsI}", "id", (json_int_t)k->id, "deleted", 1,
+                                              "checkpoint_bytes", (json_int_t)u.bytes));
 }
 
 /* pause | resume | cancel, or extend with a JSON body. */
@@ -183,11 +277,14 @@ static enum MHD_Result h_exp_action(api_call *k)
     int rc;
     if (strcmp(k->act, "extend") == 0) {
         if (parse_body(k, &body)) return api_send_jerr(k->c, 400, &k->e);
-        rc = sched_experiment_extend(k->a->s, k->id, body, &out, &k->e);
+        rc = sched_experiment_extend_as(k->a->s, k->id, body, k->user, &out, &k->e);
         json_decref(body);
     } else {
-        rc = sched_experiment_action(k->a->s, k->id, k->act, &out, &k->e);
+        rc = sched_experiment_action_as(k->a->s, k->id, k->act, k->user, &out, &k->e);
+        /* Archiving drops the checkpoints now: the answer shows them gone. */
+        if (rc == 0 && strcmp(k->act, "archive") == 0 && k->a->cr) ckretain_sweep(k->a->cr, 1);
     }
+    if (rc == 0) add_usage(k->a, out);
     return reply(k, rc, "experiment", 200, out);
 }
 
@@ -209,6 +306,13 @@ static enum MHD_Result h_exp_top(api_call *k)
     return reply(k, rc, "experiment", 200, out);
 }
 
+static enum MHD_Result h_exp_pareto(api_call *k)
+{
+    json_t *out = NULL;
+    int rc = sched_experiment_pareto(k->a->s, k->id, &out);
+    return reply(k, rc, "experiment", 200, out);
+}
+
 static enum MHD_Result send_csv(struct MHD_Connection *c, const json_t *trials)
 {
     hf_buf b;
@@ -224,7 +328,7 @@ static enum MHD_Result send_csv(struct MHD_Connection *c, const json_t *trials)
 /* ?format=json (default: summary and trials with their metric history) or csv. */
 static enum MHD_Result h_exp_export(api_call *k)
 {
-    const char *fmt = query_arg(k, "format");
+    const char *fmt = api_query_arg(k, "format");
     json_t *sum = NULL, *trials = NULL, *out = NULL;
     enum MHD_Result ret;
     if (!fmt) fmt = "json";
@@ -248,7 +352,7 @@ static enum MHD_Result h_exp_metrics(api_call *k)
 {
     int64_t after, maxp;
     json_t *out = NULL;
-    const char *name = query_arg(k, "name");
+    const char *name = api_query_arg(k, "name");
     if (api_query_int(k->c, "after", 0, INT64_MAX, 0, &after, &k->e) || query_max_points(k, &maxp))
         return api_send_jerr(k->c, 400, &k->e);
     if (!name || !*name || strlen(name) > 64) return api_send_err(k->c, 400, "name", "required: a metric name");
@@ -257,6 +361,21 @@ static enum MHD_Result h_exp_metrics(api_call *k)
     out = NULL;
     if (rc) return api_send_rc(k->c, rc, NULL, "experiment");
     rc = query_experiment_metrics(k->a->st, k->id, name, after, maxp, &out);
+    return reply(k, rc, "experiment", 200, out);
+}
+
+/* fANOVA importance of the hyperparameters over the finished trials
+ * (importance.h), from the cache while no trial finished since. */
+static enum MHD_Result h_exp_importance(api_call *k)
+{
+    json_t *sum = NULL, *trials = NULL, *out = NULL;
+    int rc = sched_experiment_export(k->a->s, k->id, &sum, &trials);
+    if (rc == 0) {
+        const json_t *hp = json_object_get(json_object_get(sum, "config"), "hyperparameters");
+        rc = importance_cache_get(k->a->imp, k->id, hp, trials, &out, &k->e);
+    }
+    json_decref(sum);
+    json_decref(trials);
     return reply(k, rc, "experiment", 200, out);
 }
 
@@ -270,7 +389,7 @@ static enum MHD_Result h_trial_get(api_call *k)
     return reply(k, rc, "trial", 200, out);
 }
 
-static enum MHD_Result no_such_trial(api_call *k)
+enum MHD_Result api_no_such_trial(api_call *k)
 {
     return api_send_err(k->c, 404, NULL, "no such trial %lld", (long long)k->id);
 }
@@ -279,24 +398,55 @@ static enum MHD_Result h_trial_metrics(api_call *k)
 {
     int64_t after, limit, maxp;
     json_t *out = NULL;
-    const char *name = query_arg(k, "name");
+    const char *name = api_query_arg(k, "name");
     if (api_query_int(k->c, "after", 0, INT64_MAX, 0, &after, &k->e) ||
         api_query_int(k->c, "limit", 1, QUERY_MAX_LIMIT, 10000, &limit, &k->e) || query_max_points(k, &maxp))
         return api_send_jerr(k->c, 400, &k->e);
     if (name && (!*name || strlen(name) > 64)) return api_send_err(k->c, 400, "name", "not a valid metric name");
-    if (!sched_trial_exists(k->a->s, k->id)) return no_such_trial(k);
+    if (!sched_trial_exists(k->a->s, k->id)) return api_no_such_trial(k);
     int rc = query_metrics(k->a->st, k->id, name, after, limit, maxp, &out);
     return reply(k, rc, "trial", 200, out);
+}
+
+/* ?grep=PAT[&regex=1][&icase=1][&after=SEQ][&limit=N] over one trial
+ * (trial_id > 0) or a whole experiment (logsearch.h). */
+static enum MHD_Result grep_logs(api_call *k, int64_t trial_id, int64_t exp_id)
+{
+    int64_t after, limit, regex, icase;
+    json_t *out = NULL;
+    logsearch_pat *p = NULL;
+    if (api_query_int(k->c, "after", 0, INT64_MAX, 0, &after, &k->e) ||
+        api_query_int(k->c, "limit", 1, LOGSEARCH_MAX_LIMIT, LOGSEARCH_DEFAULT_LIMIT, &limit, &k->e) ||
+        api_query_int(k->c, "regex", 0, 1, 0, &regex, &k->e) || api_query_int(k->c, "icase", 0, 1, 0, &icase, &k->e))
+        return api_send_jerr(k->c, 400, &k->e);
+    int rc = logsearch_compile(api_query_arg(k, "grep"), (int)regex, (int)icase, &p, &k->e);
+    if (rc == HF_EINVAL) return api_send_jerr(k->c, 400, &k->e);
+    if (rc == 0) rc = logsearch_run(k->a->st, trial_id, exp_id, p, after, limit, 0, &out);
+    logsearch_pat_free(p);
+    return reply(k, rc, "trial", 200, out);
+}
+
+static enum MHD_Result h_exp_logs(api_call *k)
+{
+    json_t *out = NULL;
+    int rc = sched_experiment_get(k->a->s, k->id, &out);   /* 404 for an unknown experiment */
+    json_decref(out);
+    if (rc) return api_send_rc(k->c, rc, NULL, "experiment");
+    return grep_logs(k, 0, k->id);
 }
 
 static enum MHD_Result h_trial_logs(api_call *k)
 {
     int64_t after, limit;
     json_t *out = NULL;
+    if (api_query_arg(k, "grep")) {
+        if (!sched_trial_exists(k->a->s, k->id)) return api_no_such_trial(k);
+        return grep_logs(k, k->id, 0);
+    }
     if (api_query_int(k->c, "after", 0, INT64_MAX, 0, &after, &k->e) ||
         api_query_int(k->c, "limit", 1, QUERY_MAX_LIMIT, 1000, &limit, &k->e))
         return api_send_jerr(k->c, 400, &k->e);
-    if (!sched_trial_exists(k->a->s, k->id)) return no_such_trial(k);
+    if (!sched_trial_exists(k->a->s, k->id)) return api_no_such_trial(k);
     int rc = query_logs(k->a->st, k->id, after, limit, &out);
     return reply(k, rc, "trial", 200, out);
 }
@@ -304,113 +454,15 @@ static enum MHD_Result h_trial_logs(api_call *k)
 static enum MHD_Result h_trial_kill(api_call *k)
 {
     json_t *out = NULL;
-    int rc = sched_trial_kill(k->a->s, k->id, &out, &k->e);
+    int rc = sched_trial_kill_as(k->a->s, k->id, k->user, &out, &k->e);
     return reply(k, rc, "trial", 200, out);
 }
 
-/* ---------- handlers: checkpoints (ckstore.h) ---------- */
-
-#define SHA_HEADER "X-Hyperfarm-Sha256"
-
-static enum MHD_Result no_ckstore(api_call *k)
-{
-    return api_send_err(k->c, 503, NULL, "this scheduler has no checkpoint store");
-}
-
-/* ?step=N&attempt=A, both required. RET 0 or HF_EINVAL with k->e. */
-static int ckpt_args(api_call *k, int64_t *step, int64_t *attempt)
-{
-    if (api_query_int(k->c, "step", 0, INT64_MAX, -1, step, &k->e) ||
-        api_query_int(k->c, "attempt", 0, INT32_MAX, -1, attempt, &k->e))
-        return HF_EINVAL;
-    if (*step < 0) return hf_jerr_set(&k->e, "step", NULL, "required: the checkpoint's step (an integer >= 0)");
-    if (*attempt < 0) return hf_jerr_set(&k->e, "attempt", NULL, "required: the trial's attempt (an integer >= 0)");
-    return 0;
-}
-
-/* Content-Length as a byte count. RET 0 or HF_EINVAL. */
-static int content_length(struct MHD_Connection *c, int64_t *size)
-{
-    const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    int64_t n = 0;
-    if (!v || !*v || strlen(v) > 18) return HF_EINVAL;
-    for (const char *p = v; *p; p++) {
-        if (*p < '0' || *p > '9') return HF_EINVAL;
-        n = n * 10 + (*p - '0');
-    }
-    *size = n;
-    return 0;
-}
-
-/* The first call of an upload: everything the headers say is checked
- * before a byte of the body is read; then the upload is opened. */
-static enum MHD_Result ckpt_put_begin(api_call *k)
-{
-    int64_t step, attempt, size;
-    const char *sha = MHD_lookup_connection_value(k->c, MHD_HEADER_KIND, SHA_HEADER);
-    if (ckpt_args(k, &step, &attempt)) return api_send_jerr(k->c, 400, &k->e);
-    if (!ckstore_hash_valid(sha))
-        return api_send_err(k->c, 400, SHA_HEADER, "required: the body's SHA-256 as 64 lowercase hex characters");
-    if (content_length(k->c, &size))
-        return api_send_err(k->c, 411, "Content-Length", "required: the body's size in bytes (no chunked upload)");
-    if (!sched_trial_exists(k->a->s, k->id)) return no_such_trial(k);
-    int rc = ckstore_upload_begin(k->a->ck, sha, size, &k->rq->up);
-    if (rc == HF_ETOOBIG)
-        return api_send_err(k->c, 413, "Content-Length", "%lld bytes: larger than this store accepts (--max-checkpoint-mb)",
-                            (long long)size);
-    if (rc) return api_send_rc(k->c, rc, NULL, "checkpoint");
-    k->rq->streamed = 1;
-    return MHD_YES;
-}
-
-/* PUT /api/v1/trials/{id}/checkpoints: the body, streamed into the store,
- * becomes visible only once its size and hash are the declared ones and
- * it is durable; then its row is recorded. */
-static enum MHD_Result h_ckpt_put(api_call *k)
-{
-    ckstore_info info = {.step = 0};
-    char msg[256];
-    if (!k->a->ck) return no_ckstore(k);
-    if (k->begin) return ckpt_put_begin(k);
-    int rc = ckstore_upload_commit(k->rq->up, &info, msg, sizeof msg);
-    k->rq->up = NULL;
-    if (rc == HF_ECORRUPT)
-        return api_send_err(k->c, 422, strncmp(msg, SHA_HEADER, strlen(SHA_HEADER)) ? "Content-Length" : SHA_HEADER,
-                            "%s: nothing was stored", msg);
-    if (rc == 0 && (rc = ckpt_args(k, &info.step, &info.attempt)) == 0) rc = ckstore_record(k->a->ck, k->id, &info);
-    if (rc) return api_send_rc(k->c, rc, &k->e, "trial");
-    return api_send_json(k->c, 201, json_pack("{sssIsIsI}", "sha256", info.sha256, "size", (json_int_t)info.size,
-                                              "step", (json_int_t)info.step, "attempt", (json_int_t)info.attempt));
-}
-
-static enum MHD_Result h_ckpt_list(api_call *k)
+static enum MHD_Result h_trial_patch(api_call *k)
 {
     json_t *out = NULL;
-    if (!k->a->ck) return no_ckstore(k);
-    if (!sched_trial_exists(k->a->s, k->id)) return no_such_trial(k);
-    int rc = ckstore_list(k->a->ck, k->id, &out);
+    int rc = sched_trial_patch(k->a->s, k->id, k->body, k->user, &out, &k->e);
     return reply(k, rc, "trial", 200, out);
-}
-
-/* GET /api/v1/checkpoints/{sha256}: the object's bytes, sent from its file. */
-static enum MHD_Result h_ckpt_get(api_call *k)
-{
-    int fd = -1;
-    int64_t size = 0;
-    if (!k->a->ck) return no_ckstore(k);
-    int rc = ckstore_open_object(k->a->ck, k->key, &fd, &size);
-    if (rc == HF_EINVAL) return api_send_err(k->c, 400, "sha256", "not a SHA-256 (64 lowercase hex characters)");
-    if (rc == HF_ENOTFOUND) return api_send_err(k->c, 404, NULL, "no such checkpoint %s", k->key);
-    if (rc) return api_send_rc(k->c, rc, NULL, "checkpoint");
-    struct MHD_Response *r = MHD_create_response_from_fd64((uint64_t)size, fd);
-    if (!r) { close(fd); return MHD_NO; }
-    const api_hdr h[] = {
-        {"Content-Type", "application/octet-stream"},
-        {SHA_HEADER, k->key},
-        {"Cache-Control", "private, max-age=31536000, immutable"},   /* content-addressed */
-        {NULL, NULL},
-    };
-    return api_queue(k->c, 200, r, h);
 }
 
 /* ---------- handlers: agents ---------- */
@@ -437,6 +489,45 @@ static enum MHD_Result h_agent_heartbeat(api_call *k)
     return reply(k, rc, "agent", 200, out);
 }
 
+/* ---------- handlers: webhooks (webhook.h) ---------- */
+
+static enum MHD_Result no_webhooks(api_call *k)
+{
+    return api_send_err(k->c, 503, NULL, "webhooks are not available on this scheduler");
+}
+
+static enum MHD_Result h_webhook_create(api_call *k)
+{
+    webhook_spec sp;
+    json_t *out = NULL;
+    if (!k->a->wh) return no_webhooks(k);
+    if (webhook_spec_parse(k->body, &sp, &k->e)) return api_send_jerr(k->c, 400, &k->e);
+    if (sp.experiment_id > 0) {
+        int rc = sched_experiment_get(k->a->s, sp.experiment_id, &out);
+        json_decref(out);
+        out = NULL;
+        if (rc == HF_ENOTFOUND)
+            return api_send_err(k->c, 400, "experiment_id", "no such experiment %lld", (long long)sp.experiment_id);
+    }
+    int rc = webhook_create(k->a->wh, &sp, &out);
+    return reply(k, rc, "webhook", 201, out);
+}
+
+static enum MHD_Result h_webhook_list(api_call *k)
+{
+    json_t *out = NULL;
+    if (!k->a->wh) return no_webhooks(k);
+    int rc = webhook_list(k->a->wh, &out);
+    return reply(k, rc, "webhook", 200, out);
+}
+
+static enum MHD_Result h_webhook_delete(api_call *k)
+{
+    if (!k->a->wh) return no_webhooks(k);
+    int rc = webhook_delete(k->a->wh, k->id);
+    return reply(k, rc, "webhook", 200, rc ? NULL : json_pack("{sIsb}", "id", (json_int_t)k->id, "deleted", 1));
+}
+
 static enum MHD_Result h_agent_wait(api_call *k) { return api_stream_wait(k->a, k->c, k->id, k->rq); }
 
 /* ---------- the table ---------- */
@@ -452,29 +543,45 @@ static const api_route routes[] = {
     {"/api/v1/experiments",          "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_list},
     {"/api/v1/experiments",          "POST",      ROLE_USER,  USER_MAX,  F_JSON,        h_exp_submit},
     {"/api/v1/experiments/*",        "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_get},
+    {"/api/v1/experiments/*",        "DELETE",    ROLE_USER,  USER_MAX,  0,             h_exp_delete},
     {"/api/v1/experiments/*/trials", "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_trials},
     {"/api/v1/experiments/*/top",    "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_top},
     {"/api/v1/experiments/*/export", "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_export},
     {"/api/v1/experiments/*/metrics", "GET",      ROLE_USER,  USER_MAX,  0,             h_exp_metrics},
+    {"/api/v1/experiments/*/importance", "GET",   ROLE_USER,  USER_MAX,  0,             h_exp_importance},
+    {"/api/v1/experiments/*/logs",   "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_logs},
+    {"/api/v1/experiments/*/pareto", "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_pareto},
     {"/api/v1/experiments/*/@",      "POST",      ROLE_USER,  USER_MAX,  0,             h_exp_action},
     {"/api/v1/trials/*",             "GET",       ROLE_USER,  USER_MAX,  0,             h_trial_get},
     {"/api/v1/trials/*/metrics",     "GET",       ROLE_USER,  USER_MAX,  0,             h_trial_metrics},
     {"/api/v1/trials/*/logs",        "GET",       ROLE_USER,  USER_MAX,  0,             h_trial_logs},
     {"/api/v1/trials/*/kill",        "POST",      ROLE_USER,  USER_MAX,  0,             h_trial_kill},
-    {"/api/v1/trials/*/checkpoints", "GET",       ROLE_USER,  USER_MAX,  0,             h_ckpt_list},
-    {"/api/v1/trials/*/checkpoints", "PUT",       ROLE_AGENT, 0,         F_STREAM,      h_ckpt_put},
-    {"/api/v1/checkpoints/#",        "GET, HEAD", ROLE_USER,  USER_MAX,  0,             h_ckpt_get},
+    {"/api/v1/trials/*/checkpoints", "GET",       ROLE_USER,  USER_MAX,  0,             api_h_ckpt_list},
+    {"/api/v1/trials/*/checkpoints", "PUT",       ROLE_AGENT, 0,         F_STREAM,      api_h_ckpt_put},
+    {"/api/v1/trials/*/checkpoints", "POST",      ROLE_AGENT, USER_MAX,  F_JSON,        api_h_ckpt_register},
+    {"/api/v1/checkpoints/#",        "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_ckpt_get},
+    {"/api/v1/objects/#",            "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_ckpt_get},
+    {"/api/v1/contexts",             "PUT",       ROLE_USER,  0,         F_STREAM,      api_h_ctx_put},
+    {"/api/v1/contexts/#",           "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_ckpt_get},
+    {"/api/v1/webhooks",             "GET",       ROLE_USER,  USER_MAX,  0,             h_webhook_list},
+    {"/api/v1/webhooks",             "POST",      ROLE_USER,  USER_MAX,  F_JSON,        h_webhook_create},
+    {"/api/v1/webhooks/*",           "DELETE",    ROLE_USER,  USER_MAX,  0,             h_webhook_delete},
     {"/api/v1/agents",               "GET",       ROLE_USER,  USER_MAX,  0,             h_agent_list},
     {"/api/v1/agents",               "POST",      ROLE_AGENT, USER_MAX,  F_JSON,        h_agent_register},
     {"/api/v1/agents/*/heartbeat",   "POST",      ROLE_AGENT, AGENT_MAX, F_JSON,        h_agent_heartbeat},
     {"/api/v1/agents/*/wait",        "GET",       ROLE_AGENT, USER_MAX,  0,             h_agent_wait},
+    /* the workflow of issue #17 (docs/scheduler.md "Workflow") */
+    {"/api/v1/experiments/*",        "PATCH",     ROLE_USER,  USER_MAX,  F_JSON,        h_exp_patch},
+    {"/api/v1/experiments/*/fork",   "POST",      ROLE_USER,  USER_MAX,  F_JSON,        h_exp_fork},
+    {"/api/v1/experiments/*/events", "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_events},
+    {"/api/v1/trials/*",             "PATCH",     ROLE_USER,  USER_MAX,  F_JSON,        h_trial_patch},
 };
 
 /* ---------- matching ---------- */
 
 static int is_action(const char *seg, size_t n)
 {
-    static const char *const acts[] = {"pause", "resume", "cancel", "extend"};
+    static const char *const acts[] = {"pause", "resume", "cancel", "extend", "archive", "unarchive"};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if (strlen(acts[i]) == n && memcmp(seg, acts[i], n) == 0) return 1;
     return 0;
@@ -575,11 +682,11 @@ static int parse_id(const char *s, int64_t *out)
 /* The row's role against the request's token (a token file is loaded).
  * RET 0 when the request may go on, else 1 with *ret the 401/403. */
 static int role_refused(const api *a, struct MHD_Connection *c, const api_route *rt, const char *method,
-                        enum MHD_Result *ret)
+                        const char **user, enum MHD_Result *ret)
 {
     const char *tok = auth_bearer(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
     if (!tok && (rt->flags & F_QUERY_TOKEN)) tok = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token");
-    int role = auth_check(a->au, tok);
+    int role = auth_check_user(a->au, tok, user);
     if (role == AUTH_NONE)
         *ret = api_send_401(c, tok ? "invalid token" : "missing bearer token");
     else if (rt->role == ROLE_AGENT && role != AUTH_AGENT)
@@ -598,10 +705,12 @@ static enum MHD_Result serve(api *a, struct MHD_Connection *c, const char *metho
 {
     const api_route *rt = h->rt;
     enum MHD_Result ret;
+    const char *user = "local";
     if (!rt) return api_send_405(c, h->allow, 1);
-    if (a->au && rt->role != ROLE_OPEN && role_refused(a, c, rt, method, &ret)) return ret;
+    if (a->au && rt->role != ROLE_OPEN && role_refused(a, c, rt, method, &user, &ret)) return ret;
     if (rq->too_big) return api_send_err(c, 413, NULL, "request body larger than %u bytes", rt->body_max);
-    api_call k = {.a = a, .c = c, .rq = rq, .act = h->caps.act, .key = h->caps.key, .begin = begin};
+    api_call k = {.a = a, .c = c, .rq = rq, .act = h->caps.act, .key = h->caps.key, .begin = begin,
+                  .user = user};
     hf_jerr_clear(&k.e);
     if (h->caps.id[0] && parse_id(h->caps.id, &k.id))
         return api_send_err(c, 400, "id", "\"%s\" is not a valid id (a positive integer)", h->caps.id);

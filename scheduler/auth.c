@@ -15,7 +15,7 @@
 
 struct auth {
     size_t n;
-    struct { int role; char tok[AUTH_TOKEN_MAX + 1]; } t[AUTH_MAX_TOKENS];
+    struct { int role; char tok[AUTH_TOKEN_MAX + 1]; char user[AUTH_NAME_MAX + 1]; } t[AUTH_MAX_TOKENS];
 };
 
 int auth_equal(const char *a, const char *b)
@@ -35,14 +35,35 @@ int auth_equal(const char *a, const char *b)
 
 int auth_check(const auth *a, const char *token)
 {
+    const char *user;
+    return auth_check_user(a, token, &user);
+}
+
+int auth_check_user(const auth *a, const char *token, const char **user)
+{
     int role = AUTH_NONE;
+    size_t hit = 0;
+    *user = "";
     if (!a || !token || strnlen(token, AUTH_TOKEN_MAX + 1) > AUTH_TOKEN_MAX) return AUTH_NONE;
     for (size_t i = 0; i < a->n; i++) {
-        int eq = auth_equal(a->t[i].tok, token);
-        role |= eq ? a->t[i].role : 0;   /* no branch on which token matched */
+        size_t eq = (size_t)auth_equal(a->t[i].tok, token);
+        role |= (int)(-eq & (size_t)a->t[i].role);   /* no branch on which token matched */
+        hit |= -eq & i;
     }
     /* A token listed for both roles is ambiguous; the file check refuses it. */
-    return role == (AUTH_USER | AUTH_AGENT) ? AUTH_NONE : role;
+    if (role == (AUTH_USER | AUTH_AGENT)) return AUTH_NONE;
+    if (role != AUTH_NONE) *user = a->t[hit].user;
+    return role;
+}
+
+int auth_name_ok(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > AUTH_NAME_MAX) return 0;
+    for (; *n; n++)
+        if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') || strchr("_.@-", *n)))
+            return 0;
+    return 1;
 }
 
 const char *auth_bearer(const char *h)
@@ -79,11 +100,24 @@ int auth_parse(const char *text, size_t len, auth **out, char *err, size_t errle
         while (*p == ' ' || *p == '\t') p++;
         if (!*p || *p == '#') continue;
         char *colon = strchr(p, ':');
-        if (!colon) { snprintf(err, errlen, "line %d: expected role:token", lineno); rc = HF_EINVAL; goto end; }
+        if (!colon) { snprintf(err, errlen, "line %d: expected role:token or role:name token", lineno); rc = HF_EINVAL; goto end; }
         *colon = 0;
         int role = strcmp(p, "user") == 0 ? AUTH_USER : strcmp(p, "agent") == 0 ? AUTH_AGENT : 0;
         if (!role) { snprintf(err, errlen, "line %d: role must be user or agent", lineno); rc = HF_EINVAL; goto end; }
-        const char *tok = colon + 1;
+        const char *tok = colon + 1, *name = role == AUTH_USER ? "default" : "agent";
+        char *sp = strpbrk(colon + 1, " \t");
+        if (sp) {   /* "role:NAME TOKEN" */
+            *sp = 0;
+            name = colon + 1;
+            tok = sp + 1;
+            while (*tok == ' ' || *tok == '\t') tok++;
+            if (!auth_name_ok(name)) {
+                snprintf(err, errlen, "line %d: user name must be 1..%d characters of A-Z a-z 0-9 _ . @ -", lineno,
+                         AUTH_NAME_MAX);
+                rc = HF_EINVAL;
+                goto end;
+            }
+        }
         size_t tl = strlen(tok);
         if (tl < AUTH_TOKEN_MIN || tl > AUTH_TOKEN_MAX) {
             snprintf(err, errlen, "line %d: token must be %d..%d characters", lineno, AUTH_TOKEN_MIN, AUTH_TOKEN_MAX);
@@ -105,6 +139,7 @@ int auth_parse(const char *text, size_t len, auth **out, char *err, size_t errle
         if (a->n >= AUTH_MAX_TOKENS) { snprintf(err, errlen, "more than %d tokens", AUTH_MAX_TOKENS); rc = HF_EINVAL; goto end; }
         a->t[a->n].role = role;
         memcpy(a->t[a->n].tok, tok, tl + 1);
+        snprintf(a->t[a->n].user, sizeof a->t[a->n].user, "%s", name);
         a->n++;
     }
     if (a->n == 0) { snprintf(err, errlen, "no tokens"); rc = HF_EINVAL; goto end; }

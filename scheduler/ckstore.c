@@ -15,7 +15,9 @@
 #include "scheduler/ckstore.h"
 
 #include "hf_err.h"
+#include "hf_file.h"
 #include "hf_log.h"
+#include "hf_sha256.h"
 #include "hf_time.h"
 
 #include <dirent.h>
@@ -37,6 +39,7 @@ struct ckstore {
     pthread_mutex_t mu;
     int64_t         objects, bytes;   /* under mu */
     sqlite3        *db;               /* under mu; NULL: files only */
+    int             shared;           /* shared_fs: agents write objects/ too */
 };
 
 struct ckstore_upload {
@@ -52,29 +55,25 @@ struct ckstore_upload {
 
 /* ---------- files ---------- */
 
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return hf_err_from_errno(errno);
-    int rc = fsync(fd) == 0 ? 0 : hf_err_from_errno(errno);
-    close(fd);
-    return rc;
-}
-
 static int mkdir_p1(const char *path)
 {
     if (mkdir(path, 0755) == 0 || errno == EEXIST) return 0;
     return hf_err_from_errno(errno);
 }
 
-int ckstore_hash_valid(const char *s)
+int ckstore_hash_valid(const char *s) { return hf_sha256_hex_valid(s); }
+
+int ckstore_name_valid(const char *s)
 {
-    if (!s) return 0;
-    size_t i = 0;
-    for (; s[i]; i++)
-        if (i >= CKSTORE_HASH_LEN || !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
-    return i == CKSTORE_HASH_LEN;
+    size_t n = s ? strlen(s) : 0;
+    if (!s || n > 255 || !strcmp(s, ".") || !strcmp(s, "..")) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '/' || (unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
+    return 1;
 }
+
+void ckstore_set_shared(ckstore *ck, int shared) { ck->shared = shared; }
+int ckstore_shared(const ckstore *ck) { return ck->shared; }
 
 /* dir/objects/ab[/abcdef...] for a valid hash (obj NULL: the folder). */
 static void object_path(const ckstore *ck, const char *sha, int with_name, char *out, size_t len)
@@ -102,13 +101,12 @@ static int clean_tmp(const ckstore *ck)
     return 0;
 }
 
-/* Count the objects and their bytes (objects/??/<hash>). */
-static void count_objects(ckstore *ck)
+int ckstore_foreach_object(ckstore *ck, void (*fn)(void *ctx, const char *sha256, const struct stat *sb), void *ctx)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/objects", ck->dir);
     DIR *top = opendir(path);
-    if (!top) return;
+    if (!top) return hf_err_from_errno(errno);
     struct dirent *p;
     while ((p = readdir(top)) != NULL) {
         if (p->d_name[0] == '.' || strlen(p->d_name) != 2) continue;
@@ -119,13 +117,20 @@ static void count_objects(ckstore *ck)
         struct stat sb;
         while ((o = readdir(sub)) != NULL)
             if (ckstore_hash_valid(o->d_name) && fstatat(dirfd(sub), o->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-                S_ISREG(sb.st_mode)) {
-                ck->objects++;
-                ck->bytes += sb.st_size;
-            }
+                S_ISREG(sb.st_mode))
+                fn(ctx, o->d_name, &sb);
         closedir(sub);
     }
     closedir(top);
+    return 0;
+}
+
+static void count_one(void *ctx, const char *sha256, const struct stat *sb)
+{
+    ckstore *ck = ctx;
+    (void)sha256;
+    ck->objects++;
+    ck->bytes += sb->st_size;
 }
 
 /* ---------- open and close ---------- */
@@ -168,7 +173,7 @@ int ckstore_open(const char *dir, const char *db_path, int64_t max_bytes, ckstor
         snprintf(err, errlen, "checkpoint store: cannot read %s/tmp: %s", dir, hf_strerror(rc));
         goto end;
     }
-    count_objects(ck);
+    ckstore_foreach_object(ck, count_one, ck);
     if (db_path && (rc = open_db(ck, db_path, err, errlen))) goto end;
     *out = ck;
     ck = NULL;
@@ -284,7 +289,7 @@ static int publish(ckstore_upload *up)
     if (rc) return upload_fail(up, rc);
     close(up->fd);
     up->fd = -1;
-    if ((rc = fsync_dir(dir)) == 0) {
+    if ((rc = hf_file_fsync_dir(dir)) == 0) {
         ck->objects++;
         ck->bytes += up->declared;
     } else {
@@ -308,7 +313,7 @@ int ckstore_upload_commit(ckstore_upload *up, ckstore_info *info, char *msg, siz
     }
     gnutls_hash_deinit(up->h, dig);
     up->h_live = 0;
-    for (int i = 0; i < 32; i++) snprintf(got + 2 * i, 3, "%02x", dig[i]);
+    hf_sha256_hex(dig, got);
     if (strcmp(got, up->want) != 0) {
         snprintf(msg, msglen, "X-Hyperfarm-Sha256: declared %s, the body's SHA-256 is %s", up->want, got);
         rc = upload_fail(up, HF_ECORRUPT);
@@ -330,6 +335,55 @@ end:
 
 /* ---------- rows ---------- */
 
+static int object_present(const ckstore *ck, const char *sha)
+{
+    char obj[PATH_MAX];
+    struct stat sb;
+    object_path(ck, sha, 1, obj, sizeof obj);
+    return stat(obj, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Does a row name sha (a checkpoint, or an experiment's code context)?
+ * RET 1, 0, or HF_EDB. Under ck->mu. */
+static int object_named(ckstore *ck, const char *sha)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = HF_EDB;
+    if (sqlite3_prepare_v2(ck->db, "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE sha256=?1) OR "
+                                   "EXISTS(SELECT 1 FROM experiments WHERE json_valid(config) AND "
+                                   "json_extract(config,'$.context')=?1)", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, sha, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) rc = sqlite3_column_int(st, 0) != 0;
+    }
+    if (rc < 0) hf_error("checkpoint store: looking up %s: %s", sha, sqlite3_errmsg(ck->db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ckstore_release(ckstore *ck, const char *sha256, int64_t *removed)
+{
+    char dir[PATH_MAX], obj[PATH_MAX];
+    struct stat sb;
+    int rc = 0;
+    if (removed) *removed = 0;
+    if (!ckstore_hash_valid(sha256)) return HF_EINVAL;
+    if (!ck->db) return HF_EUNSUP;
+    object_path(ck, sha256, 0, dir, sizeof dir);
+    object_path(ck, sha256, 1, obj, sizeof obj);
+    pthread_mutex_lock(&ck->mu);
+    int named = object_named(ck, sha256);
+    if (named < 0) { rc = named; goto end; }
+    if (named || lstat(obj, &sb) != 0 || !S_ISREG(sb.st_mode)) goto end;
+    if (unlink(obj) != 0) { rc = hf_err_from_errno(errno); goto end; }
+    hf_file_fsync_dir(dir);   /* best effort: a resurrected file is an orphan that the next GC removes */
+    ck->objects--;
+    ck->bytes -= sb.st_size;
+    if (removed) *removed = sb.st_size;
+end:
+    pthread_mutex_unlock(&ck->mu);
+    return rc;
+}
+
 int ckstore_record(ckstore *ck, int64_t trial_id, ckstore_info *info)
 {
     char path[32 + CKSTORE_HASH_LEN];
@@ -339,8 +393,12 @@ int ckstore_record(ckstore *ck, int64_t trial_id, ckstore_info *info)
     snprintf(path, sizeof path, "objects/%.2s/%s", info->sha256, info->sha256);
     info->time = hf_wall_ms();
     pthread_mutex_lock(&ck->mu);
-    if (sqlite3_prepare_v2(ck->db, "INSERT INTO checkpoints(trial_id,attempt,path,step,time,sha256,size,state) "
-                                   "VALUES(?,?,?,?,?,?,?,'stored')", -1, &st, NULL) != SQLITE_OK)
+    if (!object_present(ck, info->sha256)) {   /* collected since its commit */
+        rc = HF_ECORRUPT;
+        goto end;
+    }
+    if (sqlite3_prepare_v2(ck->db, "INSERT INTO checkpoints(trial_id,attempt,path,step,time,sha256,size,state,name,agent_id) "
+                                   "VALUES(?,?,?,?,?,?,?,'stored',?,?)", -1, &st, NULL) != SQLITE_OK)
         goto end;
     sqlite3_bind_int64(st, 1, trial_id);
     sqlite3_bind_int64(st, 2, info->attempt);
@@ -349,11 +407,34 @@ int ckstore_record(ckstore *ck, int64_t trial_id, ckstore_info *info)
     sqlite3_bind_int64(st, 5, info->time);
     sqlite3_bind_text(st, 6, info->sha256, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 7, info->size);
+    if (info->name[0]) sqlite3_bind_text(st, 8, info->name, -1, SQLITE_STATIC);
+    if (info->agent_id > 0) sqlite3_bind_int64(st, 9, info->agent_id);
     int src = sqlite3_step(st);
     if (src == SQLITE_DONE) rc = 0;
     else if (sqlite3_extended_errcode(ck->db) == SQLITE_CONSTRAINT_FOREIGNKEY) rc = HF_ENOTFOUND;
     else if (src == SQLITE_FULL) rc = HF_ENOSPC;
     if (rc && rc != HF_ENOTFOUND) hf_error("checkpoint store: recording %s: %s", info->sha256, sqlite3_errmsg(ck->db));
+end:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&ck->mu);
+    return rc;
+}
+
+int ckstore_context_record(ckstore *ck, const char *sha256, int64_t size)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = HF_EDB;
+    if (!ck->db) return HF_EUNSUP;
+    pthread_mutex_lock(&ck->mu);
+    if (sqlite3_prepare_v2(ck->db, "INSERT INTO contexts(sha256,size,time) VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        goto end;
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, size);
+    sqlite3_bind_int64(st, 3, hf_wall_ms());
+    int src = sqlite3_step(st);
+    if (src == SQLITE_DONE) rc = 0;
+    else if (src == SQLITE_FULL) rc = HF_ENOSPC;
+    if (rc) hf_error("checkpoint store: recording context %s: %s", sha256, sqlite3_errmsg(ck->db));
 end:
     sqlite3_finalize(st);
     pthread_mutex_unlock(&ck->mu);
@@ -370,18 +451,21 @@ int ckstore_list(ckstore *ck, int64_t trial_id, json_t **out)
     if (!arr) return HF_ENOMEM;
     pthread_mutex_lock(&ck->mu);
     /* The newest 10000, oldest first. */
-    if (sqlite3_prepare_v2(ck->db, "SELECT sha256,size,step,attempt,time FROM (SELECT * FROM checkpoints "
+    if (sqlite3_prepare_v2(ck->db, "SELECT sha256,size,step,attempt,time,name,agent_id FROM (SELECT * FROM checkpoints "
                                    "WHERE trial_id=? AND state='stored' ORDER BY id DESC LIMIT 10000) ORDER BY id",
                            -1, &st, NULL) != SQLITE_OK)
         goto end;
     sqlite3_bind_int64(st, 1, trial_id);
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW)
-        if (json_array_append_new(arr, json_pack("{sssIsIsIsI}", "sha256", (const char *)sqlite3_column_text(st, 0),
+        if (json_array_append_new(arr, json_pack("{sssIsIsIsIss?so?}", "sha256", (const char *)sqlite3_column_text(st, 0),
                                                  "size", (json_int_t)sqlite3_column_int64(st, 1),
                                                  "step", (json_int_t)sqlite3_column_int64(st, 2),
                                                  "attempt", (json_int_t)sqlite3_column_int64(st, 3),
-                                                 "time", (json_int_t)sqlite3_column_int64(st, 4)))) {
+                                                 "time", (json_int_t)sqlite3_column_int64(st, 4),
+                                                 "name", (const char *)sqlite3_column_text(st, 5),
+                                                 "agent_id", sqlite3_column_type(st, 6) == SQLITE_NULL ? NULL
+                                                     : json_integer(sqlite3_column_int64(st, 6))))) {
             rc = HF_ENOMEM;
             goto end;
         }
@@ -413,5 +497,61 @@ int ckstore_open_object(ckstore *ck, const char *sha256, int *fd, int64_t *size)
     }
     *fd = f;
     *size = sb.st_size;
+    return 0;
+}
+
+/* ---------- adopting an object already in place ---------- */
+
+/* Has any row named sha256 yet? (counts an adopted object once) Under mu. */
+static int sha_recorded(ckstore *ck, const char *sha256)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (!ck->db || sqlite3_prepare_v2(ck->db, "SELECT 1 FROM checkpoints WHERE sha256=? LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+        return 1;
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+int ckstore_adopt(ckstore *ck, const char *sha256, int64_t size, ckstore_info *info, char *msg, size_t msglen)
+{
+    char obj[PATH_MAX], got[CKSTORE_HASH_LEN + 1];
+    int fd = -1, rc;
+    int64_t have = 0, n = 0;
+    msg[0] = 0;
+    if ((rc = ckstore_open_object(ck, sha256, &fd, &have))) {
+        snprintf(msg, msglen, rc == HF_ENOTFOUND ? "object %s is not in the store" : "object %s: %s", sha256,
+                 hf_strerror(rc));
+        return rc;
+    }
+    object_path(ck, sha256, 1, obj, sizeof obj);
+    if (have != size) {
+        snprintf(msg, msglen, "object %s has %lld bytes, %lld declared", sha256, (long long)have, (long long)size);
+        rc = HF_ECORRUPT;
+    } else if (ck->shared) {
+        if ((rc = hf_sha256_fd(fd, -1, got, &n)) == 0 && (n != size || strcmp(got, sha256) != 0)) {
+            snprintf(msg, msglen, "object %s: its bytes' SHA-256 is %s", sha256, got);
+            rc = HF_ECORRUPT;
+        }
+    }
+    close(fd);
+    if (rc == HF_ECORRUPT && ck->shared) {
+        /* an agent's broken write: remove it so a retry can write it again */
+        if (unlink(obj) == 0) hf_warn("checkpoint store: removed %s: %s", obj, msg);
+    }
+    if (rc) {
+        if (!msg[0]) snprintf(msg, msglen, "object %s: %s", sha256, hf_strerror(rc));
+        return rc;
+    }
+    memcpy(info->sha256, sha256, CKSTORE_HASH_LEN + 1);
+    info->size = size;
+    pthread_mutex_lock(&ck->mu);
+    if (ck->shared && !sha_recorded(ck, sha256)) {
+        ck->objects++;
+        ck->bytes += size;
+    }
+    pthread_mutex_unlock(&ck->mu);
     return 0;
 }

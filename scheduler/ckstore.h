@@ -30,6 +30,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define CKSTORE_HASH_LEN 64   /* hex characters of a SHA-256 */
 
@@ -43,6 +44,8 @@ typedef struct ckstore_info {
     int64_t step;       /* -1: none given */
     int64_t attempt;
     int64_t time;       /* ms since the epoch, when it was recorded */
+    char    name[256];  /* the file name the trial wrote ("" = none; ckstore_name_valid) */
+    int64_t agent_id;   /* the uploading agent, 0 = unknown */
 } ckstore_info;
 
 /* Open (creating dir, objects/ and tmp/ if needed) the store at dir,
@@ -58,9 +61,33 @@ const char *ckstore_dir(const ckstore *ck);
 /* Objects and their total bytes now (for /metrics). */
 void ckstore_stats(ckstore *ck, int64_t *objects, int64_t *bytes);
 
+/* Call fn(ctx, sha256, stat) for every object file (objects/ab/<hash>,
+ * regular files with a valid name), in directory order; fn must not call
+ * into the store's lock holders. RET 0, or HF_E* when objects/ cannot be
+ * read. */
+int ckstore_foreach_object(ckstore *ck, void (*fn)(void *ctx, const char *sha256, const struct stat *sb), void *ctx);
+
 /* Is s exactly 64 lowercase hex characters? (Nothing else ever names an
  * object, so no path can be built from anything else.) */
 int ckstore_hash_valid(const char *s);
+
+/* Is s a checkpoint file name an agent may create: 1-255 bytes, no '/',
+ * not "." or "..", no control characters? ("" is valid: no name.) */
+int ckstore_name_valid(const char *s);
+
+/* shared_fs mode (docs/scheduler.md): agents write objects into the
+ * store's directory themselves; ckstore_adopt then hashes an object
+ * before it is recorded. */
+void ckstore_set_shared(ckstore *ck, int shared);
+int  ckstore_shared(const ckstore *ck);
+
+/* An object already in objects/ (shared_fs: written there by an agent;
+ * else: uploaded before, by anyone) is to be recorded: check its size and,
+ * in shared_fs mode, its SHA-256 (streamed). A file whose bytes do not
+ * match its name is removed (it can never become valid). RET 0 with
+ * info's sha256 and size set, HF_EINVAL (malformed hash), HF_ENOTFOUND (no
+ * such object), HF_ECORRUPT (size or hash differ; msg says which), HF_EIO. */
+int ckstore_adopt(ckstore *ck, const char *sha256, int64_t size, ckstore_info *info, char *msg, size_t msglen);
 
 /* Start receiving an object of size bytes whose SHA-256 the client says
  * is sha256 (checked with ckstore_hash_valid). RET 0 with *out, HF_EINVAL
@@ -81,13 +108,29 @@ int ckstore_upload_commit(ckstore_upload *up, ckstore_info *info, char *msg, siz
 void ckstore_upload_abort(ckstore_upload *up);
 
 /* Record a committed object as a checkpoint of trial_id (info's sha256,
- * size, step, attempt; info->time is set here). RET 0, HF_ENOTFOUND (no
- * such trial), HF_ENOSPC, HF_EDB, HF_EUNSUP (no database). */
+ * size, step, attempt, name, agent_id; info->time is set here). The
+ * object must still be there (checked under the lock ckstore_release
+ * holds, so a row never names an object that garbage collection removed;
+ * the client uploads again). RET 0, HF_ENOTFOUND (no such trial),
+ * HF_ECORRUPT (the object is gone), HF_ENOSPC, HF_EDB, HF_EUNSUP (no
+ * database). */
 int ckstore_record(ckstore *ck, int64_t trial_id, ckstore_info *info);
-/* {"checkpoints": [{sha256, size, step, attempt, time}]} of trial_id,
+/* {"checkpoints": [{sha256, size, step, attempt, time, name, agent_id}]} of trial_id,
  * oldest first (the newest last). RET 0 with *out (caller owns), HF_EDB,
  * HF_ENOMEM, HF_EUNSUP. */
 int ckstore_list(ckstore *ck, int64_t trial_id, json_t **out);
+
+/* Remove object sha256 when nothing names it any more: no checkpoints row
+ * and no experiment's "context" (docs/scheduler.md, "Checkpoint
+ * retention"). The check and the unlink run under the store's lock, which
+ * ckstore_record also holds. *removed (may be NULL): its bytes, 0 when
+ * kept or absent. RET 0, HF_EINVAL (malformed hash), HF_EDB, HF_EIO,
+ * HF_EUNSUP (no database). */
+int ckstore_release(ckstore *ck, const char *sha256, int64_t *removed);
+/* Record a committed object as an uploaded code context (a contexts row
+ * without an experiment; schema 0006, docs/scheduler.md "Code contexts").
+ * RET 0, HF_ENOSPC, HF_EDB, HF_EUNSUP (no database). */
+int ckstore_context_record(ckstore *ck, const char *sha256, int64_t size);
 
 /* Open the object sha256 for reading. RET 0 with *fd (caller closes) and
  * *size, HF_EINVAL (malformed hash), HF_ENOTFOUND, HF_EIO. */

@@ -21,6 +21,7 @@
  * thousand agents; most passes place nothing and must cost little.
  */
 #include "scheduler/sched_int.h"
+#include "scheduler/warmstart.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
@@ -97,6 +98,28 @@ static int capacity_for(sched *s, const experiment *x)
     return got >= need;
 }
 
+/* An alive agent holding ref's object with room for t's whole gang (the
+ * best fit of them, placement_prefer), or NULL. */
+static agent *holder_for(sched *s, const trial *t, const ckpt_ref *ref, int W, int S)
+{
+    place_agent *pa = calloc(s->nagents + 1, sizeof *pa);
+    int *holds = calloc(s->nagents + 1, sizeof *holds);
+    agent *pick = NULL;
+    if (pa && holds) {
+        for (size_t i = 0; i < s->nagents; i++) {
+            agent *a = s->agents[i];
+            pa[i] = a->pa;
+            pa[i].excluded = !a->alive || avoid_agent(s, t, a);
+            holds[i] = ckpt_agent_holds(a, ref);
+        }
+        int k = placement_prefer(pa, (int)s->nagents, holds, W, S);
+        if (k >= 0) pick = s->agents[k];
+    }
+    free(pa);
+    free(holds);
+    return pick;
+}
+
 static int trial_place(sched *s, trial *t)
 {
     experiment *x = t->exp;
@@ -107,15 +130,25 @@ static int trial_place(sched *s, trial *t)
     trial_rank *ranks = calloc((size_t)W, sizeof *ranks);
     int rc = HF_ENOMEM;
     if (!pr || !ranks) goto end;
+    /* A trial that starts from a stored checkpoint (sched_ckpt.c) goes,
+     * when one has room for the whole gang, to an agent that already holds
+     * it: no copy at all. A PBT child waits here for its parent's. */
+    agent *near = NULL;
+    if (t->attempt > 0 || t->parent > 0) {
+        ckpt_ref ref;
+        int found = ckpt_restore_of(s, t, &ref);
+        if (ckpt_pbt_wait(s, t, &ref, found)) { rc = HF_ENOTFOUND; goto end; }
+        if (found) near = holder_for(s, t, &ref, W, S);
+    }
     /* Fast path, the common case: the gang fits on one agent. That is
      * placement_gang's first choice too (the agent with the least capacity
      * that still fits, first in order on a tie), found here without
      * copying every agent: at submission a pass places thousands of trials
      * over a thousand agents. */
     {
-        agent *one = NULL;
+        agent *one = near;
         int best_cap = 0;
-        for (size_t i = 0; i < s->nagents; i++) {
+        for (size_t i = 0; i < s->nagents && !one; i++) {
             agent *a = s->agents[i];
             if (!a->alive || avoid_agent(s, t, a)) continue;
             int c = placement_capacity(&a->pa, S);
@@ -199,7 +232,8 @@ static trial *trial_create(sched *s, experiment *x, search_new *nw)
         return NULL;
     }
     trial_index(s, x, t);
-    row_event(s, x->id, t->id, "QUEUED", t->parent ? "created (exploit of a parent)" : "created");
+    row_event(s, x->id, t->id, "QUEUED", t->parent ? "created (exploit of a parent)"
+                                         : t->idx < x->spec.n_enqueue ? "created (enqueued by warm_start)" : "created");
     txn_emit(s, "trial", trial_view(s, t));
     if (x->srch->ops->on_created)
         x->srch->ops->on_created(x->srch, t->id, t->idx, t->hparams, t->budget, t->parent);
@@ -234,7 +268,22 @@ static trial *searcher_next(sched *s, experiment *x, int *finished)
     }
     memset(&nw, 0, sizeof nw);
     int64_t n_created = (int64_t)x->ntrials, n_active = exp_active_count(x);
-    int rc = x->srch->ops->next(x->srch, n_created, n_active, &nw);
+    /* warm_start.enqueue (docs/search.md "Warm start"): the first
+     * n_enqueue trials run those configurations. The searcher still
+     * decides the rest of each (ASHA's bracket and budget, PBT's member),
+     * only the hyperparameters are replaced, and it learns them through
+     * on_created as if it had proposed them. Grid is the exception: its
+     * n-th trial is the n-th point, so the enqueued trials are created
+     * beside it and it is asked with its own count. */
+    int64_t nq = x->spec.n_enqueue, seen = n_created;
+    int enq = n_created < nq, grid = strcmp(x->spec.searcher_name, "grid") == 0;
+    int rc;
+    if (grid && enq) rc = SEARCH_CREATE;
+    else rc = x->srch->ops->next(x->srch, grid ? n_created - nq : n_created, n_active, &nw);
+    if (rc == SEARCH_CREATE && enq && nw.resume_trial == 0 && nw.parent_trial == 0) {
+        json_decref(nw.hparams);
+        nw.hparams = json_deep_copy(json_array_get(warm_enqueue(x->config), (size_t)seen));
+    }
     if (rc == SEARCH_DONE) {
         json_decref(nw.hparams);
         x->searcher_done = 1;
@@ -323,6 +372,11 @@ end:
 void dispatch_pass(sched *s)
 {
     if (!s->dispatch_dirty) return;
+    /* What the pass does is the scheduler's doing, not the user's whose
+     * request ran it: its events carry no user (sched_int.h, actor_set). */
+    char actor[sizeof s->actor];
+    memcpy(actor, s->actor, sizeof actor);
+    s->actor[0] = 0;
     int *hold = calloc(s->nagents + 1, sizeof *hold);   /* backfill holds, released at the end */
     int reserved = 0, placed = 0;
     s->pass++;
@@ -373,4 +427,5 @@ void dispatch_pass(sched *s)
     if (s->txn_rc == 0) s->dispatch_dirty = 0;
     int64_t dt = hf_mono_ms() - s->last_pass_mono;
     if (dt >= 50) hf_info("dispatch pass %llu: %d trials placed in %lld ms", (unsigned long long)s->pass, placed, (long long)dt);
+    memcpy(s->actor, actor, sizeof actor);
 }

@@ -8,18 +8,21 @@
 #include "hf_err.h"
 #include "hf_metric.h"
 #include "hf_time.h"
+#include "scheduler/warmstart.h"
+#include "scheduler/ckstore.h"
 
 #include <ctype.h>
 #include <string.h>
 #include <unistd.h>
 
 static const char *const top_keys[] = {"name", "description", "objective", "searcher", "hyperparameters",
-                                       "trial", "priority", "weight", "tags", NULL};
-static const char *const objective_keys[] = {"metric", "goal", NULL};
+                                       "trial", "priority", "weight", "tags", "checkpoint_policy", "warm_start",
+                                       "context", "constraints", NULL};
 static const char *const trial_keys[] = {"command", "resources", "distributed", "max_restarts", "env",
                                          "grace_period_ms", "launcher", NULL};
 static const char *const resources_keys[] = {"workers", "slots_per_worker", NULL};
 static const char *const distributed_keys[] = {"mode", "backend", "ps", "staleness", NULL};
+static const char *const policy_keys[] = {"keep_latest", "keep_best_trials", NULL};
 
 static int env_name_ok(const char *s)
 {
@@ -109,16 +112,45 @@ static int parse_trial(json_t *tr, exp_spec *spec, hf_jerr *e)
     return HF_OK;
 }
 
+/* checkpoint_policy (docs/scheduler.md, "Checkpoint retention"). */
+static int parse_policy(json_t *cfg, exp_spec *spec, hf_jerr *e)
+{
+    json_t *pol = NULL;
+    int rc;
+    if ((rc = hf_json_get_object(cfg, "", "checkpoint_policy", 0, &pol, e))) return rc;
+    if (!pol) return HF_OK;
+    if ((rc = hf_json_only_keys(pol, "checkpoint_policy", policy_keys, e))) return rc;
+    if ((rc = hf_json_get_int(pol, "checkpoint_policy", "keep_latest", 0, 0, EXP_MAX_KEEP, &spec->keep_latest, e)))
+        return rc;
+    return hf_json_get_int(pol, "checkpoint_policy", "keep_best_trials", 0, 0, EXP_MAX_KEEP, &spec->keep_best_trials,
+                           e);
+}
+
+/* Several objectives or constraints with a searcher that ranks by one
+ * objective only. RET 0 or HF_EINVAL with e filled. */
+static int mo_searcher_check(const exp_spec *spec, hf_jerr *e)
+{
+    if (!strcmp(spec->searcher_name, "pbt") && (spec->mo.n_obj > 1 || spec->mo.n_con > 0))
+        return hf_jerr_set(e, "searcher", "name", "pbt ranks its population by one objective without "
+                           "constraints: a list objective or \"constraints\" need grid, random, tpe or asha");
+    if (spec->median_cfg && spec->mo.n_obj > 1)
+        return hf_jerr_set(e, "searcher", "median_stopping", "the median rule ranks by one objective: "
+                           "not with a list objective (asha ranks rungs by non-dominated sorting)");
+    return 0;
+}
+
 int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
 {
     int rc;
-    json_t *obj = NULL, *hp = NULL, *tr = NULL;
+    json_t *hp = NULL, *tr = NULL;
     const char *goal = NULL;
     memset(spec, 0, sizeof *spec);
     spec->workers = 1;
     spec->slots_per_worker = 1;
     spec->weight = 1.0;
     spec->grace_ms = 10000;
+    spec->keep_latest = EXP_DEFAULT_KEEP_LATEST;
+    spec->keep_best_trials = EXP_DEFAULT_KEEP_BEST;
     hf_jerr_clear(e);
 
     if (!json_is_object(cfg)) return hf_jerr_set(e, "", NULL, "the experiment must be a JSON object");
@@ -126,35 +158,35 @@ int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
     if ((rc = hf_json_get_string(cfg, "", "name", 1, EXP_MAX_NAME, &spec->name, e))) goto end;
     if (!spec->name[0]) { rc = hf_jerr_set(e, "", "name", "must not be empty"); goto end; }
 
-    if ((rc = hf_json_get_object(cfg, "", "objective", 1, &obj, e))) goto end;
-    if ((rc = hf_json_only_keys(obj, "objective", objective_keys, e))) goto end;
-    if ((rc = hf_json_get_string(obj, "objective", "metric", 1, HF_METRIC_NAME_MAX, &spec->metric, e))) goto end;
-    if (!hf_metric_name_ok(spec->metric)) {
-        rc = hf_jerr_set(e, "objective", "metric", "not a valid metric name ([A-Za-z0-9_.:/-], 1..64 bytes)");
+    /* One objective (an object) or several (a list); constraints. */
+    if ((rc = search_mo_parse(json_object_get(cfg, "objective"), json_object_get(cfg, "constraints"),
+                              spec->obj_metric, spec->obj_goal_max, spec->con_metric, &spec->mo, e)))
         goto end;
-    }
-    if ((rc = hf_json_get_string(obj, "objective", "goal", 1, 16, &goal, e))) goto end;
-    if (strcmp(goal, "maximize") && strcmp(goal, "minimize")) {
-        rc = hf_jerr_set(e, "objective", "goal", "must be \"maximize\" or \"minimize\"");
-        goto end;
-    }
-    spec->goal_max = strcmp(goal, "maximize") == 0;
+    spec->metric = spec->obj_metric[0];
+    spec->goal_max = spec->obj_goal_max[0];
 
     /* The space first: the searcher's validation may depend on it (grid). */
     if ((rc = hf_json_get_object(cfg, "", "hyperparameters", 1, &hp, e))) goto end;
     if ((rc = hf_json_get_object(cfg, "", "searcher", 1, &spec->searcher_cfg, e))) goto end;
     if ((rc = search_space_parse(hp, &spec->sp, e))) { rc = HF_EINVAL; goto end; }
     if ((rc = search_validate(spec->searcher_cfg, spec->sp, e))) { rc = HF_EINVAL; goto end; }
+    if ((rc = warm_parse(cfg, spec->sp, &spec->n_enqueue, e))) { rc = HF_EINVAL; goto end; }
     json_t *sc = spec->searcher_cfg;
     spec->searcher_name = json_string_value(json_object_get(sc, "name"));
     spec->ops = search_find(spec->searcher_name);
     if (!spec->ops) { rc = hf_jerr_set(e, "searcher", "name", "unknown searcher"); goto end; }
     spec->median_cfg = json_object_get(sc, "median_stopping");
+    if ((rc = mo_searcher_check(spec, e))) goto end;
     spec->max_trials = search_cfg_int(sc, "max_trials", 0);
     if (spec->max_trials <= 0) {
         uint64_t g = strcmp(spec->searcher_name, "grid") == 0 ? search_space_grid_size(spec->sp, 1000000) : 0;
         if (g == 0) { rc = hf_jerr_set(e, "searcher", "max_trials", "required"); goto end; }
-        spec->max_trials = (int64_t)g;
+        spec->max_trials = (int64_t)g + spec->n_enqueue;   /* the whole grid after the enqueued */
+    }
+    if (spec->n_enqueue > spec->max_trials) {
+        rc = hf_jerr_set(e, "warm_start", "enqueue", "%lld configurations, more than searcher.max_trials (%lld)",
+                         (long long)spec->n_enqueue, (long long)spec->max_trials);
+        goto end;
     }
     /* Default concurrency. The dispatcher creates a trial only when it can
      * be placed at once, so free slots bound every experiment anyway; this
@@ -184,8 +216,16 @@ int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
     if ((rc = parse_trial(tr, spec, e))) goto end;
     if ((rc = hf_json_get_int(cfg, "", "priority", 0, -1000, 1000, &spec->priority, e))) goto end;
     if ((rc = hf_json_get_number(cfg, "", "weight", 0, 0.001, 1000.0, &spec->weight, e))) goto end;
+    if ((rc = parse_policy(cfg, spec, e))) goto end;
+    /* The code context (docs/scheduler.md, "Code contexts"): here only its
+     * form; that the object exists is the API's check (it has the store). */
+    if ((rc = hf_json_get_string(cfg, "", "context", 0, CKSTORE_HASH_LEN + 1, &spec->context, e))) goto end;
+    if (spec->context && !ckstore_hash_valid(spec->context)) {
+        rc = hf_jerr_set(e, "", "context", "must be a SHA-256 (64 lowercase hex characters) from PUT /api/v1/contexts");
+        goto end;
+    }
     if (json_object_get(cfg, "description") &&
-        (rc = hf_json_get_string(cfg, "", "description", 0, 4096, &goal, e)))
+        (rc = hf_json_get_string(cfg, "", "description", 0, EXP_MAX_DESCRIPTION, &goal, e)))
         goto end;
 end:
     if (rc) {

@@ -12,6 +12,7 @@
 
 #include "hf_json.h"
 #include "scheduler/search.h"
+#include "scheduler/search_mo.h"
 #include "scheduler/search_space.h"
 
 #include <stdint.h>
@@ -22,12 +23,22 @@
 #define EXP_MAX_ENV         64
 #define EXP_MAX_WORKERS     256
 #define EXP_MAX_SLOTS       64
+#define EXP_MAX_KEEP        100000   /* checkpoint_policy counts */
+#define EXP_DEFAULT_KEEP_LATEST 1    /* checkpoint_policy defaults (Determined's) */
+#define EXP_DEFAULT_KEEP_BEST   1
+#define EXP_MAX_DESCRIPTION 16384    /* bytes of Markdown (also through PATCH) */
 
 typedef struct exp_spec {
     /* Borrowed from the config object the spec was parsed from. */
     const char *name;
-    const char *metric;          /* objective.metric */
+    const char *metric;          /* objective.metric (the first one of a list) */
     int         goal_max;        /* objective.goal == "maximize" */
+    /* "objective" as a list and "constraints" (docs/search.md): mo.n_obj
+     * objectives, obj_metric[0] == metric; mo.n_con constrained metrics. */
+    search_objectives mo;
+    const char *obj_metric[SEARCH_MO_MAX_OBJ];
+    int         obj_goal_max[SEARCH_MO_MAX_OBJ];
+    const char *con_metric[SEARCH_MO_MAX_CON];
     const char *searcher_name;
     const searcher_ops *ops;
     json_t     *searcher_cfg;
@@ -44,8 +55,12 @@ typedef struct exp_spec {
     int64_t     priority;        /* higher is placed first */
     double      weight;          /* fair-share weight among experiments of equal priority */
     int64_t     grace_ms;        /* SIGTERM grace before SIGKILL */
+    int64_t     keep_latest;     /* checkpoint_policy.keep_latest (default 1) */
+    int64_t     keep_best_trials;/* checkpoint_policy.keep_best_trials (default 1) */
+    const char *context;         /* SHA-256 of the code context, NULL when absent */
     int         launcher_mpirun; /* trial.launcher == "mpirun": rank 0 runs the command
                                     with a host file of the placement, other ranks hold */
+    int64_t     n_enqueue;       /* warm_start.enqueue: the first n_enqueue trials run these */
     /* Owned. */
     search_space *sp;
 } exp_spec;

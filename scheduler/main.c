@@ -17,6 +17,7 @@
 #include "scheduler/events.h"
 #include "scheduler/sched.h"
 #include "scheduler/store.h"
+#include "scheduler/webhook.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -38,15 +39,20 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *listen = NULL, *db = NULL, *web = NULL, *token_file = NULL, *tls_cert = NULL, *tls_key = NULL;
-    const char *log_level = NULL, *log_format = NULL, *config = NULL, *ck_dir = NULL;
+    const char *log_level = NULL, *log_format = NULL, *config = NULL, *ck_dir = NULL, *ck_storage = NULL;
     int64_t agent_timeout = 0, hb_ms = 0, hb_fast_ms = 0, hb_rate = 0, threads = 0, max_log_lines = 0;
-    int64_t max_conns_per_ip = 0, request_timeout = 0, max_ck_mb = 0;
+    int64_t max_conns_per_ip = 0, request_timeout = 0, max_ck_mb = 0, ck_grace = 0;
     int print_config = 0;
     hf_cfg_opt opts[] = {
         {"listen", "HYPERFARM_LISTEN", HF_CFG_STR, &listen, "127.0.0.1:8080", 0, 0, "address:port to serve on (port 0: any)"},
         {"db", "HYPERFARM_DB", HF_CFG_STR, &db, "./hyperfarm.db", 0, 0, "SQLite database file"},
         {"checkpoint-dir", "HYPERFARM_CHECKPOINT_DIR", HF_CFG_STR, &ck_dir, NULL, 0, 0,
          "directory of the checkpoint store (default: the --db file's name + .checkpoints)"},
+        {"checkpoint-storage", "HYPERFARM_CHECKPOINT_STORAGE", HF_CFG_STR, &ck_storage, "scheduler", 0, 0,
+         "scheduler: agents upload checkpoints to this store; shared_fs: --checkpoint-dir is an absolute path "
+         "every agent mounts at the same place, and agents write objects there themselves"},
+        {"checkpoint-gc-grace", "HYPERFARM_CHECKPOINT_GC_GRACE", HF_CFG_INT, &ck_grace, "3600", 0, 31536000,
+         "seconds an object no row names is left alone before the start-up garbage collection removes it"},
         {"max-checkpoint-mb", "HYPERFARM_MAX_CHECKPOINT_MB", HF_CFG_INT, &max_ck_mb, "8192", 1, 1048576,
          "largest checkpoint the store accepts, in MiB (a larger upload is refused before it is read)"},
         {"web", "HYPERFARM_WEB", HF_CFG_STR, &web, NULL, 0, 0, "serve the dashboard from DIR instead of the copy built into the binary (development)"},
@@ -86,6 +92,8 @@ int main(int argc, char **argv)
     cron *cr = NULL;
     doorbell *bell = NULL;
     ckstore *ck = NULL;
+    ckretain *cret = NULL;
+    webhook_svc *wh = NULL;
     char ck_default[4096];
 
     hf_log_init("hyperfarm-scheduler");
@@ -131,10 +139,30 @@ int main(int argc, char **argv)
         snprintf(ck_default, sizeof ck_default, "%s.checkpoints", db);
         ck_dir = ck_default;
     }
+    int shared_fs = strcmp(ck_storage, "shared_fs") == 0;
+    if (!shared_fs && strcmp(ck_storage, "scheduler")) {
+        hf_error("--checkpoint-storage %s: expected scheduler or shared_fs", ck_storage);
+        goto end;
+    }
+    if (shared_fs && ck_dir == ck_default) {
+        hf_error("--checkpoint-storage shared_fs needs --checkpoint-dir: the path every agent mounts");
+        goto end;
+    }
+    if (shared_fs && ck_dir[0] != '/') {
+        hf_error("--checkpoint-dir %s: shared_fs needs an absolute path (agents use it as is)", ck_dir);
+        goto end;
+    }
     if ((rc = ckstore_open(ck_dir, db, max_ck_mb << 20, &ck, err, sizeof err))) { hf_error("%s", err); goto end; }
+    ckstore_set_shared(ck, shared_fs);
     int64_t ck_objects, ck_bytes;
     ckstore_stats(ck, &ck_objects, &ck_bytes);
-    hf_info("checkpoint store %s: %lld objects, %lld bytes", ck_dir, (long long)ck_objects, (long long)ck_bytes);
+    hf_info("checkpoint store (%s) %s: %lld objects, %lld bytes", ck_storage, ck_dir, (long long)ck_objects,
+            (long long)ck_bytes);
+    if ((rc = ckretain_open(ck, db, 2000, ck_grace * 1000, &cret, err, sizeof err)) || (rc = ckretain_start(cret))) {
+        hf_error("checkpoint retention: %s", rc == HF_ENOMEM ? "cannot start its thread" : err);
+        goto end;
+    }
+    if ((rc = webhook_open(db, &wh, err, sizeof err))) { hf_error("%s", err); goto end; }
     ev = events_new();
     sched_config sc;
     sched_config_defaults(&sc);
@@ -143,13 +171,14 @@ int main(int argc, char **argv)
     sc.heartbeat_fast_ms = hb_fast_ms;
     sc.heartbeat_rate = hb_rate;
     sc.max_log_lines = max_log_lines;
+    sc.ck_shared_dir = shared_fs ? ck_dir : NULL;
     if (sc.assign_timeout_ms < 3 * agent_timeout) sc.assign_timeout_ms = 3 * agent_timeout;
     if (!ev || (rc = sched_new(&sc, st, ev, &s, err, sizeof err))) { hf_error("core: %s", err); goto end; }
     if (!(bell = doorbell_new())) { hf_error("out of memory"); goto end; }
     sched_set_doorbell(s, ring_agent, bell);
     api_config ac = {.listen = listen, .web_dir = web, .tls_cert = tls_cert, .tls_key = tls_key, .threads = (int)threads,
                      .bell = bell, .max_conns_per_ip = (int)max_conns_per_ip,
-                     .request_timeout_s = (int)request_timeout, .ck = ck};
+                     .request_timeout_s = (int)request_timeout, .ck = ck, .cr = cret, .wh = wh};
     if ((rc = api_start(&ac, s, st, ev, au, &a, err, sizeof err))) { hf_error("api: %s", err); goto end; }
     if (!(cr = cron_start(s, ev, bell))) { hf_error("cannot start the cron thread"); goto end; }
     hf_info("listening on %s://%s:%d (db %s, schema v%d%s%s)", tls_cert ? "https" : "http",
@@ -169,7 +198,9 @@ end:
     sched_free(s);
     doorbell_free(bell);
     events_free(ev);
+    ckretain_close(cret);
     ckstore_close(ck);
+    webhook_close(wh);
     store_close(st);
     auth_free(au);
     hf_config_free(opts);

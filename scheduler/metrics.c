@@ -114,6 +114,10 @@ int metrics_render(hf_buf *b, const sched_stats *st)
                               metrics.searcher_stops);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_store_errors_total", "Failed store transactions.", metrics.store_errors);
     if (rc == 0)
+        rc = COUNTER(b, "hyperfarm_checkpoint_store_full_total",
+                     "Uploads (checkpoints, contexts) refused because the checkpoint store's disk is full.",
+                     metrics.checkpoint_store_full);
+    if (rc == 0)
         rc = hf_buf_printf(b,
             "# HELP hyperfarm_checkpoint_objects Objects in the checkpoint store (distinct contents).\n"
             "# TYPE hyperfarm_checkpoint_objects gauge\nhyperfarm_checkpoint_objects %lld\n"

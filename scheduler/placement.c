@@ -71,6 +71,18 @@ int placement_gang(place_agent *a, int n, int workers, int spw, place_rank *out)
     return HF_OK;
 }
 
+int placement_prefer(const place_agent *a, int n, const int *holds, int workers, int spw)
+{
+    int best = -1, best_cap = 0;
+    if (workers <= 0 || spw <= 0) return -1;
+    for (int i = 0; i < n; i++) {
+        if (!holds[i]) continue;
+        int c = placement_capacity(&a[i], spw);
+        if (c >= workers && (best < 0 || c < best_cap)) { best = i; best_cap = c; }
+    }
+    return best;
+}
+
 int placement_reserve(const place_agent *a, int n, int workers, int spw, int *reserve)
 {
     if (workers <= 0 || spw <= 0 || spw > PLACE_MAX_GPUS || n < 0) return HF_EINVAL;

@@ -42,6 +42,13 @@ int placement_capacity(const place_agent *a, int spw);
  * not fit RET HF_ENOTFOUND and a[] is unchanged. HF_EINVAL for bad sizes. */
 int placement_gang(place_agent *a, int n, int workers, int spw, place_rank *out);
 
+/* Locality (docs/scheduler.md, "The checkpoint store"): among the agents
+ * with holds[i] != 0 (they already hold the checkpoint the trial starts
+ * from) one that can take every worker now, the best fit as in
+ * placement_gang. RET its index, or -1 (none: place as usual; a gang over
+ * several agents is not steered). */
+int placement_prefer(const place_agent *a, int n, const int *holds, int workers, int spw);
+
 /* Backfill reservation (Slurm-style) for a gang that does not fit now:
  * plan it over the agents as if they were idle, preferring agents with the
  * most free capacity now (least to drain), one agent when one can take it

@@ -251,6 +251,11 @@ end:
     return rc;
 }
 
+static json_t *col_str_or_null(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : col_str(st, i);
+}
+
 int query_trial_details(store *sto, int64_t trial_id, json_t *t)
 {
     sqlite3 *db = store_reader_get(sto);
@@ -258,12 +263,12 @@ int query_trial_details(store *sto, int64_t trial_id, json_t *t)
     sqlite3_stmt *st = NULL;
     int rc = HF_EDB;
     json_t *ev = json_array(), *ck = json_array();
-    if (sqlite3_prepare_v2(db, "SELECT time,type,detail FROM events WHERE trial_id=? ORDER BY id LIMIT 10000",
-                           -1, &st, NULL) != SQLITE_OK) goto end;
+    if (sqlite3_prepare_v2(db, "SELECT time,type,detail,user_name FROM events WHERE trial_id=? ORDER BY id "
+                               "LIMIT 10000", -1, &st, NULL) != SQLITE_OK) goto end;
     sqlite3_bind_int64(st, 1, trial_id);
     while (sqlite3_step(st) == SQLITE_ROW)
-        json_array_append_new(ev, json_pack("{sIsoso}", "time", (json_int_t)sqlite3_column_int64(st, 0),
-                                            "type", col_str(st, 1), "detail", col_str(st, 2)));
+        json_array_append_new(ev, json_pack("{sIsososo}", "time", (json_int_t)sqlite3_column_int64(st, 0),
+                                            "type", col_str(st, 1), "detail", col_str(st, 2), "user", col_str_or_null(st, 3)));
     sqlite3_finalize(st);
     st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT path,step,time,attempt FROM checkpoints WHERE trial_id=? ORDER BY id DESC "
@@ -367,4 +372,34 @@ int query_export_json(store *sto, json_t *summary, json_t *trials, json_t **out)
     }
     *out = json_pack("{sOsO}", "experiment", summary, "trials", trials);
     return *out ? 0 : HF_ENOMEM;
+}
+
+int query_experiment_events(store *sto, int64_t exp_id, int64_t limit, json_t **out)
+{
+    sqlite3 *db = store_reader_get(sto);
+    if (!db) return HF_EDB;
+    sqlite3_stmt *st = NULL;
+    int rc = HF_EDB;
+    json_t *ev = json_array();
+    /* The newest `limit`, returned oldest first (events_exp index). */
+    if (!ev || sqlite3_prepare_v2(db, "SELECT * FROM (SELECT id,time,trial_id,type,detail,user_name FROM events "
+                                      "WHERE experiment_id=? AND (trial_id IS NULL OR user_name IS NOT NULL) "
+                                      "ORDER BY id DESC LIMIT ?) ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+        goto end;
+    sqlite3_bind_int64(st, 1, exp_id);
+    sqlite3_bind_int64(st, 2, limit);
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW)
+        json_array_append_new(ev, json_pack("{sIsosososo}", "time", (json_int_t)sqlite3_column_int64(st, 1),
+                                            "trial_id", col_num_or_null(st, 2, 1), "type", col_str(st, 3),
+                                            "detail", col_str(st, 4), "user", col_str_or_null(st, 5)));
+    if (src != SQLITE_DONE) { rc = store_rc(src); goto end; }
+    *out = json_pack("{so}", "events", ev);
+    ev = NULL;
+    rc = *out ? 0 : HF_ENOMEM;
+end:
+    json_decref(ev);
+    sqlite3_finalize(st);
+    store_reader_put(sto, db);
+    return rc;
 }

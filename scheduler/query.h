@@ -34,6 +34,10 @@ int query_experiment_metrics(store *st, int64_t exp_id, const char *name, int64_
 int query_logs(store *st, int64_t trial_id, int64_t after, int64_t limit, json_t **out);
 /* Add "events" and "checkpoints" arrays to the trial object t. */
 int query_trial_details(store *st, int64_t trial_id, json_t *t);
+/* {"events": [{time, trial_id, type, detail, user}]}: experiment exp_id's
+ * own events and every event a user caused (user null: the scheduler),
+ * the newest limit of them, oldest first. */
+int query_experiment_events(store *st, int64_t exp_id, int64_t limit, json_t **out);
 /* Export: CSV (one row per trial: id, state, restarts, objective,
  * hyperparameters, best metrics) into b, or JSON (trials with their full
  * metric history) as *out. trials is borrowed. */

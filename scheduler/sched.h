@@ -38,6 +38,10 @@ typedef struct sched_config {
     int64_t max_log_line;           /* bytes per line; longer lines are truncated */
     int64_t max_metric_names;       /* distinct metric names per trial */
     int64_t port_base, port_count;  /* range for HYPERFARM_MASTER ports */
+    const char *ck_shared_dir;      /* shared_fs checkpoint store as agents mount it (borrowed);
+                                       NULL = agents upload to the scheduler */
+    int64_t pbt_parent_wait_ms;     /* a PBT child waits this long for its parent's checkpoint
+                                       to be stored, then FAILS (never starts without it) */
 } sched_config;
 
 void sched_config_defaults(sched_config *c);
@@ -52,10 +56,24 @@ void sched_free(sched *s);
 
 /* Experiments. cfg is borrowed (the core keeps a copy). */
 int sched_experiment_submit(sched *s, const json_t *cfg, int64_t *id, hf_jerr *e);
-int sched_experiment_list(sched *s, json_t **out);
+/* with_archived 0: archived experiments are left out. */
+int sched_experiment_list(sched *s, int with_archived, json_t **out);
 int sched_experiment_get(sched *s, int64_t id, json_t **out);
-/* action: "pause" | "resume" | "cancel". *out = EXP_SUMMARY. */
+/* action: "pause" | "resume" | "cancel" | "archive" | "unarchive".
+ * *out = EXP_SUMMARY. archive (HF_ESTATE while the experiment runs: see
+ * sched_experiment_delete) marks it archived: hidden from the default list;
+ * its checkpoints are then dropped by the retention pass (ckretain.h). */
 int sched_experiment_action(sched *s, int64_t id, const char *action, json_t **out, hf_jerr *e);
+/* Delete experiment id with its trials, metrics, logs, allocations,
+ * checkpoint rows and events, in one transaction. Refused (HF_ESTATE, e
+ * says why) while it runs: it must be COMPLETED or CANCELED, or PAUSED,
+ * with no trial placed on an agent. The checkpoint objects its rows named
+ * are freed by the caller afterwards (ckretain_release). RET 0,
+ * HF_ENOTFOUND, HF_ESTATE, HF_E* of the store. The delete itself stays
+ * in the events table (type DELETED, no experiment id, the user who asked:
+ * _as; NULL = the scheduler). */
+int sched_experiment_delete(sched *s, int64_t id, hf_jerr *e);
+int sched_experiment_delete_as(sched *s, int64_t id, const char *user, hf_jerr *e);
 /* body {"max_trials": N} (new total, > current) or {"add_trials": K}. */
 int sched_experiment_extend(sched *s, int64_t id, const json_t *body, json_t **out, hf_jerr *e);
 int sched_experiment_trials(sched *s, int64_t id, json_t **out);
@@ -68,6 +86,31 @@ int sched_experiment_trials_text(sched *s, int64_t id, char **out, size_t *len);
 int sched_experiment_top(sched *s, int64_t id, int64_t k, json_t **out);
 /* Summary + trials, for the export route; *metric = the objective name. */
 int sched_experiment_export(sched *s, int64_t id, json_t **summary, json_t **trials);
+/* The Pareto front (sched_pareto.c): {"experiment_id", "objectives",
+ * "constraints", "completed", "feasible", "trials": [{"trial_id", "idx",
+ * "hparams", "values", "constraints"}]}, best first objective first. */
+int sched_experiment_pareto(sched *s, int64_t id, json_t **out);
+
+/* The workflow of issue #17 (docs/scheduler.md "Workflow"). user is the
+ * requesting token's user name (auth.h; NULL = none): it is written into
+ * every events row the call adds and, at submission, as submitted_by. The
+ * calls above are these with user NULL (and no parent). */
+/* Submit cfg; parent > 0 records it as a fork of that experiment
+ * (HF_ENOTFOUND when there is none). cfg's warm_start is resolved here:
+ * an unknown experiment is HF_EINVAL naming warm_start.experiments[i]. */
+int sched_experiment_submit_as(sched *s, const json_t *cfg, const char *user, int64_t parent, int64_t *id,
+                               hf_jerr *e);
+int sched_experiment_action_as(sched *s, int64_t id, const char *action, const char *user, json_t **out,
+                               hf_jerr *e);
+int sched_experiment_extend_as(sched *s, int64_t id, const json_t *body, const char *user, json_t **out,
+                               hf_jerr *e);
+int sched_trial_kill_as(sched *s, int64_t id, const char *user, json_t **out, hf_jerr *e);
+/* PATCH bodies (expmeta.h): description/tags of an experiment (*out =
+ * EXP_SUMMARY), notes of a trial (*out = the trial with its notes). */
+int sched_experiment_patch(sched *s, int64_t id, const json_t *body, const char *user, json_t **out, hf_jerr *e);
+int sched_trial_patch(sched *s, int64_t id, const json_t *body, const char *user, json_t **out, hf_jerr *e);
+/* sched_experiment_list restricted to experiments tagged tag (NULL = all). */
+int sched_experiment_list_tagged(sched *s, int with_archived, const char *tag, json_t **out);
 
 /* Trials. */
 int sched_trial_get(sched *s, int64_t id, json_t **out);

@@ -149,6 +149,10 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
     rc = register_upsert(s, &r, host, gj, now, &a);
     if (rc && !s->txn_rc) { txn_abort(s); goto end; }   /* nothing written: ENOMEM */
     if (a) {
+        if (r.cached) {
+            json_decref(a->cached);
+            a->cached = json_incref(r.cached);
+        }
         row_event(s, 0, 0, "AGENT_REGISTERED", r.name);
         register_reconcile(s, a, r.running, now);
         agent_stale_update(s, a, r.running);
@@ -159,8 +163,9 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
     }
     rc = txn_end(s);
     if (rc == 0)
-        *out = json_pack("{sIsIso}", "id", (json_int_t)aid, "heartbeat_interval_ms", (json_int_t)s->hb_fast_eff,
-                         "token", json_null());
+        *out = json_pack("{sIsIsos{ssss*}}", "id", (json_int_t)aid, "heartbeat_interval_ms", (json_int_t)s->hb_fast_eff,
+                         "token", json_null(), "checkpoint_storage", "mode",
+                         s->cfg.ck_shared_dir ? "shared_fs" : "scheduler", "path", s->cfg.ck_shared_dir);
 end:
     free(gj);
     pthread_mutex_unlock(&s->lock);
@@ -230,21 +235,29 @@ static void hb_apply_metric(sched *s, hb_ctx *c, const json_t *it)
     double xp = epj ? json_number_value(epj) : stj ? (double)json_integer_value(stj) : (double)t->nreports;
     const char *k;
     json_t *v;
-    json_object_foreach(vals, k, v) {
-        if (!json_object_get(t->best, k) && (int64_t)json_object_size(t->best) >= s->cfg.max_metric_names) {
-            c->dropped++;
-            c->rej_points++;
-            continue;
+    /* Two passes, the objective (the first one of a list) last: a
+     * multi-objective searcher deciding on the objective's report then
+     * sees the report's other objectives and constraints, and the rows'
+     * order (replayed after a restart) is the order they were fed in. */
+    for (int pass = 0; pass < 2; pass++)
+        json_object_foreach(vals, k, v) {
+            if ((strcmp(k, t->exp->spec.metric) == 0) != pass) continue;
+            if (!json_object_get(t->best, k) && (int64_t)json_object_size(t->best) >= s->cfg.max_metric_names) {
+                c->dropped++;
+                c->rej_points++;
+                continue;
+            }
+            row_metric_insert(s, t, k, stj, epj, json_number_value(v), tm);
+            c->points++;
         }
-        row_metric_insert(s, t, k, stj, epj, json_number_value(v), tm);
-        c->points++;
-    }
     if (stj) json_object_set_new(t->latest, "step", json_integer(json_integer_value(stj)));
     if (epj) json_object_set_new(t->latest, "epoch", json_real(json_number_value(epj)));
     t->mver++;
-    json_object_foreach(vals, k, v)
-        if (json_object_get(t->best, k) || (int64_t)json_object_size(t->best) < s->cfg.max_metric_names)
-            trial_report(s, t, k, json_number_value(v), xp);
+    for (int pass = 0; pass < 2; pass++)
+        json_object_foreach(vals, k, v)
+            if ((strcmp(k, t->exp->spec.metric) == 0) == pass &&
+                (json_object_get(t->best, k) || (int64_t)json_object_size(t->best) < s->cfg.max_metric_names))
+                trial_report(s, t, k, json_number_value(v), xp);
     if (ck && *ck) row_ckpt_insert(s, t, ck, stj, tm);
     c->reports++;
     if (s->ev && events_subscribers(s->ev))
@@ -435,6 +448,10 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     c.mono = hf_mono_ms();
     txn_join(s);
     hb_mark_alive(s, &c);
+    if (in.cached) {
+        json_decref(c.a->cached);
+        c.a->cached = json_incref(in.cached);
+    }
     if (hb_batch_repeated(s, &c, &in)) in.metrics = in.logs = in.events = NULL;
     /* Metrics and logs first: a trial's last reports arrive in the same
      * heartbeat as its exit and must be stored before it is finished. */

@@ -48,6 +48,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Trial states: indexes of sched_trial_state_names. */
 enum { T_QUEUED, T_ASSIGNED, T_RUNNING, T_COMPLETED, T_FAILED, T_STOPPED, T_CANCELED, T_PAUSED, T__N };
@@ -101,6 +102,7 @@ typedef struct trial {
     size_t      view_len;
     int64_t     view_sig[TRIAL_SIG_N];  /* signature of the trial when view was built */
     int64_t     log_lines, logs_dropped;
+    char       *notes;        /* Markdown (PATCH /trials/{id}), NULL = none; not in the cached view */
     int         nranks;
     trial_rank *ranks;        /* current attempt's workers, NULL when not placed */
     size_t      live_idx;     /* position in sched.live while placed */
@@ -116,6 +118,7 @@ struct experiment {
     search_median *med;
     int64_t       max_trials;
     int           searcher_done;
+    int           archived;   /* hidden from the default list, checkpoints dropped (ckretain.h) */
     int64_t       created_at, ended_at;
     int64_t       counts[T__N];
     int64_t       slots_in_use;
@@ -126,6 +129,13 @@ struct experiment {
     size_t        ntrials, cap;
     int64_t       pass;       /* dispatch pass in which it was found blocked */
     int           waits_report;  /* searcher had nothing to run: a result may change that */
+    /* Workflow (docs/scheduler.md "Workflow"; columns of 0008_workflow). */
+    char         *description;   /* Markdown, NULL = none (editable) */
+    json_t       *tags;          /* owned array of strings (editable) */
+    int64_t       parent_id;     /* forked from this experiment, 0 = none */
+    char         *submitted_by;  /* user name of the submitting token, NULL = unknown */
+    json_t       *warm;          /* owned warm-start history snapshot (warmstart.h), NULL = none */
+    int64_t       context_size;  /* bytes of spec.context's object; 0 = not looked up yet */
 };
 
 typedef struct agent {
@@ -139,6 +149,7 @@ typedef struct agent {
     int         stale_slots;       /* slots held by processes of attempts it must kill (in pa.slots_used) */
     trial     **on;  size_t non, con;  /* placed trials with a rank here (subset of sched.live) */
     place_agent pa;
+    json_t     *cached;       /* owned: the object hashes its cache holds (as last reported), or NULL */
 } agent;
 
 /* Group commit bounds: at most GRP_MAX heartbeats or GRP_MS of work share
@@ -188,6 +199,11 @@ struct sched {
     int             fail_rc[GRP_FAILS];   /* ... and their errors, at nfails % GRP_FAILS */
     uint64_t        nfails;               /* failed transactions so far */
     pthread_cond_t  grp_cv;         /* broadcast when a transaction ends */
+    /* Who the current transaction acts for (a user name from the token
+     * file), written into every events row it adds; "" = the scheduler
+     * itself. Set by actor_set at the start of a user's request, under the
+     * lock, and cleared before the lock is released. */
+    char            actor[65];
 };
 
 /* ---------- small predicates ---------- */
@@ -203,6 +219,18 @@ static inline int64_t exp_active_count(const experiment *x)
 }
 /* An objective value oriented so that higher is better. */
 static inline double exp_norm(const experiment *x, double v) { return x->spec.goal_max ? v : -v; }
+
+/* The user the current transaction acts for (s->actor); NULL or "" = none.
+ * Every public call made for a user (submit, pause, resume, cancel, kill,
+ * extend, fork, patch, and any later one such as delete) sets it after
+ * taking the lock and clears it (actor_set(s, NULL)) before unlocking. */
+static inline void actor_set(sched *s, const char *user)
+{
+    size_t n = user ? strlen(user) : 0;
+    if (n >= sizeof s->actor) n = sizeof s->actor - 1;
+    if (n) memcpy(s->actor, user, n);
+    s->actor[n] = 0;
+}
 
 /* ---------- sched_model.c ---------- */
 
@@ -227,6 +255,9 @@ void agent_unlink(sched *s, trial *t);
 trial *trial_alloc(sched *s, experiment *x);
 void trial_index(sched *s, experiment *x, trial *t);
 void trial_free(trial *t);
+/* Drop x and its trials from the model and free them (after its rows were
+ * deleted and committed). None of its trials may be placed (ranks NULL). */
+void exp_forget(sched *s, experiment *x);
 void agent_free(agent *a);
 /* An experiment's runtime (spec, searcher, median rule) from its config
  * (stolen). NULL with e set (invalid config) or e empty (ENOMEM). */
@@ -263,8 +294,14 @@ void row_event(sched *s, int64_t exp_id, int64_t trial_id, const char *type, con
 /* RET the new experiment's id, 0 when the insert failed (s->txn_rc set). */
 int64_t row_exp_insert(sched *s, const experiment *x, const char *config_text);
 void row_exp_update(sched *s, const experiment *x);
+/* Delete experiment id's rows and every row of its trials (metrics, logs,
+ * allocations, checkpoints, events, trials). */
+void row_exp_delete(sched *s, int64_t id);
 int64_t row_trial_insert(sched *s, const trial *t);
 void row_trial_update(sched *s, const trial *t);
+/* Description and tags of x; notes of t (0008_workflow). */
+void row_exp_meta(sched *s, const experiment *x);
+void row_trial_notes(sched *s, const trial *t);
 /* Objective, latest and best of t; clears t->dirty_metrics. */
 void row_trial_metrics(sched *s, trial *t);
 void row_alloc_insert(sched *s, const trial *t, const trial_rank *tr);
@@ -310,6 +347,7 @@ typedef struct report_row {
     int64_t trial_id, step;
     int     has_step, has_epoch;
     double  epoch, value;
+    const char *name;     /* the metric (valid until the next step); NULL: the objective */
 } report_row;
 sqlite3_stmt *row_report_scan(sched *s, const experiment *x);
 int row_report_next(sqlite3_stmt *q, report_row *r);
@@ -322,6 +360,9 @@ void row_scan_end(sqlite3_stmt *q);
  * HF_E* with a message in err (the records loaded so far stay; the caller
  * unloads). */
 int sched_load(sched *s, char *err, size_t errlen);
+/* Rebuild x's searcher and median rule for its current max_trials and
+ * replay its history into them (after /extend). RET 0 or HF_ENOMEM. */
+int sched_searcher_rebuild(sched *s, experiment *x);
 
 /* ---------- sched_state.c ---------- */
 
@@ -341,6 +382,9 @@ int trial_holder_waits(const trial *t, const trial_rank *tr);
 /* Take one reported metric value into latest/best, the objective, the
  * experiment's best, and the searcher/median decision (may STOP t). */
 void trial_report(sched *s, trial *t, const char *name, double v, double x_pos);
+/* Feed a report of metric name to x's searcher's on_metric for every
+ * slot >= 1 it fills (another objective, sign-normalised, or a constraint). */
+void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_pos, double v);
 
 /* ---------- sched_views.c ---------- */
 
@@ -354,6 +398,7 @@ json_t *agent_view(sched *s, const agent *a);
  * absent) and the agent process's batch number (instance NULL = none). */
 typedef struct hb_items {
     json_t     *running, *events, *metrics, *logs;
+    json_t     *cached;       /* the agent's object cache, NULL when not sent (unchanged) */
     const char *instance;
     int64_t     batch;
 } hb_items;
@@ -362,6 +407,7 @@ typedef struct reg_body {
     const char *name, *host, *version;
     int64_t     slots;
     json_t     *gpus, *running;   /* borrowed; gpus NULL when absent */
+    json_t     *cached;           /* borrowed; NULL when absent */
 } reg_body;
 /* Validate a whole registration / heartbeat body before applying any of it.
  * RET 0 or HF_EINVAL with the offending field's path in e. */
@@ -376,6 +422,28 @@ trial *proto_item_trial(sched *s, const agent *a, const json_t *it);
 trial_rank *proto_item_rank(trial *t, int64_t agent_id, const json_t *it, int want_unstarted);
 /* The assignment object for rank tr of t (docs/protocol.md). */
 json_t *proto_assignment(sched *s, trial *t, trial_rank *tr);
+
+/* ---------- sched_ckpt.c ---------- */
+
+/* A stored checkpoint a trial starts from (docs/protocol.md "restore"). */
+typedef struct ckpt_ref {
+    char    sha256[65];
+    int64_t size, step;
+    char    name[256];
+    int64_t trial_id;         /* whose checkpoint: t itself or its PBT parent */
+    int64_t agent_id;         /* the agent that uploaded it, 0 = unknown */
+} ckpt_ref;
+/* The checkpoint t must start from: its own newest stored one, else (a
+ * PBT child) its parent's newest. RET 1 with *out, 0 = none. */
+int ckpt_restore_of(sched *s, const trial *t, ckpt_ref *out);
+/* Does agent a hold ref's object (it uploaded it, or lists it cached)? */
+int ckpt_agent_holds(const agent *a, const ckpt_ref *ref);
+/* A PBT child without a checkpoint to start from (found == 0) is not
+ * placed: RET 1 while it waits; after cfg.pbt_parent_wait_ms it is FAILED
+ * here (RET 1 too). RET 0: place it. */
+int ckpt_pbt_wait(sched *s, trial *t, const ckpt_ref *ref, int found);
+/* The assignment's "restore" object. */
+json_t *ckpt_restore_json(const ckpt_ref *ref);
 
 /* ---------- dispatch.c ---------- */
 

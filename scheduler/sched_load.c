@@ -16,6 +16,7 @@
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
+#include "scheduler/warmstart.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,11 +136,16 @@ static int load_allocations(sched *s, int64_t now_mono)
     return 0;
 }
 
-/* Replay x's history through its fresh searcher and median rule: trials in
+/* Replay x's history through its fresh searcher and median rule: its
+ * warm-start history (warmstart.h), trials in
  * creation order (on_created), the objective's reports in arrival order
- * (on_report), then the finished trials (on_done). */
+ * (on_report; other objectives and constraints through on_metric, in the
+ * same order), then the finished trials (on_done). */
 static void load_replay(sched *s, experiment *x)
 {
+    /* The warm-start history first: it is older than every trial, and the
+     * snapshot stored at submission is what the searcher saw then. */
+    if (x->warm) warm_observe(x->srch, x->warm, x->spec.goal_max);
     for (size_t k = 0; k < x->ntrials; k++) {
         trial *t = x->trials[k];
         if (x->srch->ops->on_created)
@@ -150,8 +156,10 @@ static void load_replay(sched *s, experiment *x)
     while (row_report_next(q, &r)) {
         trial *t = trial_find(s, r.trial_id);
         if (!t) continue;
+        double xp = r.has_epoch ? r.epoch : r.has_step ? (double)r.step : (double)(t->nreports + 1);
+        if (r.name) exp_feed_slots(x, t->id, r.name, xp, r.value);
+        if (r.name && strcmp(r.name, x->spec.metric)) continue;   /* not the objective */
         t->nreports++;
-        double xp = r.has_epoch ? r.epoch : r.has_step ? (double)r.step : (double)t->nreports;
         double v = exp_norm(x, r.value);
         if (x->srch->ops->on_report) x->srch->ops->on_report(x->srch, t->id, xp, v);
         if (x->med) search_median_on_report(x->med, t->id, xp, v);
@@ -159,6 +167,38 @@ static void load_replay(sched *s, experiment *x)
     row_scan_end(q);
     for (size_t k = 0; k < x->ntrials; k++)
         if (trial_state_terminal(x->trials[k]->state)) trial_done_notify(x->trials[k], x->trials[k]->state);
+}
+
+/* x's searcher and median rule built afresh, with the searcher's
+ * max_trials raised to x->max_trials: /extend raises it above what the
+ * file says, and searchers end the search at their own max_trials. The
+ * config in memory says the new value too (the dashboard's fork editor
+ * starts from it). RET 0 or HF_ENOMEM (x unchanged). */
+static int searcher_renew(experiment *x)
+{
+    exp_spec *sp = &x->spec;
+    json_object_set_new(sp->searcher_cfg, "max_trials", json_integer((json_int_t)x->max_trials));
+    searcher *n = sp->ops->create(sp->searcher_cfg, sp->sp, sp->goal_max, sp->seed);
+    search_median *m = NULL;
+    if (!n || (sp->median_cfg && !(m = search_median_new(sp->median_cfg)))) {
+        if (n) sp->ops->destroy(n);
+        return HF_ENOMEM;
+    }
+    n->ops = sp->ops;
+    x->srch->ops->destroy(x->srch);
+    x->srch = n;
+    search_median_free(x->med);
+    x->med = m;
+    return 0;
+}
+
+int sched_searcher_rebuild(sched *s, experiment *x)
+{
+    int rc = searcher_renew(x);
+    if (rc) return rc;
+    for (size_t k = 0; k < x->ntrials; k++) x->trials[k]->nreports = 0;
+    load_replay(s, x);
+    return 0;
 }
 
 int sched_load(sched *s, char *err, size_t errlen)
@@ -173,6 +213,15 @@ int sched_load(sched *s, char *err, size_t errlen)
         return rc;
     }
     s->dispatch_dirty = 1;
-    for (size_t i = 0; i < s->nexps; i++) load_replay(s, s->exps[i]);
+    for (size_t i = 0; i < s->nexps; i++) {
+        experiment *x = s->exps[i];
+        /* An extended experiment's searcher must know its new max_trials. */
+        if (x->max_trials != x->spec.max_trials && (rc = searcher_renew(x))) {
+            snprintf(err, errlen, "rebuilding the searcher of experiment %lld: %s", (long long)x->id,
+                     hf_strerror(rc));
+            return rc;
+        }
+        load_replay(s, x);
+    }
     return 0;
 }

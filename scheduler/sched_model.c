@@ -12,6 +12,8 @@
  */
 #include "scheduler/sched_int.h"
 
+#include "scheduler/expmeta.h"
+
 #include "hf_err.h"
 
 #include <stdlib.h>
@@ -138,6 +140,7 @@ void trial_free(trial *t)
     json_decref(t->best);
     free(t->ranks);
     free(t->view);
+    free(t->notes);
     free(t);
 }
 
@@ -148,9 +151,29 @@ void exp_free(experiment *x)
     search_median_free(x->med);
     experiment_spec_free(&x->spec);
     json_decref(x->config);
+    json_decref(x->tags);
+    json_decref(x->warm);
+    free(x->description);
+    free(x->submitted_by);
     free(x->name);
     free(x->trials);
     free(x);
+}
+
+void exp_forget(sched *s, experiment *x)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < s->ntrials; i++) {
+        trial *t = s->trials[i];
+        if (t->exp == x) trial_free(t);
+        else s->trials[j++] = t;
+    }
+    s->ntrials = j;
+    j = 0;
+    for (size_t i = 0; i < s->nexps; i++)
+        if (s->exps[i] != x) s->exps[j++] = s->exps[i];
+    s->nexps = j;
+    exp_free(x);
 }
 
 void agent_free(agent *a)
@@ -160,6 +183,7 @@ void agent_free(agent *a)
     free(a->host);
     free(a->version);
     json_decref(a->gpus);
+    json_decref(a->cached);
     free(a->on);
     free(a);
 }
@@ -197,8 +221,11 @@ experiment *exp_build(json_t *config, hf_jerr *e)
     /* The base's ops pointer is the core's to set (search.h leaves it
      * open); setting it here works whether or not create() did. */
     x->srch->ops = x->spec.ops;
+    if (x->srch->ops->configure && x->srch->ops->configure(x->srch, &x->spec.mo)) goto fail;
     if (x->spec.median_cfg && !(x->med = search_median_new(x->spec.median_cfg))) goto fail;
     x->max_trials = x->spec.max_trials;
+    const char *d = json_string_value(json_object_get(x->config, "description"));
+    if ((d && !(x->description = strdup(d))) || !(x->tags = expmeta_tags_from_config(x->config))) goto fail;
     return x;
 fail:
     exp_free(x);
@@ -219,6 +246,8 @@ void sched_config_defaults(sched_config *c)
     c->max_metric_names = 256;
     c->port_base = 29500;
     c->port_count = 10000;
+    c->ck_shared_dir = NULL;
+    c->pbt_parent_wait_ms = 120000;
 }
 
 int sched_new(const sched_config *cfg, store *st, events_hub *ev, sched **out, char *err, size_t errlen)

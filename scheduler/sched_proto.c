@@ -11,14 +11,19 @@
  */
 #include "scheduler/sched_int.h"
 
+#include "scheduler/expmeta.h"
+
 #include "hf_err.h"
 #include "hf_metric.h"
+#include "scheduler/store.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_HB_ITEMS 200000
+#define PROTO_MAX_CACHED 4096   /* hashes an agent may list as cached */
 
 /* ---------- validation ---------- */
 
@@ -53,9 +58,28 @@ static int check_running(const json_t *body, hf_jerr *e, json_t **out)
     return 0;
 }
 
+/* "cached": the object hashes in the agent's cache (bounded; each a
+ * lowercase hex SHA-256). */
+static int check_cached(const json_t *body, hf_jerr *e, json_t **out)
+{
+    int rc;
+    if ((rc = hf_json_get_array(body, "", "cached", 0, PROTO_MAX_CACHED, out, e))) return rc;
+    size_t i;
+    json_t *h;
+    json_array_foreach(*out, i, h) {
+        const char *v = json_string_value(h);
+        size_t n = v ? strlen(v) : 0;
+        char p[48];
+        hf_jpath_index(p, sizeof p, "cached", i);
+        if (n != 64 || strspn(v, "0123456789abcdef") != 64)
+            return hf_jerr_set(e, p, NULL, "must be a SHA-256 as 64 lowercase hex characters");
+    }
+    return 0;
+}
+
 int proto_register_check(const json_t *body, reg_body *out, hf_jerr *e)
 {
-    static const char *const keys[] = {"name", "slots", "gpus", "host", "version", "running", "labels", NULL};
+    static const char *const keys[] = {"name", "slots", "gpus", "host", "version", "running", "labels", "cached", NULL};
     int rc;
     memset(out, 0, sizeof *out);
     if (!json_is_object(body)) return hf_jerr_set(e, "", NULL, "expected a JSON object");
@@ -78,6 +102,7 @@ int proto_register_check(const json_t *body, reg_body *out, hf_jerr *e)
         if ((rc = hf_json_get_string(g, p, "name", 0, 128, &gn, e))) return rc;
         if ((rc = hf_json_get_int(g, p, "memory_mb", 0, 0, INT64_MAX, &x, e))) return rc;
     }
+    if ((rc = check_cached(body, e, &out->cached))) return rc;
     return check_running(body, e, &out->running);
 }
 
@@ -180,7 +205,7 @@ static int check_items(const json_t *arr, const char *key, int (*check)(const js
 int proto_heartbeat_check(const json_t *body, hb_items *out, hf_jerr *e)
 {
     static const char *const keys[] = {"running", "events", "metrics", "logs", "time", "slots_free",
-                                       "instance", "batch", NULL};
+                                       "instance", "batch", "cached", NULL};
     int rc;
     const char *inst = NULL;
     int64_t batch = 0;
@@ -194,6 +219,7 @@ int proto_heartbeat_check(const json_t *body, hb_items *out, hf_jerr *e)
                                                                       "instance and batch go together");
     out->instance = inst;
     out->batch = inst ? batch : 0;
+    if ((rc = check_cached(body, e, &out->cached))) return rc;
     if ((rc = check_running(body, e, &out->running))) return rc;
     /* All three arrays are fetched before any item is checked, so a bad
      * array type is reported before a bad item. */
@@ -235,6 +261,22 @@ trial *proto_item_trial(sched *s, const agent *a, const json_t *it)
 
 /* ---------- assignments ---------- */
 
+/* The size of x's code context, from its contexts row (schema 0006; the
+ * first lookup is cached on x). RET the size, or -1 when no row says. */
+static int64_t context_size(sched *s, experiment *x)
+{
+    sqlite3_stmt *st = NULL;
+    if (x->context_size) return x->context_size;
+    x->context_size = -1;
+    if (sqlite3_prepare_v2(store_db(s->st), "SELECT size FROM contexts WHERE sha256=? AND size>=0 ORDER BY id LIMIT 1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, x->spec.context, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) x->context_size = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return x->context_size;
+}
+
 json_t *proto_assignment(sched *s, trial *t, trial_rank *tr)
 {
     experiment *x = t->exp;
@@ -252,6 +294,7 @@ json_t *proto_assignment(sched *s, trial *t, trial_rank *tr)
     SETENVI("HYPERFARM_WORLD_SIZE", t->nranks);
     SETENVI("HYPERFARM_LOCAL_RANK", tr->local_rank);
     SETENVI("HYPERFARM_ATTEMPT", t->attempt);
+    SETENVI("HYPERFARM_SEED", expmeta_trial_seed(x->spec.seed, t->id));
     snprintf(master, sizeof master, "%s:%d", a0 ? a0->host : "127.0.0.1", t->port);
     SETENV("HYPERFARM_MASTER", master);
     int64_t budget = t->budget > 0 ? t->budget : x->spec.max_epochs;
@@ -299,9 +342,24 @@ json_t *proto_assignment(sched *s, trial *t, trial_rank *tr)
             json_object_set_new(as, "hold", json_true());
         }
     }
-    /* PBT exploit: start from a copy of the parent's newest checkpoint
-     * (first attempt only; restarts resume from the trial's own). */
-    if (t->parent > 0 && t->attempt == 1 && t->restarts == 0) {
+    /* The code context the agent unpacks into the trial's directory. */
+    if (x->spec.context)
+        json_object_set_new(as, "context", json_pack("{sssI}", "sha256", x->spec.context, "size",
+                                                     (json_int_t)context_size(s, x)));
+    /* The stored checkpoint to start from (sched_ckpt.c): the trial's own
+     * newest after a restart, a promotion or a resume; a PBT child's
+     * parent's newest. The agent fetches it before starting, or reports
+     * start_failed: the trial never silently starts without it. */
+    ckpt_ref ref;
+    int has_restore = ckpt_restore_of(s, t, &ref);
+    if (has_restore) json_object_set_new(as, "restore", ckpt_restore_json(&ref));
+    /* PBT exploit without a stored checkpoint of the parent (a store-less
+     * run): copy the parent's directory on the same agent (first attempt
+     * only; restarts resume from the trial's own). With a restore the store
+     * is the one truth: a copy could hold a newer, not yet uploaded step
+     * and the child would start from other weights than the ones chosen
+     * (on the parent's agent the restore is a hard link from its cache). */
+    if (!has_restore && t->parent > 0 && t->attempt == 1 && t->restarts == 0) {
         char pdir[128];
         snprintf(pdir, sizeof pdir, "experiments/%lld/trials/%lld/checkpoints", (long long)x->id, (long long)t->parent);
         json_object_set_new(as, "copy_checkpoint_from", json_string(pdir));

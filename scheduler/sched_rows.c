@@ -11,6 +11,7 @@
  */
 #include "scheduler/sched_int.h"
 
+#include "hf_err.h"
 #include "hf_time.h"
 
 #include <stdio.h>
@@ -47,6 +48,7 @@ void row_event(sched *s, int64_t exp_id, int64_t trial_id, const char *type, con
     store_bind_opt_int(st, 3, trial_id > 0, trial_id);
     sqlite3_bind_text(st, 4, type, -1, SQLITE_STATIC);
     store_bind_text(st, 5, detail);
+    store_bind_text(st, 6, s->actor[0] ? s->actor : NULL);
     row_exec(s, st);
 }
 
@@ -58,8 +60,35 @@ int64_t row_exp_insert(sched *s, const experiment *x, const char *config_text)
     sqlite3_bind_text(st, 3, config_text, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, x->max_trials);
     sqlite3_bind_int64(st, 5, x->created_at);
+    char *tags = hf_json_dump(x->tags), *warm = x->warm ? hf_json_dump(x->warm) : NULL;
+    store_bind_text(st, 6, x->description);
+    store_bind_text(st, 7, tags ? tags : "[]");
+    store_bind_opt_int(st, 8, x->parent_id > 0, x->parent_id);
+    store_bind_text(st, 9, x->submitted_by);
+    store_bind_text(st, 10, warm);
     row_exec(s, st);
+    free(tags);
+    free(warm);
     return row_inserted_id(s);
+}
+
+void row_exp_meta(sched *s, const experiment *x)
+{
+    char *tags = hf_json_dump(x->tags);
+    sqlite3_stmt *st = store_stmt(s->st, ST_EXP_META);
+    store_bind_text(st, 1, x->description);
+    store_bind_text(st, 2, tags ? tags : "[]");
+    sqlite3_bind_int64(st, 3, x->id);
+    row_exec(s, st);
+    free(tags);
+}
+
+void row_trial_notes(sched *s, const trial *t)
+{
+    sqlite3_stmt *st = store_stmt(s->st, ST_TRIAL_NOTES);
+    store_bind_text(st, 1, t->notes);
+    sqlite3_bind_int64(st, 2, t->id);
+    row_exec(s, st);
 }
 
 void row_exp_update(sched *s, const experiment *x)
@@ -69,8 +98,38 @@ void row_exp_update(sched *s, const experiment *x)
     sqlite3_bind_int64(st, 2, x->max_trials);
     sqlite3_bind_int(st, 3, x->searcher_done);
     store_bind_opt_int(st, 4, x->ended_at > 0, x->ended_at);
-    sqlite3_bind_int64(st, 5, x->id);
+    sqlite3_bind_int(st, 5, x->archived);
+    sqlite3_bind_int64(st, 6, x->id);
     row_exec(s, st);
+}
+
+void row_exp_delete(sched *s, int64_t id)
+{
+    /* Rare (a user's delete): prepared on each call, not kept in store.c. */
+    static const char *const sql[] = {
+        /* remember the largest ids first: they are never handed out again */
+        "INSERT INTO id_floor(name,id) VALUES('experiments',coalesce((SELECT max(id) FROM experiments),0)) "
+        "ON CONFLICT(name) DO UPDATE SET id=max(id,excluded.id)",
+        "INSERT INTO id_floor(name,id) VALUES('trials',coalesce((SELECT max(id) FROM trials),0)) "
+        "ON CONFLICT(name) DO UPDATE SET id=max(id,excluded.id)",
+        "DELETE FROM metrics WHERE trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
+        "DELETE FROM logs WHERE trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
+        "DELETE FROM allocations WHERE trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
+        "DELETE FROM checkpoints WHERE trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
+        "DELETE FROM events WHERE experiment_id=?1 OR trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
+        "DELETE FROM trials WHERE experiment_id=?1",
+        "DELETE FROM experiments WHERE id=?1",
+    };
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0] && !s->txn_rc; i++) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(store_db(s->st), sql[i], -1, &st, NULL) != SQLITE_OK) {
+            s->txn_rc = HF_EDB;
+            break;
+        }
+        sqlite3_bind_int64(st, 1, id);
+        row_exec(s, st);
+        sqlite3_finalize(st);
+    }
 }
 
 int64_t row_trial_insert(sched *s, const trial *t)
@@ -303,6 +362,17 @@ int row_exp_next(sqlite3_stmt *q, experiment **out, int64_t *id, hf_jerr *e)
     x->searcher_done = sqlite3_column_int(q, 4);
     x->created_at = sqlite3_column_int64(q, 5);
     x->ended_at = sqlite3_column_int64(q, 6);
+    x->archived = sqlite3_column_int(q, 7);
+    /* 0008_workflow: NULL in rows from before keeps what the config says. */
+    if (sqlite3_column_type(q, 8) != SQLITE_NULL) {
+        free(x->description);
+        x->description = strdup(col_text(q, 8));
+    }
+    json_t *tags = sqlite3_column_type(q, 9) != SQLITE_NULL ? col_json(q, 9) : NULL;
+    if (json_is_array(tags)) { json_decref(x->tags); x->tags = tags; } else json_decref(tags);
+    x->parent_id = sqlite3_column_int64(q, 10);
+    if (sqlite3_column_type(q, 11) != SQLITE_NULL) x->submitted_by = strdup(col_text(q, 11));
+    x->warm = sqlite3_column_type(q, 12) != SQLITE_NULL ? col_json(q, 12) : NULL;
     *out = x;
     return 1;
 }
@@ -365,6 +435,7 @@ void row_trial_read(sqlite3_stmt *q, trial *t)
     t->created_at = sqlite3_column_int64(q, 19);
     t->started_at = sqlite3_column_int64(q, 20);
     t->ended_at = sqlite3_column_int64(q, 21);
+    if (sqlite3_column_type(q, 22) != SQLITE_NULL) t->notes = strdup(col_text(q, 22));
 }
 
 int row_alloc_next(sqlite3_stmt *q, alloc_row *r)
@@ -388,6 +459,20 @@ int row_alloc_next(sqlite3_stmt *q, alloc_row *r)
 
 sqlite3_stmt *row_report_scan(sched *s, const experiment *x)
 {
+    const exp_spec *sp = &x->spec;
+    if (sp->mo.n_obj > 1 || sp->mo.n_con > 0) {
+        /* Every objective and constrained metric, in arrival order. */
+        json_t *names = json_array();
+        for (int k = 0; k < sp->mo.n_obj; k++) json_array_append_new(names, json_string(sp->obj_metric[k]));
+        for (int c = 0; c < sp->mo.n_con; c++) json_array_append_new(names, json_string(sp->con_metric[c]));
+        char *txt = hf_json_dump(names);
+        json_decref(names);
+        sqlite3_stmt *q = store_stmt(s->st, ST_LOAD_REPORTS_NAMED);
+        sqlite3_bind_int64(q, 1, x->id);
+        sqlite3_bind_text(q, 2, txt ? txt : "[]", -1, SQLITE_TRANSIENT);
+        free(txt);
+        return q;
+    }
     sqlite3_stmt *q = store_stmt(s->st, ST_LOAD_REPORTS);
     sqlite3_bind_int64(q, 1, x->id);
     sqlite3_bind_text(q, 2, x->spec.metric, -1, SQLITE_STATIC);
@@ -403,5 +488,6 @@ int row_report_next(sqlite3_stmt *q, report_row *r)
     r->has_epoch = sqlite3_column_type(q, 2) != SQLITE_NULL;
     r->epoch = sqlite3_column_double(q, 2);
     r->value = sqlite3_column_double(q, 3);
+    r->name = sqlite3_column_count(q) > 4 ? (const char *)sqlite3_column_text(q, 4) : NULL;
     return 1;
 }

@@ -220,6 +220,17 @@ static int lower_is_better(const char *name)
     return strstr(name, "loss") || strstr(name, "err") || strstr(name, "time") || strstr(name, "perplexity");
 }
 
+void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_pos, double v)
+{
+    const exp_spec *sp = &x->spec;
+    if (!x->srch || !x->srch->ops->on_metric) return;
+    for (int k = 1; k < sp->mo.n_obj; k++)
+        if (!strcmp(name, sp->obj_metric[k]))
+            x->srch->ops->on_metric(x->srch, trial_id, k, x_pos, sp->obj_goal_max[k] ? v : -v);
+    for (int c = 0; c < sp->mo.n_con; c++)
+        if (!strcmp(name, sp->con_metric[c])) x->srch->ops->on_metric(x->srch, trial_id, sp->mo.n_obj + c, x_pos, v);
+}
+
 void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
 {
     experiment *x = t->exp;
@@ -228,6 +239,11 @@ void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
     json_t *b = json_object_get(t->best, name);
     int is_obj = strcmp(name, x->spec.metric) == 0;
     int lower = is_obj ? !x->spec.goal_max : lower_is_better(name);
+    for (int k = 1; k < x->spec.mo.n_obj; k++)
+        if (!strcmp(name, x->spec.obj_metric[k])) lower = !x->spec.obj_goal_max[k];
+    /* Other objectives and constraints: recorded by the searcher whatever
+     * the trial's state, exactly as the replay feeds them. */
+    exp_feed_slots(x, t->id, name, x_pos, v);
     if (!b || (lower ? v < json_number_value(b) : v > json_number_value(b)))
         json_object_set_new(t->best, name, json_real(v));
     if (!t->dirty_metrics && !sched_grow((void **)&s->dirty, &s->cdirty, s->ndirty + 1, sizeof *s->dirty)) {

@@ -16,6 +16,8 @@
  */
 #include "scheduler/sched_int.h"
 
+#include "scheduler/expmeta.h"
+
 #include "hf_err.h"
 #include "hf_time.h"
 
@@ -35,13 +37,25 @@ json_t *exp_summary(const experiment *x)
                                "stopped", (json_int_t)x->counts[T_STOPPED],
                                "canceled", (json_int_t)x->counts[T_CANCELED],
                                "paused", (json_int_t)x->counts[T_PAUSED]);
-    return json_pack("{sIsssssss{ssss}sIsosososIsIsIsf}", "id", (json_int_t)x->id, "name", x->name,
+    json_t *v = json_pack("{sIsssssss{ssss}sIsosososIsIsIsf}", "id", (json_int_t)x->id, "name", x->name,
                      "state", exp_state_names[x->state], "searcher", x->spec.searcher_name,
                      "objective", "metric", x->spec.metric, "goal", x->spec.goal_max ? "maximize" : "minimize",
                      "created_at", (json_int_t)x->created_at, "ended_at", opt_int(x->ended_at > 0, x->ended_at),
                      "counts", counts, "best", best, "max_trials", (json_int_t)x->max_trials,
                      "max_concurrent_trials", (json_int_t)x->spec.max_concurrent,
                      "priority", (json_int_t)x->spec.priority, "weight", x->spec.weight);
+    if (!v) return NULL;
+    if (x->archived) json_object_set_new(v, "archived", json_true());
+    /* Workflow members (docs/scheduler.md "Workflow"). */
+    json_object_set_new(v, "description", x->description ? json_string(x->description) : json_null());
+    json_object_set_new(v, "tags", x->tags ? json_deep_copy(x->tags) : json_array());
+    json_object_set_new(v, "parent_experiment", opt_int(x->parent_id > 0, x->parent_id));
+    json_object_set_new(v, "submitted_by", x->submitted_by ? json_string(x->submitted_by) : json_null());
+    json_object_set_new(v, "seed", json_integer((json_int_t)(x->spec.seed & INT64_MAX)));
+    if (x->warm || x->spec.n_enqueue)
+        json_object_set_new(v, "warm_start", json_pack("{sIsI}", "observed", (json_int_t)json_array_size(x->warm),
+                                                       "enqueued", (json_int_t)x->spec.n_enqueue));
+    return v;
 }
 
 json_t *trial_view(sched *s, const trial *t)
@@ -54,7 +68,7 @@ json_t *trial_view(sched *s, const trial *t)
                                                (json_int_t)t->ranks[r].agent_id, "agent", ra ? ra->name : "?"));
     }
     int64_t budget = t->budget > 0 ? t->budget : t->exp->spec.max_epochs;
-    return json_pack("{sIsIsssOsosososIsIsosIsososososososIsIss}", "id", (json_int_t)t->id,
+    return json_pack("{sIsIsssOsosososIsIsosIsososososososIsIsssI}", "id", (json_int_t)t->id,
                      "experiment_id", (json_int_t)t->exp->id, "state", sched_trial_state_names[t->state],
                      "hparams", t->hparams, "agent_id", opt_int(t->agent_id > 0, t->agent_id),
                      "agent", a ? json_string(a->name) : json_null(), "exit_code", opt_int(t->has_exit, t->exit_code),
@@ -66,7 +80,8 @@ json_t *trial_view(sched *s, const trial *t)
                      "objective", t->has_obj ? json_real(t->obj) : json_null(),
                      "budget", budget > 0 ? json_integer(budget) : json_null(),
                      "idx", (json_int_t)t->idx, "parent_trial", (json_int_t)t->parent,
-                     "kill_reason", t->kill_state >= 0 ? t->kill_reason : "");
+                     "kill_reason", t->kill_state >= 0 ? t->kill_reason : "",
+                     "seed", (json_int_t)expmeta_trial_seed(t->exp->spec.seed, t->id));
 }
 
 /* ---------- the cached trial table (see the top of this file) ---------- */
@@ -148,11 +163,18 @@ json_t *agent_view(sched *s, const agent *a)
 
 /* ---------- read-only public calls ---------- */
 
-int sched_experiment_list(sched *s, json_t **out)
+int sched_experiment_list(sched *s, int with_archived, json_t **out)
+{
+    return sched_experiment_list_tagged(s, with_archived, NULL, out);
+}
+
+int sched_experiment_list_tagged(sched *s, int with_archived, const char *tag, json_t **out)
 {
     pthread_mutex_lock(&s->lock);
     json_t *a = json_array();
-    for (size_t i = 0; i < s->nexps; i++) json_array_append_new(a, exp_summary(s->exps[i]));
+    for (size_t i = 0; i < s->nexps; i++)
+        if ((with_archived || !s->exps[i]->archived) && (!tag || expmeta_has_tag(s->exps[i]->tags, tag)))
+            json_array_append_new(a, exp_summary(s->exps[i]));
     pthread_mutex_unlock(&s->lock);
     *out = json_pack("{so}", "experiments", a);
     return *out ? 0 : HF_ENOMEM;
@@ -287,7 +309,10 @@ int sched_trial_get(sched *s, int64_t id, json_t **out)
 {
     pthread_mutex_lock(&s->lock);
     trial *t = trial_find(s, id);
-    if (t) *out = trial_view(s, t);
+    if (t) {
+        *out = trial_view(s, t);
+        json_object_set_new(*out, "notes", t->notes ? json_string(t->notes) : json_null());
+    }
     pthread_mutex_unlock(&s->lock);
     return t ? 0 : HF_ENOTFOUND;
 }

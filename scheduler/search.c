@@ -43,6 +43,11 @@ const char *const *search_names(void)
     return names;
 }
 
+void search_observe(searcher *s, int64_t index, const json_t *hparams, int64_t level, double value)
+{
+    if (s && s->ops && s->ops->observe) s->ops->observe(s, index, hparams, level, value);
+}
+
 int64_t search_cfg_int(const json_t *cfg, const char *key, int64_t dflt)
 {
     const json_t *v = json_object_get(cfg, key);

@@ -25,6 +25,8 @@
 #include <stdint.h>
 
 struct search_space;           /* search_space.h: parsed "hyperparameters" */
+struct search_objectives;      /* search_mo.h: objectives and constraints */
+struct search_objectives;      /* search_mo.h: objectives and constraints */
 
 /* What next() tells the dispatcher. */
 enum search_next_rc {
@@ -82,12 +84,33 @@ typedef struct searcher_ops {
     /* Optional: a JSON view of internal state for the API/dashboard (ASHA
      * rungs, PBT generations). May be NULL. New reference. */
     json_t *(*describe)(searcher *s);
+    /* Optional (warm start, docs/search.md "Warm start"; Optuna's
+     * add_trials): a finished trial of an earlier experiment whose
+     * hyperparameters fit this space (borrowed; copy what is kept), its
+     * objective already oriented so that HIGHER IS BETTER, and level, the
+     * budget (epochs) it reached (0 = unknown). index < 0 orders it before
+     * every trial of this experiment. Called after create() and before any
+     * on_created, at submission and again at every replay. Searchers that
+     * fit no model (grid, random, pbt) leave it NULL: history is ignored. */
+    void (*observe)(searcher *s, int64_t index, const json_t *hparams, int64_t level, double value);
+    /* Optional, multi-objective search and constraints (search_mo.h):
+     * configure is called once right after create with the experiment's
+     * objectives and constraints (RET 0, or HF_ENOMEM); on_metric receives
+     * every report of slot k >= 1 of search_objectives (objective k,
+     * sign-normalised so that higher is better, or a constraint's raw
+     * value), in arrival order among the on_report calls, live and in
+     * replay. A searcher without them ranks by objective 0 alone. */
+    int  (*configure)(searcher *s, const struct search_objectives *o);
+    void (*on_metric)(searcher *s, int64_t trial_id, int slot, double epoch, double value);
 } searcher_ops;
 
 /* The base every searcher struct begins with. */
 struct searcher {
     const searcher_ops *ops;
 };
+
+/* Observe one history point through ops->observe (nothing when NULL). */
+void search_observe(searcher *s, int64_t index, const json_t *hparams, int64_t level, double value);
 
 /* Registry: every algorithm registers here (search.c). NULL if unknown. */
 const searcher_ops *search_find(const char *name);

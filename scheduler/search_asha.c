@@ -48,10 +48,20 @@
  *   Rung results are rebuilt by replay, so a rebuilt searcher proposes
  *   the same next trial.
  *
+ * Several objectives or constraints (configure; docs/search.md): a rung
+ *   result is then the vector of the trial's last reported objectives and
+ *   constraint values at the report that reached the rung, and a rung is
+ *   ordered by search_mo_order — feasible results by non-dominated rank,
+ *   then crowding distance, then age; infeasible ones after, by violation
+ *   — instead of by the one value. "Top floor(n_k / eta)" means the first
+ *   so many in that order. The scheduler feeds a report's other metrics
+ *   before its first objective, so the vector belongs to one report.
+ *
  * Reports must carry "epoch" for the rungs to mean epochs (a trial that
  * reports only steps is judged against budgets in steps).
  */
 #include "search.h"
+#include "search_mo.h"
 #include "search_space.h"
 #include "hf_err.h"
 
@@ -74,6 +84,8 @@ typedef struct asha_trial {
     int      nres;                 /* rungs with a recorded result */
     double   res[ASHA_MAX_RUNGS];  /* result at rung k, k < nres */
     double   last;                 /* last reported value */
+    search_mo_last  mlast;         /* multi-objective: last value of every slot */
+    search_mo_last *mres;          /* multi-objective: mlast at rung k, k < nres (own) */
 } asha_trial;
 
 typedef struct asha_bracket {
@@ -94,6 +106,10 @@ typedef struct asha_searcher {
     asha_bracket         br[ASHA_MAX_BRACKETS];
     asha_trial          *t;
     size_t               n, cap;
+    search_tpe_obs      *hist;             /* warm start: observed history (hparams owned) */
+    size_t               nhist, chist;
+    search_objectives    mo;
+    int                  mo_on;            /* several objectives or constraints */
 } asha_searcher;
 
 /* Rungs of bracket s: r*eta^(s+k) while < R, then R. RET count. */
@@ -185,8 +201,10 @@ static void asha_destroy(searcher *base)
 {
     asha_searcher *s = (asha_searcher *)base;
     if (!s) return;
-    for (size_t i = 0; i < s->n; i++) json_decref(s->t[i].hparams);
+    for (size_t i = 0; i < s->n; i++) { json_decref(s->t[i].hparams); free(s->t[i].mres); }
+    for (size_t i = 0; i < s->nhist; i++) json_decref((json_t *)s->hist[i].hparams);
     free(s->t);
+    free(s->hist);
     free(s);
 }
 
@@ -205,9 +223,50 @@ static int rung_of_budget(const asha_bracket *br, int64_t b)
     return -1;
 }
 
+/* Multi-objective: the members of rung k of bracket b in search_mo_order's
+ * order. OUT mem[0..*nk) (trial pointers, best first). RET 0 or HF_ENOMEM. */
+static int asha_mo_rung(const asha_searcher *s, int b, int k, const asha_trial **mem, int64_t *nk)
+{
+    int m = s->mo.n_obj, rc = HF_ENOMEM;
+    size_t n = 0;
+    size_t cap = s->n ? s->n : 1;
+    double *y = calloc(cap * (size_t)m, sizeof *y), *viol = calloc(cap, sizeof *viol);
+    int64_t *tie = calloc(cap, sizeof *tie);
+    size_t *ord = malloc((s->n ? s->n : 1) * sizeof *ord);
+    const asha_trial **tmp = malloc((s->n ? s->n : 1) * sizeof *tmp);
+    if (!y || !viol || !tie || !ord || !tmp) goto end;
+    for (size_t i = 0; i < s->n; i++) {
+        const asha_trial *o = &s->t[i];
+        if (o->bracket != b || o->nres <= k || !o->mres) continue;
+        const search_mo_last *r = &o->mres[k];
+        for (int j = 0; j < m; j++) y[n * m + j] = (r->seen & (1u << j)) ? r->v[j] : -1e300;
+        viol[n] = search_mo_violation(&s->mo, r);
+        tie[n] = o->index;
+        tmp[n++] = o;
+    }
+    if ((rc = search_mo_order(y, n, m, viol, tie, ord))) goto end;
+    for (size_t i = 0; i < n; i++) mem[i] = tmp[ord[i]];
+    *nk = (int64_t)n;
+end:
+    free(y); free(viol); free(tie); free(ord); free(tmp);
+    return rc;
+}
+
+/* Multi-objective asha_in_top: t's position in rung k's order < n_k / eta. */
+static int asha_mo_in_top(const asha_searcher *s, const asha_trial *t, int k)
+{
+    const asha_trial **mem = malloc((s->n ? s->n : 1) * sizeof *mem);
+    int64_t nk = 0, top = 0;
+    if (mem && asha_mo_rung(s, t->bracket, k, mem, &nk) == 0)
+        for (int64_t i = 0; i < nk / s->eta; i++) top |= mem[i] == t;
+    free(mem);
+    return (int)top;
+}
+
 /* Is trial t among the top floor(n_k / eta) results of rung k of its bracket? */
 static int asha_in_top(const asha_searcher *s, const asha_trial *t, int k)
 {
+    if (s->mo_on) return asha_mo_in_top(s, t, k);
     int64_t nk = 0, better = 0;
     double v = t->res[k];
     for (size_t i = 0; i < s->n; i++) {
@@ -220,20 +279,53 @@ static int asha_in_top(const asha_searcher *s, const asha_trial *t, int k)
     return better < nk / s->eta;
 }
 
+/* May t be promoted from its current rung (finished there, not by us)? RET the rung or -1. */
+static int asha_waiting_rung(const asha_searcher *s, const asha_trial *t)
+{
+    if (t->active || (t->outcome != SEARCH_COMPLETED && t->outcome != SEARCH_STOPPED) || t->stopped_by_us) return -1;
+    const asha_bracket *br = &s->br[t->bracket];
+    int k = rung_of_budget(br, t->budget);
+    return k < 0 || k >= br->nrungs - 1 || t->nres <= k ? -1 : k;
+}
+
+/* Multi-objective asha_promotable: in each bracket and non-top rung, the
+ * first waiting trial among the rung's top floor(n_k / eta); the highest
+ * rung wins, then the better position, then the older trial. */
+static asha_trial *asha_mo_promotable(asha_searcher *s, int64_t *new_budget)
+{
+    const asha_trial **mem = malloc((s->n ? s->n : 1) * sizeof *mem);
+    const asha_trial *best = NULL;
+    int best_k = -1;
+    int64_t best_pos = 0;
+    for (int b = 0; mem && b < s->nbrackets; b++)
+        for (int k = s->br[b].nrungs - 2; k >= 0 && k >= best_k; k--) {
+            int64_t nk = 0;
+            if (asha_mo_rung(s, b, k, mem, &nk)) goto end;
+            for (int64_t i = 0; i < nk / s->eta; i++) {
+                if (asha_waiting_rung(s, mem[i]) != k) continue;
+                if (!best || k > best_k || i < best_pos || (i == best_pos && mem[i]->index < best->index)) {
+                    best = mem[i]; best_k = k; best_pos = i;
+                }
+                break;
+            }
+        }
+end:
+    free(mem);
+    if (best) *new_budget = s->br[best->bracket].budget[best_k + 1];
+    return (asha_trial *)best;
+}
+
 /* A finished, not yet promoted trial of some non-top rung that deserves
  * promotion: highest rung first, then best value, then oldest. */
 static asha_trial *asha_promotable(asha_searcher *s, int64_t *new_budget)
 {
+    if (s->mo_on) return asha_mo_promotable(s, new_budget);
     asha_trial *best = NULL;
     int best_k = -1;
     for (size_t i = 0; i < s->n; i++) {
         asha_trial *t = &s->t[i];
-        if (t->active || (t->outcome != SEARCH_COMPLETED && t->outcome != SEARCH_STOPPED)) continue;
-        const asha_bracket *br = &s->br[t->bracket];
-        int k = rung_of_budget(br, t->budget);
-        if (k < 0 || k >= br->nrungs - 1 || t->nres <= k) continue;
-        if (t->stopped_by_us) continue;
-        if (!asha_in_top(s, t, k)) continue;
+        int k = asha_waiting_rung(s, t);
+        if (k < 0 || !asha_in_top(s, t, k)) continue;
         if (!best || k > best_k || (k == best_k && (t->res[k] > best->res[k] ||
                                    (t->res[k] == best->res[k] && t->index < best->index)))) {
             best = t;
@@ -247,24 +339,61 @@ static asha_trial *asha_promotable(asha_searcher *s, int64_t *new_budget)
 /* Trials with at least one rung result (what the TPE sampler models). */
 static int64_t asha_n_results(const asha_searcher *s)
 {
-    int64_t n = 0;
+    int64_t n = (int64_t)s->nhist;   /* warm-start history counts as results */
     for (size_t i = 0; i < s->n; i++) n += s->t[i].nres > 0;
     return n;
+}
+
+/* Several objectives: within each level (highest rung budget reached),
+ * value = minus the position in search_mo_order of the results there, so
+ * TPE's split follows ASHA's multi-objective ranking. obs[i].index is a
+ * trial's creation index. RET 0 or HF_ENOMEM. */
+static int asha_mo_levels(const asha_searcher *s, search_tpe_obs *obs, size_t n)
+{
+    int m = s->mo.n_obj, rc = HF_ENOMEM;
+    double *y = calloc((n ? n : 1) * (size_t)m, sizeof *y), *viol = calloc(n ? n : 1, sizeof *viol);
+    int64_t *tie = calloc(n ? n : 1, sizeof *tie);
+    size_t *grp = malloc((n ? n : 1) * sizeof *grp), *ord = malloc((n ? n : 1) * sizeof *ord);
+    char *done = calloc(n ? n : 1, 1);
+    if (!y || !viol || !tie || !grp || !ord || !done) goto end;
+    for (size_t a = 0; a < n; a++) {
+        if (done[a]) continue;
+        size_t k = 0;
+        for (size_t b = a; b < n; b++) {
+            if (obs[b].level != obs[a].level) continue;
+            done[b] = 1;
+            const asha_trial *t = NULL;
+            for (size_t i = 0; i < s->n && !t; i++) if (s->t[i].index == obs[b].index) t = &s->t[i];
+            const search_mo_last *r = t && t->mres ? &t->mres[t->nres - 1] : NULL;
+            for (int j = 0; j < m; j++) y[k * m + j] = r && (r->seen & (1u << j)) ? r->v[j] : -1e300;
+            viol[k] = r ? search_mo_violation(&s->mo, r) : INFINITY;
+            tie[k] = obs[b].index;
+            grp[k++] = b;
+        }
+        if ((rc = search_mo_order(y, k, m, viol, tie, ord))) goto end;
+        for (size_t p = 0; p < k; p++) obs[grp[ord[p]]].value = -(double)p;
+    }
+    rc = 0;
+end:
+    free(y); free(viol); free(tie); free(grp); free(ord); free(done);
+    return rc;
 }
 
 /* Hyperparameters of a new trial: the priors, or TPE over the rung results. */
 static json_t *asha_sample(asha_searcher *s, uint64_t *rng)
 {
     if (!s->sampler_tpe || asha_n_results(s) < s->n_startup) return search_space_sample(s->sp, rng);
-    search_tpe_obs *obs = malloc(s->n * sizeof *obs);
+    search_tpe_obs *obs = malloc((s->n + s->nhist) * sizeof *obs);
     if (!obs) return NULL;
-    size_t n = 0;
+    size_t n = s->nhist;
+    if (n) memcpy(obs, s->hist, n * sizeof *obs);
     for (size_t i = 0; i < s->n; i++) {
         const asha_trial *t = &s->t[i];
         if (t->nres < 1 || !isfinite(t->res[t->nres - 1])) continue;
         obs[n++] = (search_tpe_obs){t->hparams, s->br[t->bracket].budget[t->nres - 1], t->res[t->nres - 1],
                                     t->index};
     }
+    if (s->mo_on && asha_mo_levels(s, obs, n)) { free(obs); return NULL; }
     /* No constant liar: a running trial here is often a promoted, good one. */
     json_t *hp = search_tpe_propose(s->sp, &search_tpe_defaults, obs, n, NULL, 0, rng);
     free(obs);
@@ -324,6 +453,23 @@ static void asha_on_created(searcher *base, int64_t trial_id, int64_t index, con
     t->active = 1;
     t->last = NAN;
     if (!t->hparams) t->hparams = json_deep_copy(hp);
+    if (s->mo_on && !t->mres) t->mres = calloc(ASHA_MAX_RUNGS, sizeof *t->mres);
+}
+
+static void asha_on_metric(searcher *base, int64_t trial_id, int slot, double epoch, double value)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    asha_trial *t = asha_find(s, trial_id);
+    (void)epoch;
+    if (t) search_mo_last_set(&t->mlast, slot, value);
+}
+
+static int asha_configure(searcher *base, const search_objectives *mo)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    s->mo = *mo;
+    s->mo_on = mo->n_obj > 1 || mo->n_con > 0;
+    return 0;
 }
 
 /* Record results for every rung whose budget the report reached. RET the
@@ -334,6 +480,7 @@ static int asha_record(asha_searcher *s, asha_trial *t, double epoch, double val
     int hit = -1;
     while (t->nres < br->nrungs && epoch >= (double)br->budget[t->nres] - 1e-9) {
         t->res[t->nres] = value;
+        if (t->mres) t->mres[t->nres] = t->mlast;
         hit = t->nres++;
     }
     return hit;
@@ -345,6 +492,7 @@ static int asha_on_report(searcher *base, int64_t trial_id, double epoch, double
     asha_trial *t = asha_find(s, trial_id);
     if (!t || !isfinite(value) || !isfinite(epoch)) return SEARCH_CONTINUE;
     t->last = value;
+    search_mo_last_set(&t->mlast, 0, value);
     if (t->stopped_by_us) return SEARCH_STOP;
     int k = asha_record(s, t, epoch, value);
     if (s->stop_mode) {
@@ -380,8 +528,29 @@ static void asha_on_done(searcher *base, int64_t trial_id, int outcome, double v
         int k = rung_of_budget(br, t->budget);
         double v = isfinite(value) ? value : t->last;
         if (k >= 0 && isfinite(v))
-            while (t->nres <= k) t->res[t->nres++] = v;
+            while (t->nres <= k) {
+                if (t->mres) {
+                    t->mres[t->nres] = t->mlast;
+                    search_mo_last_set(&t->mres[t->nres], 0, v);
+                }
+                t->res[t->nres++] = v;
+            }
     }
+}
+
+/* Warm start: history for the TPE sampler only (never a rung result, so
+ * never promoted), ranked by the budget it reached like a rung result. */
+static void asha_observe(searcher *base, int64_t index, const json_t *hp, int64_t level, double value)
+{
+    asha_searcher *s = (asha_searcher *)base;
+    if (s->nhist == s->chist) {
+        size_t nc = s->chist ? s->chist * 2 : 32;
+        search_tpe_obs *nh = realloc(s->hist, nc * sizeof *nh);
+        if (!nh) return;
+        s->hist = nh; s->chist = nc;
+    }
+    json_t *c = json_deep_copy(hp);
+    if (c) s->hist[s->nhist++] = (search_tpe_obs){c, level, value, index};
 }
 
 static json_t *asha_describe(searcher *base)
@@ -410,6 +579,10 @@ static json_t *asha_describe(searcher *base)
     json_t *d = json_pack("{s:s, s:s, s:I, s:o, s:s}", "algorithm", "asha", "mode",
                           s->stop_mode ? "stop" : "promote", "reduction_factor", (json_int_t)s->eta,
                           "brackets", brs, "sampler", s->sampler_tpe ? "tpe" : "random");
+    if (d && s->mo_on) {
+        json_object_set_new(d, "objectives", json_integer(s->mo.n_obj));
+        json_object_set_new(d, "constraints", json_integer(s->mo.n_con));
+    }
     if (d && s->sampler_tpe) {
         /* Whether new trials come from the model yet, and from how many results. */
         int64_t n = asha_n_results(s);
@@ -429,4 +602,7 @@ const searcher_ops search_asha_ops = {
     .on_report = asha_on_report,
     .on_done = asha_on_done,
     .describe = asha_describe,
+    .observe = asha_observe,
+    .configure = asha_configure,
+    .on_metric = asha_on_metric,
 };

@@ -29,17 +29,22 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
-    [ST_EXP_INSERT] = "INSERT INTO experiments(name,state,config,max_trials,created_at) VALUES(?,?,?,?,?)",
-    [ST_EXP_UPDATE] = "UPDATE experiments SET state=?,max_trials=?,searcher_done=?,ended_at=? WHERE id=?",
-    [ST_TRIAL_INSERT] = "INSERT INTO trials(experiment_id,idx,state,hparams,budget,parent_trial,created_at) "
-                        "VALUES(?,?,?,?,?,?,?)",
+    /* ids start above id_floor (schema/0010_id_floor.sql): never reused after a delete */
+    [ST_EXP_INSERT] = "INSERT INTO experiments(id,name,state,config,max_trials,created_at,description,tags,"
+                      "parent_experiment,submitted_by,warm_history) VALUES(1+max(coalesce((SELECT max(id) FROM "
+                      "experiments),0),coalesce((SELECT id FROM id_floor WHERE name='experiments'),0)),"
+                      "?,?,?,?,?,?,?,?,?,?)",
+    [ST_EXP_UPDATE] = "UPDATE experiments SET state=?,max_trials=?,searcher_done=?,ended_at=?,archived=? WHERE id=?",
+    [ST_TRIAL_INSERT] = "INSERT INTO trials(id,experiment_id,idx,state,hparams,budget,parent_trial,created_at) "
+                        "VALUES(1+max(coalesce((SELECT max(id) FROM trials),0),coalesce((SELECT id FROM id_floor "
+                        "WHERE name='trials'),0)),?,?,?,?,?,?,?)",
     [ST_TRIAL_UPDATE] = "UPDATE trials SET state=?,budget=?,attempt=?,restarts=?,agent_id=?,port=?,exit_code=?,"
                         "kill_state=?,kill_reason=?,fail_agent=?,fail_streak=?,started_at=?,ended_at=? WHERE id=?",
     [ST_TRIAL_METRICS] = "UPDATE trials SET objective=?,latest=?,best=? WHERE id=?",
     [ST_METRIC_INSERT] = "INSERT INTO metrics(trial_id,attempt,name,step,epoch,value,time) VALUES(?,?,?,?,?,?,?)",
     [ST_LOG_INSERT] = "INSERT INTO logs(trial_id,attempt,stream,line,time) VALUES(?,?,?,?,?)",
     [ST_CKPT_INSERT] = "INSERT INTO checkpoints(trial_id,attempt,path,step,time) VALUES(?,?,?,?,?)",
-    [ST_EVENT_INSERT] = "INSERT INTO events(time,experiment_id,trial_id,type,detail) VALUES(?,?,?,?,?)",
+    [ST_EVENT_INSERT] = "INSERT INTO events(time,experiment_id,trial_id,type,detail,user_name) VALUES(?,?,?,?,?,?)",
     [ST_AGENT_INSERT] = "INSERT INTO agents(name,host,slots,gpus,version,state,registered_at,last_heartbeat) "
                         "VALUES(?,?,?,?,?,?,?,?)",
     [ST_AGENT_UPDATE] = "UPDATE agents SET host=?,slots=?,gpus=?,version=?,state=?,registered_at=?,"
@@ -50,19 +55,25 @@ static const char *const stmt_sql[ST__COUNT] = {
                         "VALUES(?,?,?,?,?,?,?)",
     [ST_ALLOC_UPDATE] = "UPDATE allocations SET started=?,exited=?,exit_code=? WHERE trial_id=? AND attempt=? AND rank=?",
     [ST_ALLOC_RELEASE] = "UPDATE allocations SET released_at=? WHERE trial_id=? AND attempt=? AND released_at IS NULL",
-    [ST_LOAD_EXPERIMENTS] = "SELECT id,state,config,max_trials,searcher_done,created_at,ended_at "
+    [ST_EXP_META] = "UPDATE experiments SET description=?,tags=? WHERE id=?",
+    [ST_TRIAL_NOTES] = "UPDATE trials SET notes=? WHERE id=?",
+    [ST_LOAD_EXPERIMENTS] = "SELECT id,state,config,max_trials,searcher_done,created_at,ended_at,archived,"
+                            "description,tags,parent_experiment,submitted_by,warm_history "
                             "FROM experiments ORDER BY id",
     [ST_LOAD_AGENTS] = "SELECT id,name,host,slots,gpus,version,state,registered_at,last_heartbeat,"
                        "hb_instance,hb_batch FROM agents ORDER BY id",
     [ST_LOAD_TRIALS] = "SELECT id,experiment_id,idx,state,hparams,budget,parent_trial,attempt,restarts,"
                        "agent_id,port,exit_code,objective,latest,best,kill_state,kill_reason,fail_agent,"
-                       "fail_streak,created_at,started_at,ended_at FROM trials ORDER BY id",
+                       "fail_streak,created_at,started_at,ended_at,notes FROM trials ORDER BY id",
     /* Live allocations of current attempts rebuild agent capacity. */
     [ST_LOAD_ALLOCATIONS] = "SELECT trial_id,attempt,rank,agent_id,slots,gpus,started,exited,exit_code "
                             "FROM allocations WHERE released_at IS NULL ORDER BY trial_id,rank",
     /* An experiment's objective reports, replayed through its searcher. */
     [ST_LOAD_REPORTS] = "SELECT m.trial_id,m.step,m.epoch,m.value FROM metrics m JOIN trials t "
                         "ON t.id=m.trial_id WHERE t.experiment_id=? AND m.name=? ORDER BY m.seq",
+    [ST_LOAD_REPORTS_NAMED] = "SELECT m.trial_id,m.step,m.epoch,m.value,m.name FROM metrics m JOIN trials t "
+                              "ON t.id=m.trial_id WHERE t.experiment_id=? AND m.name IN "
+                              "(SELECT value FROM json_each(?)) ORDER BY m.seq",
 };
 
 struct store {

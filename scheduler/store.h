@@ -40,8 +40,10 @@ enum store_stmt_id {
     ST_METRIC_INSERT, ST_LOG_INSERT, ST_CKPT_INSERT, ST_EVENT_INSERT,
     ST_AGENT_INSERT, ST_AGENT_UPDATE, ST_AGENT_HB, ST_AGENT_BATCH,
     ST_ALLOC_INSERT, ST_ALLOC_UPDATE, ST_ALLOC_RELEASE,
+    ST_EXP_META, ST_TRIAL_NOTES,   /* 0008_workflow: PATCH of experiments and trials */
     /* Loading the core at start (scheduler/sched_load.c): */
     ST_LOAD_EXPERIMENTS, ST_LOAD_AGENTS, ST_LOAD_TRIALS, ST_LOAD_ALLOCATIONS, ST_LOAD_REPORTS,
+    ST_LOAD_REPORTS_NAMED,     /* reports of a JSON list of metric names (several objectives, constraints) */
     ST__COUNT
 };
 

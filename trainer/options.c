@@ -422,11 +422,33 @@ int tr_options_from_env(tr_options *o, char *err, size_t el)
     return 0;
 }
 
+/* HYPERFARM_SEED (docs/trainer.md "Options"): the trial's seed, which the
+ * scheduler derives from the experiment's seed and the trial id, used when
+ * neither --seed nor HYPERFARM_HPARAMS gave one. */
+static int env_seed(uint64_t *seed, char *err, size_t el)
+{
+    const char *v = getenv("HYPERFARM_SEED");
+    if (!v || !*v) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || *v == '-')
+        return snprintf(err, el, "HYPERFARM_SEED='%s': expected an unsigned integer", v), HF_EINVAL;
+    *seed = x;
+    return 0;
+}
+
 int tr_options_load(tr_options *o, int argc, char **argv, char *err, size_t el)
 {
     tr_options_defaults(o);
+    uint64_t dflt = o->seed;
+    o->seed = TR_SEED_UNSET;
     int rc = tr_options_parse(o, argc, argv, getenv("HYPERFARM_HPARAMS"), err, el);
     if (rc) return rc;
+    if (o->seed == TR_SEED_UNSET) {
+        o->seed = dflt;
+        if ((rc = env_seed(&o->seed, err, el))) return rc;
+    }
     return tr_options_from_env(o, err, el);
 }
 
@@ -487,7 +509,7 @@ void tr_options_usage(FILE *f)
         fprintf(f, "  --%-18s %s%s%s [%s]\n", x->name, x->help, x->choices ? ": " : "",
                 x->choices ? x->choices : "", def);
     }
-    fprintf(f, "\nEnvironment: HYPERFARM_HPARAMS, HYPERFARM_MAX_EPOCHS, HYPERFARM_CHECKPOINT_DIR,\n"
+    fprintf(f, "\nEnvironment: HYPERFARM_HPARAMS, HYPERFARM_MAX_EPOCHS, HYPERFARM_SEED, HYPERFARM_CHECKPOINT_DIR,\n"
                "HYPERFARM_RANK, HYPERFARM_WORLD_SIZE, OPENBLAS_CORETYPE.\n"
                "Exit: 0 done (or stopped at the searcher's request), 143 stopped by SIGTERM\n"
                "(checkpoint written), 1 error.\n");

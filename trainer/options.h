@@ -121,7 +121,9 @@ int tr_options_parse(tr_options *o, int argc, char **argv, const char *hparams,
  * with err naming the variable. */
 int tr_options_from_env(tr_options *o, char *err, size_t errlen);
 
-/* Defaults + argv + $HYPERFARM_HPARAMS + environment, in that order. */
+/* Defaults + argv + $HYPERFARM_HPARAMS + environment, in that order; the
+ * seed is $HYPERFARM_SEED when neither argv nor HYPERFARM_HPARAMS set it. */
+#define TR_SEED_UNSET UINT64_MAX
 int tr_options_load(tr_options *o, int argc, char **argv, char *err, size_t errlen);
 
 /* Number of epochs this process must reach: the budget if set, else epochs. */

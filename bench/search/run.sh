@@ -9,7 +9,10 @@
 #      minutes for 30 seeds on 2 cores, more than bench/run's limit, so
 #      here it runs HF_BENCH_SEARCH_SEEDS seeds (default 3: a smoke run);
 #      the docs/search.md table is the 30-seed run (command there);
-#   3. with HF_BENCH_FMNIST=1, the Fashion-MNIST comparison (minutes).
+#   3. multi-objective: our MOTPE and random by hypervolume on ZDT1, ZDT2,
+#      DTLZ2 ($HF_BIN/bench/search_mo), and Optuna's NSGA-II / MOTPE beside
+#      it with HF_BENCH_SEARCH_SEEDS seeds (bench/search/mo_optuna.py);
+#   4. with HF_BENCH_FMNIST=1, the Fashion-MNIST comparison (minutes).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 HF_BIN=${HF_BIN:-$PWD/bin}
@@ -30,6 +33,15 @@ if $PY -c 'import optuna' 2>/dev/null; then
   $PY bench/search/optuna_synthetic.py "${args[@]}" || rc=1
 else
   echo "== peer: python3-optuna not installed; peer figures skipped"
+fi
+# Multi-objective: hypervolume on ZDT1, ZDT2 and DTLZ2 (docs/search.md).
+if [[ -x $HF_BIN/bench/search_mo ]]; then
+  echo "== ours: bench/search_mo (MOTPE vs random, hypervolume)"
+  "$HF_BIN/bench/search_mo" --seeds 10 || rc=1
+  if $PY -c 'import optuna' 2>/dev/null; then
+    echo "== peer: Optuna NSGAIISampler and TPESampler with several objectives (smoke: HF_BENCH_SEARCH_SEEDS seeds)"
+    $PY bench/search/mo_optuna.py --seeds "${HF_BENCH_SEARCH_SEEDS:-3}" --ours "$HF_BIN/bench/search_mo" || rc=1
+  fi
 fi
 if [[ ${HF_BENCH_FMNIST:-0} == 1 ]]; then
   echo "== Fashion-MNIST: random vs ASHA vs TPE"

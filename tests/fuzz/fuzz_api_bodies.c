@@ -3,7 +3,10 @@
  * API accepts, run through the real core (scheduler/dispatch.c) on a real
  * SQLite store in a temporary file: experiment submission, agent
  * registration, extend, and pause/resume/cancel/kill on whatever ids the
- * input names. The first byte picks the route; the rest is the body.
+ * input names, and the workflow bodies (issue #17): fork, PATCH of an
+ * experiment (description, tags) and of a trial (notes), extend by a user.
+ * The first byte picks the route (bit 3 with routes 0-3: the workflow
+ * calls); the rest is the body.
  * Nothing may crash or leak, and every rejection is HF_EINVAL/ENOTFOUND/
  * ESTATE with a message.
  */
@@ -60,6 +63,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (hf_json_parse((const char *)data + 1, size - 1, HF_JSON_MAX_DEPTH, 1, &body, &e) != 0) return 0;
     int64_t id = 1 + (route >> 4);
     int rc;
+    if ((route & 8) && (route & 7) < 4) {
+        switch (route & 3) {
+        case 0: { int64_t nid; rc = sched_experiment_submit_as(core, body, "fuzz", id, &nid, &e); break; }
+        case 1: rc = sched_experiment_patch(core, id, body, "fuzz", &out, &e); break;
+        case 2: rc = sched_trial_patch(core, id, body, "fuzz", &out, &e); break;
+        default: rc = sched_experiment_extend_as(core, id, body, "fuzz", &out, &e); break;
+        }
+        goto check;
+    }
     switch (route & 7) {
     case 0: { int64_t nid; rc = sched_experiment_submit(core, body, &nid, &e); break; }
     case 1: rc = sched_agent_register(core, body, "127.0.0.1", &out, &e); break;
@@ -70,6 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 6: rc = sched_trial_kill(core, id, &out, &e); break;
     default: rc = sched_experiment_trials(core, id, &out); break;
     }
+check:
     assert(rc == 0 || rc == HF_EINVAL || rc == HF_ENOTFOUND || rc == HF_ESTATE);
     if (rc == HF_EINVAL) assert(e.msg[0] != 0);
     json_decref(out);

@@ -5,10 +5,16 @@
  *
  * Each "epoch" it sleeps, prints a metric line
  *     HYPERFARM {"step": 100*e, "epoch": e, "val_acc": ..., "train_loss": ..., "checkpoint": ...}
- * and writes <HYPERFARM_CHECKPOINT_DIR>/fake_trial.json ({"epoch": e})
- * atomically; at start it resumes after the epoch found there. The
- * objective is a smooth function of hparams "x" (best at 0.3) and "lr", so
- * searchers have something to find: val_acc = 0.9 - (x-0.3)^2 - 0.3*exp(-lr*e).
+ * and writes <HYPERFARM_CHECKPOINT_DIR>/fake_trial.json atomically:
+ *     {"epoch": e, "w": W, "trial": T, "pad": "..."}
+ * where W is a stand-in for the model's weights, W_e = W_(e-1) + lr + x/e
+ * (W_0 = 0), and T the HYPERFARM_TRIAL_ID of the trial that wrote it. At
+ * start it resumes after the epoch found there, with its W; so a trial
+ * started from another trial's checkpoint (PBT) or on another server
+ * continues from exactly those "weights", and a test can compare what the
+ * trial reports with the checkpoint it was given. The objective is a
+ * smooth function of hparams "x" (best at 0.3) and "lr", so searchers have
+ * something to find: val_acc = 0.9 - (x-0.3)^2 - 0.3*exp(-lr*e).
  *
  * Options, as flags or as keys of HYPERFARM_HPARAMS (flag --a-b = key a_b;
  * a flag wins):
@@ -25,6 +31,12 @@
  *   --print-env         print "env NAME=VALUE" for the trial variables and "cwd DIR"
  *   --bad-metric        also print a malformed metric line per epoch
  *   --stderr-lines N    print N lines on stderr at start
+ *   --report-weights    add "w" (W after the epoch) to every metric line, and
+ *                       "start_epoch", "start_w", "start_trial" (what the
+ *                       checkpoint found at start held; 0 when none) to the
+ *                       first one of the run
+ *   --ckpt-bytes N      pad the checkpoint file to about N bytes (content
+ *                       differs per trial and epoch), for upload tests
  * On SIGTERM or a control file saying should_stop, it writes its
  * checkpoint and exits with 143.
  */
@@ -41,10 +53,17 @@
 #include <unistd.h>
 
 typedef struct opts {
-    long   epochs, sleep_ms, fail_at, fail_code, flood, long_line, stderr_lines;
-    int    fail_once, ignore_term, spawn_child, print_env, bad_metric;
+    long   epochs, sleep_ms, fail_at, fail_code, flood, long_line, stderr_lines, ckpt_bytes;
+    int    fail_once, ignore_term, spawn_child, print_env, bad_metric, report_weights;
     double x, lr;
 } opts;
+
+/* What a checkpoint holds (see the header). */
+typedef struct ckpt {
+    long   epoch;
+    double w;
+    long   trial;
+} ckpt;
 
 static double hp_num(json_t *hp, const char *k, double def)
 {
@@ -54,7 +73,9 @@ static double hp_num(json_t *hp, const char *k, double def)
     return def;
 }
 
-static int write_ckpt(const char *dir, long epoch, char *path, size_t plen)
+/* Write c (padded to about pad_bytes) to <dir>/fake_trial.json through a
+ * temp file, fsync and rename. RET 0, or -1 with errno set. */
+static int write_ckpt(const char *dir, const ckpt *c, long pad_bytes, char *path, size_t plen)
 {
     char tmp[4200];
     snprintf(path, plen, "%s/fake_trial.json", dir);
@@ -63,21 +84,32 @@ static int write_ckpt(const char *dir, long epoch, char *path, size_t plen)
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return -1;
-    fprintf(f, "{\"epoch\": %ld}\n", epoch);
-    fflush(f);
-    fsync(fileno(f));
-    fclose(f);
+    fprintf(f, "{\"epoch\": %ld, \"w\": %.17g, \"trial\": %ld, \"pad\": \"", c->epoch, c->w, c->trial);
+    /* deterministic filler that differs per trial and epoch: distinct objects */
+    for (long i = 0; i < pad_bytes; i++) fputc("0123456789abcdef"[(i * 7 + c->epoch * 131 + c->trial * 17) % 16], f);
+    fputs("\"}\n", f);
+    int bad = fflush(f) || fsync(fileno(f));
+    if (fclose(f) || bad) {
+        unlink(tmp);
+        return -1;
+    }
     return rename(tmp, path);
 }
 
-static long read_ckpt(const char *dir)
+/* The checkpoint in dir, or all zeros when there is none. */
+static ckpt read_ckpt(const char *dir)
 {
     char path[4200];
+    ckpt c = {0, 0.0, 0};
     snprintf(path, sizeof path, "%s/fake_trial.json", dir);
     json_t *j = json_load_file(path, 0, NULL);
-    long e = j ? (long)json_integer_value(json_object_get(j, "epoch")) : 0;
+    if (j) {
+        c.epoch = (long)json_integer_value(json_object_get(j, "epoch"));
+        c.w = json_number_value(json_object_get(j, "w"));
+        c.trial = (long)json_integer_value(json_object_get(j, "trial"));
+    }
     json_decref(j);
-    return e;
+    return c;
 }
 
 /* Sleep ms in slices, returning 1 as soon as a stop is requested. */
@@ -102,10 +134,12 @@ int main(int argc, char **argv)
     o.flood = (long)hp_num(hp, "flood_bytes", 0);
     o.long_line = (long)hp_num(hp, "long_line", 0);
     o.stderr_lines = (long)hp_num(hp, "stderr_lines", 0);
+    o.ckpt_bytes = (long)hp_num(hp, "ckpt_bytes", 0);
     o.ignore_term = (int)hp_num(hp, "ignore_sigterm", 0);
     o.spawn_child = (int)hp_num(hp, "spawn_child", 0);
     o.print_env = (int)hp_num(hp, "print_env", 0);
     o.bad_metric = (int)hp_num(hp, "bad_metric", 0);
+    o.report_weights = (int)hp_num(hp, "report_weights", 0);
     o.x = hp_num(hp, "x", 0.5);
     o.lr = hp_num(hp, "lr", 0.5);
     for (int i = 1; i < argc; i++) {
@@ -119,12 +153,14 @@ int main(int argc, char **argv)
         NUMOPT("--flood-bytes", flood)
         NUMOPT("--long-line", long_line)
         NUMOPT("--stderr-lines", stderr_lines)
+        NUMOPT("--ckpt-bytes", ckpt_bytes)
 #undef NUMOPT
         if (!strcmp(a, "--fail-once")) o.fail_once = 1;
         else if (!strcmp(a, "--ignore-sigterm")) o.ignore_term = 1;
         else if (!strcmp(a, "--spawn-child")) o.spawn_child = 1;
         else if (!strcmp(a, "--print-env")) o.print_env = 1;
         else if (!strcmp(a, "--bad-metric")) o.bad_metric = 1;
+        else if (!strcmp(a, "--report-weights")) o.report_weights = 1;
         else if (!strcmp(a, "--x")) { o.x = atof(v); i++; }
         else if (!strcmp(a, "--lr")) { o.lr = atof(v); i++; }
         else {
@@ -140,6 +176,8 @@ int main(int argc, char **argv)
     const char *ck = hf_checkpoint_dir();
     const char *att = getenv("HYPERFARM_ATTEMPT");
     long attempt = att ? atol(att) : 1;
+    const char *tid = getenv("HYPERFARM_TRIAL_ID");
+    long trial = tid ? atol(tid) : 0;
     if (o.print_env) {
         static const char *const names[] = {"HYPERFARM_TRIAL_ID", "HYPERFARM_EXPERIMENT_ID", "HYPERFARM_HPARAMS",
             "HYPERFARM_RANK", "HYPERFARM_WORLD_SIZE", "HYPERFARM_LOCAL_RANK", "HYPERFARM_MASTER",
@@ -173,8 +211,11 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    long start = read_ckpt(ck);
-    if (start > 0) printf("resuming after epoch %ld from %s\n", start, ck);
+    const ckpt from = read_ckpt(ck);
+    ckpt cur = from;
+    long start = from.epoch;
+    if (start > 0)
+        printf("resuming after epoch %ld from %s (w %.17g, written by trial %ld)\n", start, ck, from.w, from.trial);
     for (long e = start + 1; e <= o.epochs; e++) {
         if (nap(o.sleep_ms) && !o.ignore_term) goto stopped;
         if (e == o.fail_at && (!o.fail_once || attempt <= 1)) {
@@ -182,14 +223,23 @@ int main(int argc, char **argv)
             return (int)o.fail_code;
         }
         char path[4300];
-        if (write_ckpt(ck, e, path, sizeof path)) {
+        cur.epoch = e;
+        cur.w += o.lr + o.x / (double)e;
+        cur.trial = trial;
+        if (write_ckpt(ck, &cur, o.ckpt_bytes, path, sizeof path)) {
             fprintf(stderr, "fake_trial: cannot write checkpoint in %s: %s\n", ck, strerror(errno));
             return 4;
         }
         double val = 0.9 - (o.x - 0.3) * (o.x - 0.3) - 0.3 * exp(-o.lr * (double)e);
         double loss = 1.0 - val;
-        printf("HYPERFARM {\"step\": %ld, \"epoch\": %ld, \"val_acc\": %.6f, \"train_loss\": %.6f, "
-               "\"checkpoint\": \"%s\"}\n", e * 100, e, val, loss, path);
+        char extra[256] = "";
+        if (o.report_weights && e == start + 1)
+            snprintf(extra, sizeof extra, ", \"w\": %.17g, \"start_epoch\": %ld, \"start_w\": %.17g, \"start_trial\": %ld",
+                     cur.w, from.epoch, from.w, from.trial);
+        else if (o.report_weights)
+            snprintf(extra, sizeof extra, ", \"w\": %.17g", cur.w);
+        printf("HYPERFARM {\"step\": %ld, \"epoch\": %ld, \"val_acc\": %.6f, \"train_loss\": %.6f%s, "
+               "\"checkpoint\": \"%s\"}\n", e * 100, e, val, loss, extra, path);
         if (o.bad_metric) printf("HYPERFARM {\"val_acc\": oops}\n");
         printf("epoch %ld done\n", e);
         fflush(stdout);
@@ -202,9 +252,9 @@ int main(int argc, char **argv)
 stopped:
     {
         char path[4300];
-        long e = read_ckpt(ck);
-        write_ckpt(ck, e, path, sizeof path);
-        printf("stop requested: checkpoint at epoch %ld saved, exiting\n", e);
+        ckpt c = read_ckpt(ck);
+        if (c.epoch > 0) write_ckpt(ck, &c, o.ckpt_bytes, path, sizeof path);
+        printf("stop requested: checkpoint at epoch %ld saved, exiting\n", c.epoch);
         fflush(stdout);
         return 143;
     }

@@ -33,6 +33,8 @@
 #   training   hf_reference_metrics OUT_FILE (sets HF_WANT),
 #              hf_assert_metrics_equal TRIAL EPOCH WANT REL WHAT (sets HF_GOT)
 #   CLI        hf_cli ARGS... (bin/hyperfarm with --url $HF_URL)
+#   bodies     hf_train_experiment NAME WORKERS MAX_RESTARTS FLAGS... (prints JSON)
+#   gang       hf_assert_gang_trial TRIAL (a 2-rank tcp run on agents a1 and a2)
 #
 # Environment knobs: HF_BIN (programs; default ./bin), HF_KEEP_TMP=1 keeps
 # the temp dir, HF_SCHED_ARGS / HF_AGENT_ARGS add flags to every start.
@@ -297,6 +299,43 @@ hf_assert_eq() {  # ACTUAL EXPECTED MESSAGE
 }
 
 hf_cli() { "$HF_BIN/hyperfarm" --url "$HF_URL" "$@"; }
+
+# TRIAL: a 2-worker hyperfarm-train trial (hf_train_experiment NAME 2 ...,
+# 2 epochs) COMPLETED with one rank started on agent a1 and one on a2
+# (their logs: the trial's ranks may be cleared once it ends), rank 0 ran
+# sync data parallel over 2 ranks with the tcp backend, and reported
+# val_acc for epochs 1 and 2.
+hf_assert_gang_trial() {
+  local t=$1 trial n1 n2 epochs
+  trial=$(hf_get "/api/v1/trials/$t")
+  jq -e '.state == "COMPLETED"' >/dev/null <<<"$trial" ||
+    hf_fail "trial $t ended $(jq -r .state <<<"$trial"): $(hf_get "/api/v1/trials/$t/logs?limit=50" | jq -r '.logs[].line' | tail -20)"
+  hf_log "ok: 2-worker trial $t COMPLETED"
+  n1=$(grep -c "trial $t attempt 1 .*started" "$HF_TMP/agent-a1.log" || true)
+  n2=$(grep -c "trial $t attempt 1 .*started" "$HF_TMP/agent-a2.log" || true)
+  (( n1 == 1 && n2 == 1 )) || hf_fail "expected one rank started on each of a1 and a2, got a1=$n1 a2=$n2"
+  hf_log "ok: one rank on a1, one on a2"
+  hf_get "/api/v1/trials/$t/logs?limit=2000" | jq -r '.logs[].line' >"$HF_TMP/trial.log"
+  grep -q "sync data parallel: 2 ranks.*backend tcp" "$HF_TMP/trial.log" ||
+    hf_fail "rank 0's log does not show a 2-rank tcp run: $(tail -5 "$HF_TMP/trial.log")"
+  hf_log "ok: rank 0 ran sync data parallel over 2 ranks, backend tcp"
+  epochs=$(hf_get "/api/v1/trials/$t/metrics?name=val_acc&limit=100" | jq -r '[.metrics[].epoch] | sort | map(tostring) | join(",")')
+  hf_assert_eq "$epochs" "1,2" "val_acc for epochs 1 and 2 (rank 0 reports once per epoch)"
+}
+
+# NAME WORKERS MAX_RESTARTS FLAGS...: print an experiment of one trial of
+# `hyperfarm-train FLAGS` (no hyperparameters); with WORKERS > 1 it is
+# gang-placed, one slot per worker, sync data parallel over tcp.
+hf_train_experiment() {
+  local name=$1 workers=$2 restarts=$3
+  shift 3
+  jq -n --args '$ARGS.positional' -- hyperfarm-train "$@" |
+    jq --arg n "$name" --argjson w "$workers" --argjson r "$restarts" '{
+      name: $n, objective: {metric: "val_acc", goal: "maximize"},
+      searcher: {name: "random", max_trials: 1, seed: 1}, hyperparameters: {},
+      trial: ({command: ., max_restarts: $r} + if $w > 1 then
+        {resources: {workers: $w, slots_per_worker: 1}, distributed: {mode: "sync", backend: "tcp"}} else {} end)}'
+}
 
 # HF_WANT = the last metric line carrying val_acc that a hyperfarm-train run
 # printed to OUT_FILE (the JSON after "HYPERFARM "): a reference run's result.

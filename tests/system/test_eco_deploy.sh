@@ -9,13 +9,17 @@
 #     a ConfigMap); every ConfigMap/Secret key a volume names exists; the
 #     ConfigMap's scheduler.conf and agent.conf are accepted by the real
 #     programs' --config/--print-config and point at the mounted paths; the
-#     agent token is one of the scheduler's agent tokens; `kubectl
+#     agent token is one of the scheduler's agent tokens; the checkpoint
+#     store (checkpoint-dir) is on the scheduler's PVC and the agents have
+#     no shared or per-node persistent volume (no hostPath, PVC or NFS:
+#     their work directory is an emptyDir cache); `kubectl
 #     kustomize` renders the directory (when kubectl is installed).
 #   systemd (deploy/systemd): `systemd-analyze verify` passes (binaries
 #     pointed at $HF_BIN), the hardening directives are there, and a
 #     scheduler started with exactly the unit's Environment= settings and a
 #     token file serves /healthz, refuses a request without a token (401)
-#     and accepts the user token.
+#     and accepts the user token; the scheduler's checkpoint store is in
+#     its StateDirectory and the agent needs no shared mount.
 source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm-scheduler hyperfarm-agent
 hf_setup
@@ -94,7 +98,15 @@ hf_assert_eq "$(jq -r '."token-file"' <"$HF_TMP/s.json")" "$want" "scheduler.con
 want=$(mounted_path "$sts" scheduler.conf) || hf_fail "scheduler.conf is not mounted"
 jq -e --arg w "$want" '.spec.template.spec.containers[0].env[] | select(.name == "HYPERFARM_CONFIG") | .value == $w' \
   >/dev/null <<<"$sts" || hf_fail "HYPERFARM_CONFIG does not name the mounted scheduler.conf ($want)"
-hf_log "ok: scheduler.conf accepted by hyperfarm-scheduler --print-config; db on the PVC, token file from the Secret"
+jq -e --arg m "$data_mount/" '."checkpoint-dir" | strings | startswith($m)' >/dev/null <"$HF_TMP/s.json" \
+  || hf_fail "scheduler.conf checkpoint-dir '$(jq -r '."checkpoint-dir"' <"$HF_TMP/s.json")' is not on the PVC ($data_mount)"
+hf_log "ok: scheduler.conf accepted by hyperfarm-scheduler --print-config; db and checkpoint store on the PVC, token file from the Secret"
+jq -e 'all(.spec.template.spec.volumes[]; .hostPath == null and .persistentVolumeClaim == null and .nfs == null)' \
+  >/dev/null <<<"$ds" || hf_fail "the agent DaemonSet mounts a hostPath, PVC or NFS volume: agents must need no shared or per-node volume"
+jq -e '(.spec.template.spec.volumes[] | select(.name == "work") | .emptyDir) != null' >/dev/null <<<"$ds" \
+  || hf_fail "the agent's work volume is not an emptyDir (a local cache)"
+jq -e '.spec.volumeClaimTemplates == null' >/dev/null <<<"$ds" || hf_fail "the agent DaemonSet claims volumes"
+hf_log "ok: agents use no shared or node volume (work dir: emptyDir cache)"
 
 env -u HYPERFARM_URL -u HYPERFARM_AGENT_WORKDIR -u HYPERFARM_AGENT_TOKEN_FILE \
   "$HF_BIN/hyperfarm-agent" --config "$HF_TMP/agent.conf" --print-config >"$HF_TMP/a.json" \
@@ -135,6 +147,12 @@ for u in hyperfarm-scheduler hyperfarm-agent; do
 done
 grep -q '^DynamicUser=yes' "$sd/hyperfarm-scheduler.service" || hf_fail "scheduler unit: no DynamicUser"
 grep -q '^User=' "$sd/hyperfarm-agent.service" || hf_fail "agent unit: no dedicated User"
+ckd=$(sed -n 's/^Environment=HYPERFARM_CHECKPOINT_DIR=//p' "$sd/hyperfarm-scheduler.service")
+state=/var/lib/$(sed -n 's/^StateDirectory=//p' "$sd/hyperfarm-scheduler.service")
+[[ $ckd == "$state"/* ]] || hf_fail "scheduler unit: HYPERFARM_CHECKPOINT_DIR '$ckd' is not in its StateDirectory $state"
+! grep -Eq '^(RequiresMountsFor|BindPaths|BindReadOnlyPaths)=' "$sd/hyperfarm-agent.service" \
+  || hf_fail "agent unit: depends on a mount; agents must need no shared volume"
+hf_log "ok: systemd: checkpoint store in the scheduler's StateDirectory ($ckd), no shared mount for the agent"
 if command -v systemd-analyze >/dev/null; then
   systemd-analyze verify "$HF_TMP/hyperfarm-scheduler.service" "$HF_TMP/hyperfarm-agent.service" \
     >"$HF_TMP/verify.out" 2>&1 || hf_fail "systemd-analyze verify: $(cat "$HF_TMP/verify.out")"
@@ -150,7 +168,8 @@ printf 'user:u-secret\nagent:a-secret\n' >"$HF_TMP/tokens"
 port=$(hf_free_port)
 (
   while IFS= read -r kv; do export "${kv?}"; done < <(unit_env "$sd/hyperfarm-scheduler.service")
-  export HYPERFARM_LISTEN=127.0.0.1:$port HYPERFARM_DB=$HF_TMP/unit.db HYPERFARM_WEB=$root/web
+  export HYPERFARM_LISTEN=127.0.0.1:$port HYPERFARM_DB=$HF_TMP/unit.db HYPERFARM_WEB=$root/web \
+    HYPERFARM_CHECKPOINT_DIR=$HF_TMP/unit.checkpoints
   exec "$HF_BIN/hyperfarm-scheduler" --token-file "$HF_TMP/tokens"
 ) >"$HF_TMP/unit-scheduler.log" 2>&1 &
 pid=$!

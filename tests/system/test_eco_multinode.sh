@@ -40,32 +40,11 @@ hf_start_scheduler
 hf_start_agent a1 --slots 1
 hf_start_agent a2 --slots 1
 
-body=$(jq -n --args '$ARGS.positional' -- hyperfarm-train "${flags[@]}" | jq '{
-  name: "eco-multinode", objective: {metric: "val_acc", goal: "maximize"},
-  searcher: {name: "random", max_trials: 1, seed: 1},
-  hyperparameters: {},
-  trial: {command: ., resources: {workers: 2, slots_per_worker: 1},
-          distributed: {mode: "sync", backend: "tcp"}, max_restarts: 0}}')
-id=$(hf_submit "$body")
+id=$(hf_submit "$(hf_train_experiment eco-multinode 2 0 "${flags[@]}")")
 hf_wait_experiment "$id" 120
 
 t=$(hf_get "/api/v1/experiments/$id/trials" | jq -er '.trials[0].id')
-trial=$(hf_get "/api/v1/trials/$t")
-jq -e '.state == "COMPLETED"' >/dev/null <<<"$trial" || hf_fail "trial $t ended $(jq -r .state <<<"$trial"): $(hf_get "/api/v1/trials/$t/logs?limit=50" | jq -r '.logs[].line' | tail -20)"
-hf_log "ok: 2-worker trial $t COMPLETED"
-# ranks describe the current placement; after completion they may be
-# cleared, so the agents' own logs are the evidence of where ranks ran.
-a1=$(grep -c "trial $t attempt 1 .*started\|trial $t attempt 1 rank [01].*started" "$HF_TMP/agent-a1.log" || true)
-a2=$(grep -c "trial $t attempt 1 .*started\|trial $t attempt 1 rank [01].*started" "$HF_TMP/agent-a2.log" || true)
-(( a1 == 1 && a2 == 1 )) || hf_fail "expected one rank started on each agent, got a1=$a1 a2=$a2"
-hf_log "ok: one rank on each agent"
-hf_get "/api/v1/trials/$t/logs?limit=2000" | jq -r '.logs[].line' >"$HF_TMP/trial.log"
-grep -q "sync data parallel: 2 ranks.*backend tcp" "$HF_TMP/trial.log" \
-  || hf_fail "rank 0's log does not show a 2-rank tcp run: $(tail -5 "$HF_TMP/trial.log")"
-hf_log "ok: rank 0 ran sync data parallel over 2 ranks, backend tcp"
-
-epochs=$(hf_get "/api/v1/trials/$t/metrics?name=val_acc&limit=100" | jq -r '[.metrics[].epoch] | sort | map(tostring) | join(",")')
-hf_assert_eq "$epochs" "1,2" "val_acc for epochs 1 and 2 (rank 0 reports once per epoch)"
+hf_assert_gang_trial "$t"
 
 wait "$ref" || hf_fail "reference hyperfarm-train --nproc 2 failed: $(tail -5 "$HF_TMP/ref/err")"
 hf_reference_metrics "$HF_TMP/ref/out"

@@ -114,11 +114,21 @@ call "$U" GET /api/v1/experiments /api/v1/experiments "" 200
 call "$A" GET /api/v1/experiments /api/v1/experiments "" 200
 call "$U" GET '/api/v1/experiments/{id}' "/api/v1/experiments/$E" "" 200
 call "$U" GET '/api/v1/experiments/{id}' /api/v1/experiments/999999 "" 404
-for sub in trials top export; do
+for sub in trials top export pareto; do
   call "$U" GET "/api/v1/experiments/{id}/$sub" "/api/v1/experiments/$E/$sub" "" 200
   call "$U" GET "/api/v1/experiments/{id}/$sub" "/api/v1/experiments/999999/$sub" "" 404
 done
 call "$U" GET '/api/v1/experiments/{id}/top' "/api/v1/experiments/$E/top?k=0" "" 400
+# several objectives and a constraint (docs/search.md): accepted, and its front answers
+mo_body='{"name": "openapi-mo", "objective": [{"metric": "val_loss", "goal": "minimize"},
+  {"metric": "latency_ms", "goal": "minimize"}], "constraints": [{"metric": "mem", "max": 2}],
+  "searcher": {"name": "tpe", "max_trials": 1, "seed": 1},
+  "hyperparameters": {"x": {"type": "uniform", "min": 0, "max": 1}},
+  "trial": {"command": ["true"], "max_restarts": 0}}'
+call "$U" POST /api/v1/experiments /api/v1/experiments "$mo_body" 201
+EM=$(jq -r .id <<<"$BODY_OUT")
+call "$U" GET '/api/v1/experiments/{id}/pareto' "/api/v1/experiments/$EM/pareto" "" 200
+call "$U" POST '/api/v1/experiments/{id}/{action}' "/api/v1/experiments/$EM/cancel" "" 200
 call "$U" GET '/api/v1/experiments/{id}/export' "/api/v1/experiments/$E/export?format=csv" "" 200
 call "$U" GET '/api/v1/experiments/{id}/export' "/api/v1/experiments/$E/export?format=xml" "" 400
 
@@ -166,6 +176,16 @@ call "$U" GET "$xm" "/api/v1/experiments/999999/metrics?name=val_acc" "" 404
 call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs" "" 200
 call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs?limit=0" "" 400
 call "$U" GET '/api/v1/trials/{id}/logs' /api/v1/trials/999999/logs "" 404
+call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs?grep=epoch&icase=1" "" 200
+call "$U" GET '/api/v1/trials/{id}/logs' "/api/v1/trials/$T/logs?grep=a(b&regex=1" "" 400
+xl='/api/v1/experiments/{id}/logs'
+call "$U" GET "$xl" "/api/v1/experiments/$E/logs?grep=epoch" "" 200
+call "$U" GET "$xl" "/api/v1/experiments/$E/logs?grep=%5B&regex=1" "" 400
+call "$U" GET "$xl" "/api/v1/experiments/$E/logs" "" 400
+call "$U" GET "$xl" "/api/v1/experiments/999999/logs?grep=x" "" 404
+xi='/api/v1/experiments/{id}/importance'
+call "$U" GET "$xi" "/api/v1/experiments/$E/importance" "" 200
+call "$U" GET "$xi" "/api/v1/experiments/999999/importance" "" 404
 # checkpoints: upload (streamed PUT), list, download by hash
 printf 'checkpoint bytes\n' >"$HF_TMP/ckpt"
 CKS=$(sha256sum "$HF_TMP/ckpt" | cut -c1-64)
@@ -197,9 +217,84 @@ call "$U" GET '/api/v1/checkpoints/{sha256}' "/api/v1/checkpoints/$CKS" "" 200
 [[ $BODY_OUT == 'checkpoint bytes' ]] || hf_fail "GET checkpoint: '$BODY_OUT'"
 call "$U" GET '/api/v1/checkpoints/{sha256}' "/api/v1/checkpoints/${CKS^^}" "" 400
 call "$U" GET '/api/v1/checkpoints/{sha256}' "/api/v1/checkpoints/$(printf y | sha256sum | cut -c1-64)" "" 404
+# any object by hash (agents fetch restores with it); name/agent on upload;
+# registering an object already in the store (POST, metadata only)
+call "$A" GET '/api/v1/objects/{sha256}' "/api/v1/objects/$CKS" "" 200
+[[ $BODY_OUT == 'checkpoint bytes' ]] || hf_fail "GET object: '$BODY_OUT'"
+call "$U" GET '/api/v1/objects/{sha256}' "/api/v1/objects/${CKS^^}" "" 400
+call "$U" GET '/api/v1/objects/{sha256}' "/api/v1/objects/$(printf y | sha256sum | cut -c1-64)" "" 404
+CALL_ARGS=(-T "$HF_TMP/ckpt" -H "X-Hyperfarm-Sha256: $CKS")
+call "$A" PUT "$ckp" "$ckq&name=ckpt-000000000001.hfck&agent=1" "" 201
+call "$A" PUT "$ckp" "$ckq&name=a/b" "" 400
+CALL_ARGS=()
+call "$A" POST "$ckp" "/api/v1/trials/$T/checkpoints" "{\"sha256\": \"$CKS\", \"size\": 17, \"step\": 2, \"attempt\": $att, \"name\": \"c2\"}" 201
+call "$A" POST "$ckp" "/api/v1/trials/$T/checkpoints" "{\"sha256\": \"$(printf y | sha256sum | cut -c1-64)\", \"size\": 1, \"step\": 2, \"attempt\": $att}" 409
+call "$A" POST "$ckp" "/api/v1/trials/$T/checkpoints" "{\"sha256\": \"$CKS\", \"size\": 18, \"step\": 2, \"attempt\": $att}" 422
+call "$A" POST "$ckp" "/api/v1/trials/$T/checkpoints" "{\"sha256\": \"$CKS\"}" 400
+call "$A" POST "$ckp" /api/v1/trials/999999/checkpoints "{\"sha256\": \"$CKS\", \"size\": 17, \"step\": 2, \"attempt\": 1}" 404
+call "$U" GET "$ckp" "/api/v1/trials/$T/checkpoints" "" 200
+jq -e '[.checkpoints[].name] == [null, "ckpt-000000000001.hfck", "c2"] and .checkpoints[1].agent_id == 1' >/dev/null <<<"$BODY_OUT" \
+  || hf_fail "names/agents of the checkpoints: $BODY_OUT"
+# code contexts: upload (streamed PUT, user token), HEAD/GET by hash, named by an experiment
+CALL_ARGS=(-T "$HF_TMP/ckpt" -H "X-Hyperfarm-Sha256: $CKS")
+call "$U" PUT /api/v1/contexts /api/v1/contexts "" 201
+jq -e --arg s "$CKS" '.sha256 == $s and .size == 17' >/dev/null <<<"$BODY_OUT" || hf_fail "PUT context: $BODY_OUT"
+call "$A" PUT /api/v1/contexts /api/v1/contexts "" 403
+call "" PUT /api/v1/contexts /api/v1/contexts "" 401
+CALL_ARGS=(-T "$HF_TMP/ckpt" -H 'Transfer-Encoding: chunked' -H "X-Hyperfarm-Sha256: $CKS")
+call "$U" PUT /api/v1/contexts /api/v1/contexts "" 411
+CALL_ARGS=(-T "$HF_TMP/ckpt" -H "X-Hyperfarm-Sha256: $(printf x | sha256sum | cut -c1-64)")
+call "$U" PUT /api/v1/contexts /api/v1/contexts "" 422
+CALL_ARGS=(-T "$HF_TMP/ckpt")
+call "$U" PUT /api/v1/contexts /api/v1/contexts "" 400
+CALL_ARGS=(-T "$HF_TMP/ckpt-huge" -H "X-Hyperfarm-Sha256: $CKS")
+call "$U" PUT /api/v1/contexts /api/v1/contexts "" 413
+CALL_ARGS=()
+call "$U" GET '/api/v1/contexts/{sha256}' "/api/v1/contexts/$CKS" "" 200
+call "$U" GET '/api/v1/contexts/{sha256}' "/api/v1/contexts/${CKS^^}" "" 400
+call "$U" GET '/api/v1/contexts/{sha256}' "/api/v1/contexts/$(printf y | sha256sum | cut -c1-64)" "" 404
+call "$U" POST /api/v1/experiments /api/v1/experiments \
+  "$(jq -c --arg c "$(printf y | sha256sum | cut -c1-64)" '. + {context: $c}' <<<"$exp_body")" 422
+
+wh='{"url": "http://127.0.0.1:9/hook", "events": ["experiment.*"]}'
+call "$U" POST /api/v1/webhooks /api/v1/webhooks "$wh" 201
+WH=$(jq .id <<<"$BODY_OUT")
+call "$U" POST /api/v1/webhooks /api/v1/webhooks '{"url": "ftp://x"}' 400
+call "$A" POST /api/v1/webhooks /api/v1/webhooks "$wh" 403
+call "" POST /api/v1/webhooks /api/v1/webhooks "$wh" 401
+call "$U" POST /api/v1/webhooks /api/v1/webhooks "@$HF_TMP/big" 413
+call "$U" GET /api/v1/webhooks /api/v1/webhooks "" 200
+jq -e '.webhooks | length == 1 and (.[0] | has("secret") | not)' >/dev/null <<<"$BODY_OUT" || hf_fail "GET /webhooks: $BODY_OUT"
+call "$A" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 403
+call "$U" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 200
+call "$U" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 404
 
 call "$U" POST '/api/v1/trials/{id}/kill' "/api/v1/trials/$T/kill" "" 200
 call "$U" POST '/api/v1/trials/{id}/kill' /api/v1/trials/999999/kill "" 404
+
+# the workflow routes (issue #17): PATCH, fork, events
+call "$U" PATCH '/api/v1/experiments/{id}' "/api/v1/experiments/$E" '{"description": "**md**", "add_tags": ["a1"]}' 200
+jq -e '.tags == ["a1"] and .description == "**md**"' >/dev/null <<<"$BODY_OUT" || hf_fail "PATCH experiment: $BODY_OUT"
+call "$U" PATCH '/api/v1/experiments/{id}' "/api/v1/experiments/$E" '{"tags": ["bad tag"]}' 400
+call "$U" PATCH '/api/v1/experiments/{id}' "/api/v1/experiments/$E" '{}' 400
+call "$A" PATCH '/api/v1/experiments/{id}' "/api/v1/experiments/$E" '{"description": null}' 403
+call "$U" PATCH '/api/v1/experiments/{id}' /api/v1/experiments/999999 '{"description": null}' 404
+call "$U" GET /api/v1/experiments "/api/v1/experiments?tag=a1" "" 200
+jq -e --argjson e "$E" '[.experiments[].id] == [$e]' >/dev/null <<<"$BODY_OUT" || hf_fail "?tag=a1: $BODY_OUT"
+call "$U" GET /api/v1/experiments "/api/v1/experiments?tag=no%20space" "" 400
+call "$U" POST '/api/v1/experiments/{id}/fork' "/api/v1/experiments/$E/fork" "$exp_body" 201
+jq -e --argjson e "$E" '.parent_experiment == $e' >/dev/null <<<"$BODY_OUT" || hf_fail "fork: $BODY_OUT"
+call "$U" POST '/api/v1/experiments/{id}/fork' "/api/v1/experiments/$E/fork" '{"name": "x"}' 400
+call "$U" POST '/api/v1/experiments/{id}/fork' /api/v1/experiments/999999/fork "$exp_body" 404
+call "$A" POST '/api/v1/experiments/{id}/fork' "/api/v1/experiments/$E/fork" "$exp_body" 403
+call "$U" GET '/api/v1/experiments/{id}/events' "/api/v1/experiments/$E/events" "" 200
+call "$U" GET '/api/v1/experiments/{id}/events' "/api/v1/experiments/$E/events?limit=0" "" 400
+call "$U" GET '/api/v1/experiments/{id}/events' /api/v1/experiments/999999/events "" 404
+call "$U" PATCH '/api/v1/trials/{id}' "/api/v1/trials/$T" '{"notes": "# learned"}' 200
+jq -e '.notes == "# learned"' >/dev/null <<<"$BODY_OUT" || hf_fail "PATCH trial: $BODY_OUT"
+call "$U" PATCH '/api/v1/trials/{id}' "/api/v1/trials/$T" '{"notes": 3}' 400
+call "$U" PATCH '/api/v1/trials/{id}' /api/v1/trials/999999 '{"notes": null}' 404
+call "$A" PATCH '/api/v1/trials/{id}' "/api/v1/trials/$T" '{"notes": null}' 403
 
 act='/api/v1/experiments/{id}/{action}'
 call "$U" POST "$act" "/api/v1/experiments/$E/pause" "" 200
@@ -209,6 +304,22 @@ call "$U" POST "$act" "/api/v1/experiments/$E/extend" '{"add_trials": 0}' 400
 call "$U" POST "$act" "/api/v1/experiments/$E/cancel" "" 200
 call "$U" POST "$act" "/api/v1/experiments/$E/pause" "" 409
 call "$U" POST "$act" /api/v1/experiments/999999/cancel "" 404
+# archive and delete: refused while E's killed trial still waits for its
+# agent; E2 gets no trial (the agent's slot is taken), so once canceled it
+# runs nothing.
+call "$U" POST "$act" "/api/v1/experiments/$E/archive" "" 409
+call "$U" DELETE '/api/v1/experiments/{id}' "/api/v1/experiments/$E" "" 409
+call "$U" POST /api/v1/experiments /api/v1/experiments "$exp_body" 201
+E2=$(jq -r .id <<<"$BODY_OUT")
+call "$U" POST "$act" "/api/v1/experiments/$E2/cancel" "" 200
+call "$U" POST "$act" "/api/v1/experiments/$E2/archive" "" 200
+jq -e '.archived == true and .checkpoint_bytes == 0' >/dev/null <<<"$BODY_OUT" || hf_fail "archive: $BODY_OUT"
+call "$U" GET /api/v1/experiments "/api/v1/experiments?archived=1" "" 200
+call "$U" GET /api/v1/experiments "/api/v1/experiments?archived=2" "" 400
+call "$U" POST "$act" "/api/v1/experiments/$E2/unarchive" "" 200
+call "$A" DELETE '/api/v1/experiments/{id}' "/api/v1/experiments/$E2" "" 403
+call "$U" DELETE '/api/v1/experiments/{id}' "/api/v1/experiments/$E2" "" 200
+call "$U" DELETE '/api/v1/experiments/{id}' "/api/v1/experiments/$E2" "" 404
 hf_log "ok: every call answered a status documented for its operation (and the expected one)"
 
 while read -r m p; do
@@ -219,13 +330,13 @@ hf_log "ok: all $(wc -l <"$HF_TMP/documented.txt") documented operations answere
 # ---- 3. undocumented methods: 405 with the documented Allow ----------------
 jq -r '.paths | keys[]' "$HF_TMP/openapi.json" | while read -r p; do
   url=$(sed -e "s/{id}/$E/" -e 's/{action}/pause/' -e "s/{sha256}/$CKS/" <<<"$p")
-  want=$(jq -r --arg p "$p" '.paths[$p] | keys | map(select(. == "get" or . == "post" or . == "put")) | map(ascii_upcase) | sort | join(",")' \
+  want=$(jq -r --arg p "$p" '.paths[$p] | keys | map(select(. == "get" or . == "post" or . == "put" or . == "delete" or . == "patch")) | map(ascii_upcase) | sort | join(",")' \
     "$HF_TMP/openapi.json")
-  hdr=$(curl -s -m 3 -o /dev/null -D - -X DELETE -H "Authorization: Bearer $U" "$HF_URL$url" | tr -d '\r')
+  hdr=$(curl -s -m 3 -o /dev/null -D - -X PURGE -H "Authorization: Bearer $U" "$HF_URL$url" | tr -d '\r')
   code=$(head -1 <<<"$hdr" | awk '{print $2}')
-  [[ $code == 405 ]] || hf_fail "DELETE $url answered $code, expected 405"
+  [[ $code == 405 ]] || hf_fail "PURGE $url answered $code, expected 405"
   allow=$(sed -n 's/^[Aa]llow: *//p' <<<"$hdr" | tr -d ' ' | tr ',' '\n' | grep -vx HEAD | sort | paste -sd, -)
-  [[ $allow == "$want" ]] || hf_fail "DELETE $url: Allow '$allow', openapi.yaml documents '$want'"
+  [[ $allow == "$want" ]] || hf_fail "PURGE $url: Allow '$allow', openapi.yaml documents '$want'"
 done
 hf_log "ok: undocumented methods answer 405 with Allow = the documented methods"
 

@@ -44,11 +44,11 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/common" -o "$HF_TMP/c_trial" "$ex
 declare -A cmd hp
 cmd[python]=$(jq -cn --arg s "$ex/pytorch_fmnist.py" '["/usr/bin/python3", $s]')
 hp[python]='{"train_size": 6000, "val_size": 2000, "hidden": 64, "lr": 0.05, "batch_size": 64,
-             "optimizer": "sgd", "threads": 1, "seed": 3, "epoch_sleep": 2}'
+             "optimizer": "sgd", "threads": 1, "seed": 3, "epoch_sleep": 4}'
 cmd[c]=$(jq -cn --arg s "$HF_TMP/c_trial" '[$s]')
-hp[c]='{"lr": 0.2, "l2": 0.001, "batch_size": 32, "sleep_ms": 2000}'
+hp[c]='{"lr": 0.2, "l2": 0.001, "batch_size": 32, "sleep_ms": 4000}'
 cmd[shell]=$(jq -cn --arg s "$ex/shell_trial.sh" '["bash", $s]')
-hp[shell]='{"x": 0.25, "lr": 0.5, "sleep_ms": 1500}'
+hp[shell]='{"x": 0.25, "lr": 0.5, "sleep_ms": 3000}'
 
 # Uninterrupted reference runs, outside hyperfarm, started now so they
 # overlap with the sweep.

@@ -29,7 +29,8 @@ hf_start_scheduler --checkpoint-dir "$CK" --max-checkpoint-mb 300
 E=$(hf_submit '{"name": "ck", "objective": {"metric": "acc", "goal": "maximize"},
   "searcher": {"name": "random", "max_trials": 1, "seed": 1},
   "hyperparameters": {"x": {"type": "uniform", "min": 0, "max": 1}},
-  "trial": {"command": ["true"], "max_restarts": 0}}')
+  "trial": {"command": ["true"], "max_restarts": 0},
+  "checkpoint_policy": {"keep_latest": 100, "keep_best_trials": 0}}')   # the store, not retention, is tested here
 AG=$(hf_post /api/v1/agents '{"name": "fake", "slots": 1, "host": "127.0.0.1", "version": "test"}' | jq -r .id)
 T=""
 for _ in $(seq 1 50); do

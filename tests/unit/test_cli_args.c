@@ -145,6 +145,14 @@ static void test_usage_exit_codes(void **state)
         {{"hyperfarm", "ls", "--timeout-ms", "0", NULL}, CLI_USAGE, "--timeout-ms"},
         {{"hyperfarm", "completion", "zsh", NULL}, CLI_USAGE, "only 'bash'"},
         {{"hyperfarm", "help", "nope", NULL}, CLI_USAGE, "unknown command"},
+        {{"hyperfarm", "extend", "3", NULL}, CLI_USAGE, "exactly one of --add-trials"},
+        {{"hyperfarm", "extend", "3", "--add-trials=2", "--max-trials=9", NULL}, CLI_USAGE, "exactly one of"},
+        {{"hyperfarm", "extend", "t3", "--add-trials", "2", NULL}, CLI_USAGE, "not an experiment id"},
+        {{"hyperfarm", "fork", "3", NULL}, CLI_USAGE, "expected 2 arguments"},
+        {{"hyperfarm", "tag", "3", NULL}, CLI_USAGE, "at least one +TAG"},
+        {{"hyperfarm", "tag", "3", "+", NULL}, CLI_USAGE, "expected +TAG, -TAG or TAG"},
+        {{"hyperfarm", "note", "e3", "x", NULL}, CLI_USAGE, "not a trial id"},
+        {{"hyperfarm", "describe", "3", NULL}, CLI_USAGE, "expected 2 arguments"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_res r = run((char **)cases[i].argv);
@@ -184,6 +192,31 @@ static void test_help_for_every_command(void **state)
     assert_int_equal(r.rc, CLI_OK);
     assert_non_null(strstr(r.out, "hyperfarm "));
     run_free(&r);
+}
+
+/* tag's words and the query escaping of ls --tag (cli_flow.c). */
+static void test_tag_words(void **state)
+{
+    (void)state;
+    char *words[] = {"+a", "-b", "c", "-d:e"}, err[128];
+    json_t *add = NULL, *rm = NULL;
+    assert_int_equal(cli_tag_args(4, words, &add, &rm, err, sizeof err), 0);
+    char *a = json_dumps(add, JSON_COMPACT), *r = json_dumps(rm, JSON_COMPACT);
+    assert_string_equal(a, "[\"a\",\"c\"]");
+    assert_string_equal(r, "[\"b\",\"d:e\"]");
+    free(a);
+    free(r);
+    json_decref(add);
+    json_decref(rm);
+    char *bad[] = {"ok", "-"};
+    assert_int_equal(cli_tag_args(2, bad, &add, &rm, err, sizeof err), HF_EINVAL);
+    assert_null(add);
+    assert_non_null(strstr(err, "'-'"));
+    char q[64];
+    cli_query_escape(q, sizeof q, "c++/lr:x=1 y");
+    assert_string_equal(q, "c%2B%2B%2Flr%3Ax%3D1%20y");
+    cli_query_escape(q, 8, "abcdefghij");
+    assert_true(strlen(q) < 8);
 }
 
 static void test_completion_lists_commands(void **state)
@@ -291,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_usage_exit_codes),
         cmocka_unit_test(test_help_for_every_command),
         cmocka_unit_test(test_completion_lists_commands),
+        cmocka_unit_test(test_tag_words),
         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_submit_bad_files),
         cmocka_unit_test(test_exit_for_status),

@@ -19,6 +19,21 @@ typedef struct { char *buf; size_t len; FILE *f; } mem_out;
 static void mem_open(mem_out *m) { m->buf = NULL; m->len = 0; m->f = open_memstream(&m->buf, &m->len); }
 static char *mem_close(mem_out *m) { fclose(m->f); return m->buf; }
 
+static void test_bytes(void **state)
+{
+    (void)state;
+    static const struct { int64_t n; const char *want; } cases[] = {
+        {-1, "-"}, {0, "0 B"}, {1023, "1023 B"}, {1024, "1.00 KiB"}, {1536, "1.50 KiB"},
+        {10 * 1024 + 512, "10.5 KiB"}, {1023 * 1024, "1.00 MiB"}, {12 * 1048576 + 314573, "12.3 MiB"},
+        {256 * 1048576LL, "256 MiB"}, {3LL << 30, "3.00 GiB"}, {INT64_MAX, "8192 PiB"},
+    };
+    char buf[32];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_fmt_bytes(buf, sizeof buf, cases[i].n);
+        if (strcmp(buf, cases[i].want)) fail_msg("%lld: \"%s\", expected \"%s\"", (long long)cases[i].n, buf, cases[i].want);
+    }
+}
+
 static void test_duration(void **state)
 {
     (void)state;
@@ -246,6 +261,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_ago),
         cmocka_unit_test(test_number_and_scalar),
         cmocka_unit_test(test_hparams),

@@ -48,7 +48,7 @@ static int teardown(void **st) { (void)st; return unit_rmtree(dir); }
 static void check_views(sched *c)
 {
     json_t *l = NULL;
-    assert_int_equal(sched_experiment_list(c, &l), 0);
+    assert_int_equal(sched_experiment_list(c, 0, &l), 0);
     json_t *xs = json_object_get(l, "experiments");
     for (size_t i = 0; i < json_array_size(xs); i++) {
         int64_t id = json_integer_value(json_object_get(json_array_get(xs, i), "id"));

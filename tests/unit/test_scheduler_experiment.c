@@ -41,8 +41,35 @@ static void test_good(void **state)
     assert_int_equal(sp.max_restarts, 3);
     assert_int_equal(sp.seed, 3);
     assert_int_equal(json_array_size(sp.argv), 3);
+    assert_int_equal(sp.keep_latest, 1);      /* Determined's defaults */
+    assert_int_equal(sp.keep_best_trials, 1);
     experiment_spec_free(&sp);
     json_decref(j);
+}
+
+/* checkpoint_policy: absent (the defaults), partial, complete. */
+static void test_checkpoint_policy(void **state)
+{
+    (void)state;
+    static const struct { const char *policy; int64_t latest, best; } cases[] = {
+        {"", 1, 1},
+        {",\"checkpoint_policy\":{\"keep_best_trials\":4}", 1, 4},
+        {",\"checkpoint_policy\":{\"keep_latest\":3,\"keep_best_trials\":0}", 3, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char t[1024];
+        exp_spec sp;
+        hf_jerr e;
+        snprintf(t, sizeof t, "{\"name\":\"x\"," GOOD_OBJ ",\"searcher\":{\"name\":\"random\",\"max_trials\":2},"
+                 GOOD_HP ",\"trial\":{\"command\":[\"a\"]}%s}", cases[i].policy);
+        json_t *j = json_loads(t, 0, NULL);
+        if (!j || experiment_parse(j, &sp, &e)) fail_msg("case %zu refused: %s", i, e.msg);
+        if (sp.keep_latest != cases[i].latest || sp.keep_best_trials != cases[i].best)
+            fail_msg("case %zu: keep_latest %lld keep_best_trials %lld", i, (long long)sp.keep_latest,
+                     (long long)sp.keep_best_trials);
+        experiment_spec_free(&sp);
+        json_decref(j);
+    }
 }
 
 static void test_seed_chosen_and_stored(void **state)
@@ -114,6 +141,15 @@ static const bad_case bad[] = {
      ",\"trial\":{\"command\":[\"a\"],\"env\":{\"bad name\":\"3\"}}}", "trial.env.bad name"},
     {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR ",\"weight\":0}", "weight"},
     {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR ",\"priority\":\"high\"}", "priority"},
+    {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR ",\"checkpoint_policy\":3}", "checkpoint_policy"},
+    {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR ",\"checkpoint_policy\":{\"keep_latest\":-1}}",
+     "checkpoint_policy.keep_latest"},
+    {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR ",\"checkpoint_policy\":{\"keep_latest\":1.5}}",
+     "checkpoint_policy.keep_latest"},
+    {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR
+     ",\"checkpoint_policy\":{\"keep_best_trials\":\"all\"}}", "checkpoint_policy.keep_best_trials"},
+    {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR ",\"checkpoint_policy\":{\"keep_best\":2}}",
+     "checkpoint_policy.keep_best"},
 };
 
 static void test_bad_table(void **state)
@@ -138,6 +174,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good),
         cmocka_unit_test(test_seed_chosen_and_stored),
+        cmocka_unit_test(test_checkpoint_policy),
         cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

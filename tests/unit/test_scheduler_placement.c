@@ -99,6 +99,25 @@ static void test_excluded_and_bad_sizes(void **state)
     assert_int_equal(placement_gang(a, 0, 1, 1, out), HF_ENOTFOUND);
 }
 
+/* Locality: a trial starting from a checkpoint goes to an agent that
+ * holds it when one has room for the whole gang (best fit among them),
+ * else placement is as usual (-1). */
+static void test_prefer_holder(void **state)
+{
+    (void)state;
+    place_agent a[4] = {cpu(1, 4, 0), cpu(2, 2, 1), cpu(3, 8, 0), cpu(4, 2, 2)};
+    int none[4] = {0, 0, 0, 0}, h13[4] = {1, 0, 1, 0}, h2[4] = {0, 1, 0, 0}, h4[4] = {0, 0, 0, 1};
+    assert_int_equal(placement_prefer(a, 4, none, 1, 1), -1);
+    assert_int_equal(placement_prefer(a, 4, h13, 1, 1), 0);      /* best fit of the holders: 4 free < 8 */
+    assert_int_equal(placement_prefer(a, 4, h13, 6, 1), 2);      /* only agent 3 takes 6 */
+    assert_int_equal(placement_prefer(a, 4, h2, 1, 1), 1);
+    assert_int_equal(placement_prefer(a, 4, h2, 2, 1), -1);      /* the holder has 1 free slot */
+    assert_int_equal(placement_prefer(a, 4, h4, 1, 1), -1);      /* the holder is full */
+    a[0].excluded = 1;
+    assert_int_equal(placement_prefer(a, 4, h13, 1, 1), 2);      /* an excluded holder is skipped */
+    assert_int_equal(placement_prefer(a, 4, h13, 1, 0), -1);     /* bad sizes */
+}
+
 static void test_lttb(void **state)
 {
     (void)state;
@@ -129,6 +148,7 @@ int main(void)
         cmocka_unit_test(test_best_fit_single_agent),
         cmocka_unit_test(test_gpus_packed),
         cmocka_unit_test(test_excluded_and_bad_sizes),
+        cmocka_unit_test(test_prefer_holder),
         cmocka_unit_test(test_lttb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

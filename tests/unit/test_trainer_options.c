@@ -135,12 +135,38 @@ static void test_env(void **state)
     unsetenv("HYPERFARM_CHECKPOINT_DIR");
 }
 
+/* HYPERFARM_SEED (docs/trainer.md): the seed when neither --seed nor
+ * HYPERFARM_HPARAMS gives one; a malformed value is an error naming it. */
+static void test_env_seed(void **state)
+{
+    (void)state;
+    tr_options o;
+    char err[512];
+    char *plain[] = {"hyperfarm-train"}, *flag[] = {"hyperfarm-train", "--seed", "9"};
+    assert_int_equal(tr_options_load(&o, 1, plain, err, sizeof err), 0);
+    assert_int_equal(o.seed, 1);   /* the default without the variable */
+    setenv("HYPERFARM_SEED", "1234567", 1);
+    assert_int_equal(tr_options_load(&o, 1, plain, err, sizeof err), 0);
+    assert_int_equal(o.seed, 1234567);
+    assert_int_equal(tr_options_load(&o, 3, flag, err, sizeof err), 0);
+    assert_int_equal(o.seed, 9);
+    setenv("HYPERFARM_HPARAMS", "{\"seed\": 11}", 1);
+    assert_int_equal(tr_options_load(&o, 1, plain, err, sizeof err), 0);
+    assert_int_equal(o.seed, 11);
+    unsetenv("HYPERFARM_HPARAMS");
+    setenv("HYPERFARM_SEED", "-3", 1);
+    assert_int_equal(tr_options_load(&o, 1, plain, err, sizeof err), HF_EINVAL);
+    assert_non_null(strstr(err, "HYPERFARM_SEED"));
+    unsetenv("HYPERFARM_SEED");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_hparams),
         cmocka_unit_test(test_env),
+        cmocka_unit_test(test_env_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

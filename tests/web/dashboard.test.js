@@ -12,8 +12,6 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const path = require('node:path');
-const { chromium } = require('playwright-core');
 
 const URL = process.env.HF_URL;
 const TOKEN = process.env.HF_USER_TOKEN;
@@ -25,28 +23,9 @@ let browser, page;
 const problems = [];          // console errors and page errors
 let allowHttpErrors = false;  // while provoking 400/401 on purpose
 
-async function api(method, p, body) {
-  const res = await fetch(URL + p, {
-    method, headers: { Authorization: 'Bearer ' + TOKEN, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const json = await res.json().catch(() => null);
-  if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
-}
-async function until(what, fn, timeoutMs = 20000, everyMs = 200) {
-  const t0 = Date.now();
-  let last;
-  for (;;) {
-    try { last = await fn(); if (last) return last; } catch (e) { last = e; }
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last})`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-async function shot(name) {
-  await page.evaluate(() => { document.getElementById('toast').hidden = true; });
-  await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}.png`), fullPage: true });
-}
+const { apiClient, until, launch, screenshot } = require('./helpers');
+const api = apiClient(URL, TOKEN);
+const shot = (name) => screenshot(page, SHOTS, `dashboard-${name}.png`);
 
 const asha = {
   name: 'web-asha', objective: { metric: 'val_acc', goal: 'maximize' },
@@ -70,11 +49,7 @@ let ashaId, sweepId;
 before(async () => {
   // A finished ASHA sweep gives the experiment page rungs and promotions.
   ashaId = (await api('POST', '/api/v1/experiments', asha)).id;
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launch();
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
   page = await ctx.newPage();
   page.on('console', (m) => {

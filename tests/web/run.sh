@@ -33,7 +33,8 @@ rm -rf "$shots"; mkdir -p "$shots"
 
 user_token=web-user-$RANDOM$RANDOM
 agent_token=web-agent-$RANDOM$RANDOM
-printf 'user:%s\nagent:%s\n' "$user_token" "$agent_token" >"$HF_TMP/tokens"
+alice_token=web-alice-$RANDOM$RANDOM   # a named user (docs/operations.md, "Tokens and users")
+printf 'user:%s\nagent:%s\nuser:alice %s\n' "$user_token" "$agent_token" "$alice_token" >"$HF_TMP/tokens"
 printf '%s\n' "$agent_token" >"$HF_TMP/agent-token"
 chmod 600 "$HF_TMP/tokens" "$HF_TMP/agent-token"
 
@@ -42,8 +43,10 @@ chmod 600 "$HF_TMP/tokens" "$HF_TMP/agent-token"
 hf_start_scheduler ${HF_WEB_DIR:+--web "$HF_WEB_DIR"} --token-file "$HF_TMP/tokens"
 
 # The agent, started by hand: lib.sh's registration check has no token.
+# It does not upload checkpoints: checkpoints.test.js puts exactly the ones
+# it checks into the store (uploads are tested in tests/system).
 mkdir -p "$HF_TMP/agent-a1"
-"$HF_BIN/hyperfarm-agent" --scheduler "$HF_URL" --name web-a1 --slots 4 --gpus none \
+"$HF_BIN/hyperfarm-agent" --scheduler "$HF_URL" --name web-a1 --slots 4 --gpus none --no-checkpoint-upload \
   --workdir "$HF_TMP/agent-a1" --token-file "$HF_TMP/agent-token" >>"$HF_TMP/agent-a1.log" 2>&1 &
 HF_AGENT_PIDS[a1]=$!
 agent_up() {
@@ -53,7 +56,7 @@ agent_up() {
 hf_wait_for 15 agent_up || hf_fail "agent did not register in 15 s"
 hf_log "agent web-a1 registered"
 
-export HF_URL HF_BIN HF_USER_TOKEN=$user_token HF_SHOTS=$shots CHROMIUM
+export HF_URL HF_BIN HF_USER_TOKEN=$user_token HF_ALICE_TOKEN=$alice_token HF_AGENT_TOKEN=$agent_token HF_SHOTS=$shots CHROMIUM
 export HF_FAKE_TRIAL=$HF_BIN/tests/fake_trial
 args=(--test --test-concurrency=1 --test-reporter=spec)
 [[ -n ${1:-} ]] && args+=(--test-name-pattern "$1")
@@ -63,7 +66,7 @@ node "${args[@]}" "$here"/*.test.js || rc=$?
 hf_log "screenshots in $shots: $(cd "$shots" && ls | tr '\n' ' ')"
 if [[ -n ${HF_UPDATE_DOCS_IMG:-} && $rc -eq 0 ]]; then
   mkdir -p "$root/docs/img"
-  cp "$shots"/dashboard-*.png "$root/docs/img/"
+  cp "$shots"/dashboard-*.png "$shots"/workflow-*.png "$root/docs/img/"
   hf_log "copied screenshots to docs/img/"
 fi
 exit $rc

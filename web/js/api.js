@@ -61,15 +61,18 @@
     return loginWait;
   };
 
-  api.req = async function (method, path, body) {
+  /* body: undefined, a string or object (sent as JSON), or a Blob (sent
+   * as application/octet-stream); extra: more request headers. */
+  api.req = async function (method, path, body, extra) {
     for (let attempt = 0; ; attempt++) {
-      const headers = { Accept: 'application/json' };
+      const headers = Object.assign({ Accept: 'application/json' }, extra || {});
       const tok = api.token();
+      const raw = body instanceof Blob;
       if (tok) headers.Authorization = 'Bearer ' + tok;
-      if (body !== undefined) headers['Content-Type'] = 'application/json';
+      if (body !== undefined) headers['Content-Type'] = raw ? 'application/octet-stream' : 'application/json';
       let res;
       try {
-        res = await fetch(path, { method, headers, body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)) });
+        res = await fetch(path, { method, headers, body: body === undefined ? undefined : (raw || typeof body === 'string' ? body : JSON.stringify(body)) });
       } catch (e) {
         throw new ApiError(0, { error: 'network error: ' + e.message });
       }
@@ -87,6 +90,72 @@
   };
   api.get = (p) => api.req('GET', p);
   api.post = (p, b) => api.req('POST', p, b === undefined ? {} : b);
+
+  /* ---- code contexts (docs/dashboard.md, "New experiment") ------------ */
+
+  /* SHA-256 of bytes (Uint8Array) as hex, in plain JS: crypto.subtle exists
+   * only in secure contexts (https, localhost), and a dashboard served over
+   * plain http from another host must still name its context. The round
+   * constants are computed from the primes, as FIPS 180-4 defines them. */
+  HF.sha256js = function (bytes) {
+    const K = [], H = [];
+    for (let n = 2, found = 0; found < 64; n++) {
+      let prime = true;
+      for (let d = 2; d * d <= n; d++) if (n % d === 0) { prime = false; break; }
+      if (!prime) continue;
+      if (found < 8) H[found] = (Math.pow(n, 1 / 2) * 4294967296) | 0;
+      K[found++] = (Math.pow(n, 1 / 3) * 4294967296) | 0;
+    }
+    const len = bytes.length, nblk = ((len + 8) >> 6) + 1, w = new Int32Array(nblk * 16);
+    for (let i = 0; i < len; i++) w[i >> 2] |= bytes[i] << (24 - 8 * (i & 3));
+    w[len >> 2] |= 0x80 << (24 - 8 * (len & 3));
+    w[nblk * 16 - 1] = len * 8;
+    w[nblk * 16 - 2] = Math.floor(len / 536870912);
+    const W = new Int32Array(64), rot = (x, n) => (x >>> n) | (x << (32 - n));
+    for (let b = 0; b < nblk; b++) {
+      for (let t = 0; t < 64; t++) {
+        if (t < 16) W[t] = w[b * 16 + t];
+        else {
+          const a = W[t - 15], c = W[t - 2];
+          W[t] = (W[t - 16] + (rot(a, 7) ^ rot(a, 18) ^ (a >>> 3)) + W[t - 7] + (rot(c, 17) ^ rot(c, 19) ^ (c >>> 10))) | 0;
+        }
+      }
+      let [a, bb, c, d, e, f, g, hh] = H;
+      for (let t = 0; t < 64; t++) {
+        const t1 = (hh + (rot(e, 6) ^ rot(e, 11) ^ rot(e, 25)) + ((e & f) ^ (~e & g)) + K[t] + W[t]) | 0;
+        const t2 = ((rot(a, 2) ^ rot(a, 13) ^ rot(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c))) | 0;
+        hh = g; g = f; f = e; e = (d + t1) | 0; d = c; c = bb; bb = a; a = (t1 + t2) | 0;
+      }
+      [a, bb, c, d, e, f, g, hh].forEach((v, i) => { H[i] = (H[i] + v) | 0; });
+    }
+    return H.map((v) => (v >>> 0).toString(16).padStart(8, '0')).join('');
+  };
+
+  /* The largest context the dashboard hashes (it reads the file whole);
+   * the CLI's default cap (hyperfarm submit --max-context-mb). */
+  api.CONTEXT_MAX_BYTES = 64 << 20;
+
+  /* Upload the code context file (a .tar.gz) unless the scheduler has it
+   * already: SHA-256 here (crypto.subtle.digest, else HF.sha256js), HEAD
+   * /api/v1/contexts/{sha256}, then PUT /api/v1/contexts.
+   * RET {sha256, size, uploaded}; throws ApiError. */
+  api.uploadContext = async function (file) {
+    if (file.size > api.CONTEXT_MAX_BYTES)
+      throw new ApiError(0, { error: `${file.name} is larger than ${api.CONTEXT_MAX_BYTES >> 20} MiB (use hyperfarm submit --context)` });
+    const buf = await file.arrayBuffer();
+    const b = new Uint8Array(buf);
+    if (b.length < 2 || b[0] !== 0x1f || b[1] !== 0x8b)
+      throw new ApiError(0, { error: `${file.name} is not a gzip'd tar (.tar.gz)` });
+    const sha = window.crypto && crypto.subtle
+      ? Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', buf)), (x) => x.toString(16).padStart(2, '0')).join('')
+      : HF.sha256js(b);
+    try {
+      await api.req('HEAD', '/api/v1/contexts/' + sha);
+      return { sha256: sha, size: b.length, uploaded: false };
+    } catch (e) { if (e.status !== 404) throw e; }
+    const r = await api.req('PUT', '/api/v1/contexts', new Blob([buf]), { 'X-Hyperfarm-Sha256': sha });
+    return { sha256: r.sha256, size: r.size, uploaded: true };
+  };
 
   /* Action helper for buttons: runs, toasts the error, returns the result. */
   api.act = async function (label, fn) {

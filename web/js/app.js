@@ -2,6 +2,7 @@
  *   #/experiments        list + submit        (page_experiments.js)
  *   #/experiments/{id}   one experiment       (page_experiment.js)
  *   #/trials/{id}        one trial            (page_trial.js)
+ *   #/compare/{id},{id}… trials side by side (page_compare.js)
  *   #/agents             agents               (page_agents.js)
  * A page is a function (root, params) -> unmount(); the router calls the
  * previous page's unmount before mounting the next, so live handlers,
@@ -11,6 +12,7 @@
   const ROUTES = [
     [/^#\/experiments\/(\d+)\/?$/, 'experiment', (m) => ({ id: m[1] }), 'experiments'],
     [/^#\/trials\/(\d+)\/?$/, 'trial', (m) => ({ id: m[1] }), 'experiments'],
+    [/^#\/compare\/(\d+(?:,\d+)*)\/?$/, 'compare', (m) => ({ ids: m[1].split(',').map(Number) }), 'experiments'],
     [/^#\/agents\/?$/, 'agents', () => ({}), 'agents'],
     [/^#?\/?(experiments)?\/?$/, 'experiments', () => ({}), 'experiments'],
   ];

@@ -1,6 +1,6 @@
 /* exp_head.js — the experiment page's header: breadcrumbs, name, state
  * badge, Pause / Resume / Cancel, and the stats row (best objective and
- * trial, searcher, counts, start, duration). Redrawn on `all` and `exp`, and
+ * trial, searcher, counts, checkpoint storage, start, duration). Redrawn on `all` and `exp`, and
  * every 5 s so "running for" ticks.
  */
 'use strict';
@@ -40,6 +40,7 @@
         stat(`${c.queued || 0}`, 'queued'),
         stat(`${c.failed || 0}`, 'failed'),
         stat(e.max_trials != null ? String(e.max_trials) : '–', 'max trials'),
+        stat(HF.fmtBytes(e.checkpoint_bytes || 0), 'checkpoints', { id: 'storage-stat', title: 'checkpoint storage: the stored objects its trials name' }),
         stat(HF.fmtTime(e.created_at), 'started'),
         stat(HF.fmtDur((e.ended_at || Date.now()) - e.created_at), e.ended_at ? 'took' : 'running for'));
     }

@@ -70,12 +70,13 @@
 
   /* HTML of rows[first, last) of the table, between spacer rows standing
    * for the others; bestId's row is marked best, hl's highlighted. */
-  function rowsHtml(rows, cols, first, last, bestId, hl) {
+  function rowsHtml(rows, cols, first, last, bestId, hl, picked) {
     let html = first > 0 ? `<tr class="spacer" style="height:${first * ROW_H}px"></tr>` : '';
     for (let k = first; k < last; k++) {
       const t = rows[k];
       const cls = (t.id === bestId ? 'best ' : '') + (t.id === hl ? 'hl' : '');
       html += `<tr data-id="${t.id}"${cls ? ` class="${cls.trim()}"` : ''}>`;
+      html += `<td class="pick"><input type="checkbox" data-pick="${t.id}"${picked.has(t.id) ? ' checked' : ''} title="compare"></td>`;
       for (const c of cols) {
         const v = c.get(t);
         let cell;
@@ -128,8 +129,13 @@
     const body = h('tbody');
     const table = h('table.data.virtual#trials-table', head, body);
     const note = h('span.hint#table-note');
+    // Trials picked for the compare view (page_compare.js), by id.
+    const picked = new Set();
+    const compareBtn = h('button.btn#compare-btn', { type: 'button', disabled: true, title: 'tick 2 or more trials' }, 'Compare');
+    const syncCompare = () => { compareBtn.disabled = picked.size < 2; compareBtn.textContent = picked.size ? `Compare (${picked.size})` : 'Compare'; };
+    compareBtn.addEventListener('click', () => { location.hash = '#/compare/' + [...picked].sort((a, b) => a - b).join(','); });
     const wrap = h('div.table-wrap', table);
-    host.append(h('section.panel', h('div.panel-head', h('h2', 'Trials'), note, h('div.spacer'), filterIn, stateSel),
+    host.append(h('section.panel', h('div.panel-head', h('h2', 'Trials'), note, h('div.spacer'), compareBtn, filterIn, stateSel),
       h('div.table-card', wrap)));
     const textWidth = textMeter(table);
     // rows/cols: what the table shows; start/end: the window in the DOM;
@@ -146,8 +152,8 @@
       if (!force && first === TV.start && last === TV.end) return;
       TV.start = first; TV.end = last;
       const bestId = store.exp && store.exp.best ? store.exp.best.trial_id : null;
-      body.innerHTML = rowsHtml(TV.rows, TV.cols, first, last, bestId, TV.hl) ||
-        `<tr><td colspan="${TV.cols.length}" class="empty">${store.trials.size ? 'no trial matches' : 'no trials yet'}</td></tr>`;
+      body.innerHTML = rowsHtml(TV.rows, TV.cols, first, last, bestId, TV.hl, picked) ||
+        `<tr><td colspan="${TV.cols.length + 1}" class="empty">${store.trials.size ? 'no trial matches' : 'no trials yet'}</td></tr>`;
     }
     /* Columns cut off on the right: fade the edge and say "scroll". */
     const markOverflow = () => wrap.parentElement.classList.toggle('more-right', wrap.scrollLeft + wrap.clientWidth < wrap.scrollWidth - 2);
@@ -176,9 +182,9 @@
       const wkey = widths.join(',') + '|' + cols.map((c) => c.key).join(',') + '|' + TV.sort.key + TV.sort.dir;
       if (wkey !== TV.widths) {
         TV.widths = wkey;
-        table.style.width = widths.reduce((a, b) => a + b, 0) + 'px';
+        table.style.width = widths.reduce((a, b) => a + b, 30) + 'px';
         table.style.minWidth = '100%';
-        head.innerHTML = '<tr>' + cols.map((c, i) => `<th class="sortable${c.num ? ' num' : ''}" data-key="${HF.esc(c.key)}" style="width:${widths[i]}px">${HF.esc(c.label)}` +
+        head.innerHTML = '<tr><th class="pick"></th>' + cols.map((c, i) => `<th class="sortable${c.num ? ' num' : ''}" data-key="${HF.esc(c.key)}" style="width:${widths[i]}px">${HF.esc(c.label)}` +
           (c.key === TV.sort.key ? `<span class="arrow">${TV.sort.dir > 0 ? '▲' : '▼'}</span>` : '') + '</th>').join('') + '</tr>';
       }
       renderWindow(true);
@@ -193,6 +199,12 @@
       const k = th.dataset.key;
       TV.sort = TV.sort.key === k ? { key: k, dir: -TV.sort.dir } : { key: k, dir: 1 };
       render(); render.flush();
+    });
+    body.addEventListener('change', (ev) => {
+      const box = ev.target.closest('input[data-pick]');
+      if (!box) return;
+      if (box.checked) picked.add(+box.dataset.pick); else picked.delete(+box.dataset.pick);
+      syncCompare();
     });
     filterIn.addEventListener('input', () => { TV.filter = filterIn.value; render(); });
     stateSel.addEventListener('change', () => { TV.state = stateSel.value; render(); render.flush(); });

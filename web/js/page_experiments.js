@@ -1,6 +1,7 @@
 /* page_experiments.js — #/experiments: every experiment with its state,
  * searcher, progress, best objective and start time; pause/resume/cancel;
- * and the submit panel (paste or upload an experiment file). Submission
+ * and the submit panel (paste or upload an experiment file, attach a code
+ * context: a .tar.gz uploaded once and named in "context"). Submission
  * errors are shown next to the offending field: the API answers
  * {"error", "field"} and the field path is located in the pasted text by a
  * small position-tracking JSON scanner (jsonLocate). */
@@ -211,23 +212,31 @@
 
     const tbody = h('tbody');
     const table = h('table.data#experiments-table',
-      h('thead', h('tr', ['ID', 'Name', 'State', 'Searcher', 'Progress', 'Best', 'Objective', 'Started', 'Duration', ''].map((t) => h(t === 'Best' || t === 'Duration' || t === 'ID' ? 'th.num' : 'th', t)))),
+      h('thead', h('tr', ['ID', 'Name', 'State', 'Searcher', 'Progress', 'Best', 'Objective', 'Started', 'Duration', 'Checkpoints', ''].map((t) => h(t === 'Best' || t === 'Duration' || t === 'ID' || t === 'Checkpoints' ? 'th.num' : 'th', t)))),
       tbody);
     const emptyNote = h('div.empty', 'No experiments yet. Submit one with “New experiment”.');
 
     // ---- submit panel ----
     const ed = makeEditor();
     const fileIn = h('input', { type: 'file', accept: '.json,application/json', hidden: true, id: 'exp-file' });
+    const ctxIn = h('input', { type: 'file', accept: '.tar.gz,.tgz,application/gzip,application/x-gzip', hidden: true, id: 'context-file' });
+    const ctxStatus = h('div.ok-msg#context-status', { hidden: true });
     const msg = h('div.field-error#submit-error', { hidden: true });
     const okMsg = h('div.ok-msg', { hidden: true });
     const submitBtn = h('button.btn.primary#submit-exp', 'Submit');
+    const panelTitle = h('h2#submit-title', 'New experiment');
+    let forkOf = null;   // experiment id when the editor submits a fork (workflow.js)
     const panel = h('section.panel#submit-panel', { hidden: true },
-      h('div.panel-head', h('h2', 'New experiment'), h('span.hint', 'Paste or upload an experiment file (docs/design.md §5). Errors point at the field.'),
+      h('div.panel-head', panelTitle, h('span.hint', 'Paste or upload an experiment file (docs/design.md §5). Errors point at the field.'),
         h('div.spacer'),
         h('button.btn.small', { onclick: () => fileIn.click() }, 'Upload file…'),
-        h('button.btn.small', { onclick: () => { ed.ta.value = JSON.stringify(EXAMPLE, null, 2); ed.setError(-1, ''); msg.hidden = true; } }, 'Load example'),
-        h('button.btn.small', { onclick: () => { panel.hidden = true; } }, 'Close')),
-      fileIn, ed.box, msg, okMsg,
+        h('button.btn.small#attach-context', { onclick: () => ctxIn.click(), title: 'a .tar.gz of your code: every trial starts in an unpacked copy of it' }, 'Attach code (.tar.gz)…'),
+        h('button.btn.small', { onclick: () => {
+          const ex = Object.assign({}, EXAMPLE, ctxStatus.dataset.sha256 ? { context: ctxStatus.dataset.sha256 } : {});
+          ed.ta.value = JSON.stringify(ex, null, 2); ed.setError(-1, ''); msg.hidden = true;
+        } }, 'Load example'),
+        h('button.btn.small', { onclick: () => { panel.hidden = true; setFork(null); } }, 'Close')),
+      fileIn, ctxIn, ed.box, ctxStatus, msg, okMsg,
       h('div.row.end', { style: { marginTop: '10px' } }, submitBtn));
 
     fileIn.addEventListener('change', async () => {
@@ -238,6 +247,32 @@
       fileIn.value = '';
       ed.setError(-1, ''); msg.hidden = true; okMsg.hidden = true;
       validateLocal();
+    });
+
+    /* A code context: uploaded (once), then named in the file's "context". */
+    ctxIn.addEventListener('change', async () => {
+      const f = ctxIn.files[0];
+      ctxIn.value = '';
+      if (!f) return;
+      msg.hidden = true;
+      ctxStatus.hidden = false;
+      delete ctxStatus.dataset.sha256;
+      ctxStatus.textContent = `hashing and uploading ${f.name}…`;
+      try {
+        const r = await HF.api.uploadContext(f);
+        let obj = null;
+        try { obj = JSON.parse(ed.ta.value.trim() || '{}'); } catch (e) { /* left as it is */ }
+        const settable = obj && typeof obj === 'object' && !Array.isArray(obj);
+        if (settable) { obj.context = r.sha256; ed.ta.value = JSON.stringify(obj, null, 2); ed.setError(-1, ''); }
+        const kib = r.size < 1024 ? r.size + ' B' : (r.size / 1024).toFixed(1) + ' KiB';
+        ctxStatus.textContent = `code context ${f.name}: ${kib}, sha256 ${r.sha256.slice(0, 12)}…, ` +
+          (r.uploaded ? 'uploaded' : 'already on the scheduler') +
+          (settable ? '; "context" is set' : `; the file is not valid JSON: add "context": "${r.sha256}"`);
+        ctxStatus.dataset.sha256 = r.sha256;
+      } catch (e) {
+        ctxStatus.hidden = true;
+        showError(e.message, 'context');
+      }
     });
 
     function showError(text, field) {
@@ -282,20 +317,42 @@
       if (typeof obj !== 'object' || Array.isArray(obj)) { showFieldError('', 'the experiment file must be a JSON object'); return; }
       submitBtn.disabled = true;
       try {
-        const r = await HF.api.req('POST', '/api/v1/experiments', ed.ta.value);
+        const r = await HF.api.req('POST', forkOf ? `/api/v1/experiments/${forkOf}/fork` : '/api/v1/experiments', ed.ta.value);
         okMsg.hidden = false;
         okMsg.innerHTML = '';
-        okMsg.append('Submitted as experiment ', h('a', { href: '#/experiments/' + r.id }, '#' + r.id), '.');
+        okMsg.append(forkOf ? `Forked #${forkOf} as experiment ` : 'Submitted as experiment ', h('a#submitted-link', { href: '#/experiments/' + r.id }, '#' + r.id), '.');
         load();
       } catch (e) {
-        if (e.status === 400 || e.status === 413 || e.status === 409) showFieldError(e.field, e.error || e.message);
+        if (e.status === 400 || e.status === 413 || e.status === 409 || e.status === 422) showFieldError(e.field, e.error || e.message);
         else showError(e.message, null);
       } finally { submitBtn.disabled = false; }
     });
 
+    function setFork(f) {
+      forkOf = f ? f.id : null;
+      panelTitle.textContent = f ? `Fork experiment #${f.id} ${f.name || ''}` : 'New experiment';
+      submitBtn.textContent = f ? 'Submit fork' : 'Submit';
+    }
+    const fork = HF.takeFork ? HF.takeFork() : null;   // "Fork…" on an experiment page
+    if (fork) {
+      setFork(fork);
+      ed.ta.value = fork.text;
+      panel.hidden = false;
+      setTimeout(() => ed.render(), 0);
+    }
+    // Tag filter (GET /experiments?tag=); clicking a tag chip sets it.
+    let tagFilter = '';
+    const tagSel = h('input#tag-filter', { type: 'search', placeholder: 'filter by tag', size: 14 });
+    tagSel.addEventListener('change', () => { tagFilter = tagSel.value.trim(); load(); });
+    const setTag = (t) => { tagSel.value = t; tagFilter = t; load(); };
+    // "show archived": GET /experiments?archived=1 (kept while the tab lives).
+    const archChk = h('input#show-archived', { type: 'checkbox', checked: !!HF.showArchived });
+    archChk.addEventListener('change', () => { HF.showArchived = archChk.checked; load(); });
+
     root.append(
-      h('div.page-head', h('h1', 'Experiments'), h('span.sub#exp-count'), h('div.spacer'),
-        h('button.btn.primary#new-exp', { onclick: () => { panel.hidden = !panel.hidden; if (!panel.hidden) { ed.render(); ed.ta.focus(); } } }, 'New experiment')),
+      h('div.page-head', h('h1', 'Experiments'), h('span.sub#exp-count'), h('div.spacer'), tagSel,
+        h('label.toggle', archChk, 'show archived'),
+        h('button.btn.primary#new-exp', { onclick: () => { setFork(null); panel.hidden = !panel.hidden; if (!panel.hidden) { ed.render(); ed.ta.focus(); } } }, 'New experiment')),
       panel,
       h('section.panel', h('div.table-wrap', { style: { maxHeight: 'none', border: 0 } }, table, emptyNote)));
 
@@ -304,8 +361,9 @@
       const obj = exp.objective || {};
       return h('tr', { 'data-id': exp.id },
         h('td.num', h('a', { href: '#/experiments/' + exp.id }, exp.id)),
-        h('td', h('a', { href: '#/experiments/' + exp.id }, exp.name || '(unnamed)')),
-        h('td', HF.badge(exp.state)),
+        h('td', h('a', { href: '#/experiments/' + exp.id }, exp.name || '(unnamed)'),
+          exp.tags && exp.tags.length ? h('div.tags-cell', HF.tagChips(exp.tags, setTag)) : null),
+        h('td', HF.badge(exp.state), exp.archived ? [' ', HF.badge('ARCHIVED')] : null),
         h('td', exp.searcher || ''),
         progressCell(exp),
         h('td.num', exp.best && exp.best.trial_id != null
@@ -314,6 +372,7 @@
         h('td.muted', obj.metric ? `${obj.metric} ${obj.goal === 'minimize' ? '↓' : '↑'}` : ''),
         h('td', { title: HF.fmtTime(exp.created_at) }, HF.fmtTime(exp.created_at)),
         h('td.num', HF.fmtDur(dur)),
+        h('td.num.storage', exp.checkpoint_bytes ? HF.fmtBytes(exp.checkpoint_bytes) : '–'),
         h('td', HF.experimentActions(exp, (r) => { exps.set(r.id, Object.assign(exps.get(r.id) || {}, r)); render(); })));
     }
 
@@ -328,7 +387,10 @@
 
     async function load() {
       try {
-        const r = await HF.api.get('/api/v1/experiments');
+        const q = [];
+        if (tagFilter) q.push('tag=' + encodeURIComponent(tagFilter));
+        if (HF.showArchived) q.push('archived=1');
+        const r = await HF.api.get('/api/v1/experiments' + (q.length ? '?' + q.join('&') : ''));
         exps.clear();
         for (const e of r.experiments || []) exps.set(e.id, e);
         render();
@@ -337,7 +399,12 @@
     const reload = HF.throttle(load, 2000);
 
     offs.push(HF.live.on('experiment', (e) => {
-      if (e && e.id != null) { exps.set(e.id, Object.assign(exps.get(e.id) || {}, e)); render(); }
+      if (e && e.id != null && (e.deleted || (e.archived && !HF.showArchived))) { exps.delete(e.id); render(); return; }   // gone or hidden
+      if (e && e.id != null && (!tagFilter || exps.has(e.id) || (e.tags || []).includes(tagFilter))) {
+        exps.set(e.id, Object.assign(exps.get(e.id) || {}, e));
+        if (tagFilter && !(e.tags || []).includes(tagFilter)) exps.delete(e.id);
+        render();
+      }
     }));
     // Trial changes move the counts; the experiment event usually follows,
     // but a throttled reload keeps the page right if it does not.

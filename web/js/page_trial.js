@@ -29,12 +29,12 @@
     const eventsNote = h('span.hint#trial-events-note');
     const chartsGrid = h('div.grid-charts#metric-charts');
     const chartsEmpty = h('div.empty', 'no metrics reported yet');
-    const ckBody = h('tbody');
-    const ckTable = h('table.data#checkpoints', h('thead', h('tr', h('th.num', 'step'), h('th', 'time'), h('th', 'path'))), ckBody);
+    const ckPanel = HF.checkpoints.panel(id);   // exp_storage.js
     const logPre = h('pre.log#trial-log');
     const followChk = h('input#log-follow', { type: 'checkbox', checked: true });
     const streamSel = h('select#log-stream', h('option', { value: '' }, 'stdout + stderr'), h('option', { value: 'stdout' }, 'stdout'), h('option', { value: 'stderr' }, 'stderr'));
     const logNote = h('span.hint#log-note');
+    const notes = HF.trialNotes(id);   // workflow.js
 
     root.append(
       crumbs,
@@ -43,9 +43,11 @@
       h('div.grid2', { style: { marginBottom: '16px' } },
         h('section.panel', h('h2', 'Hyperparameters'), hpBox),
         h('section.panel', h('div.panel-head', h('h2', 'Life of the trial'), eventsNote), events)),
+      notes.el,
       h('section.panel', h('div.panel-head', h('h2', 'Metrics'), h('span.hint', `server-downsampled to ≤${MAX_POINTS} points per metric, then live`)), chartsGrid, chartsEmpty),
       h('section.panel', h('div.panel-head', h('h2', 'Log'), logNote, h('div.spacer'), streamSel, h('label', followChk, 'follow')), logPre),
-      h('section.panel', h('h2', 'Checkpoints'), h('div.table-wrap', { style: { maxHeight: '260px' } }, ckTable)));
+      ckPanel.el);
+    const searchDestroy = HF.logsearch.panel(root, { trialId: id });   /* logsearch.js */
 
     // ---------- header ----------
     function renderHead() {
@@ -67,7 +69,8 @@
         stat(HF.fmtTime(t.created_at), 'queued'),
         stat(HF.fmtTime(t.started_at), 'started'),
         stat(t.ended_at ? HF.fmtTime(t.ended_at) : '–', 'ended'),
-        stat(t.started_at ? HF.fmtDur((t.ended_at || Date.now()) - t.started_at) : '–', 'duration'));
+        stat(t.started_at ? HF.fmtDur((t.ended_at || Date.now()) - t.started_at) : '–', 'duration'),
+        stat(t.seed != null ? String(t.seed) : '–', 'seed'));
       const hp = t.hparams || {};
       hpBox.replaceChildren(...Object.keys(hp).sort().flatMap((k) => [h('dt', k), h('dd.mono', typeof hp[k] === 'object' ? JSON.stringify(hp[k]) : HF.fmtVal(hp[k]))]));
       if (!Object.keys(hp).length) hpBox.replaceChildren(h('dd.muted', 'none'));
@@ -75,16 +78,15 @@
       // stays pinned to the newest event unless the user scrolled up.
       const evs = (t.events || []).slice().sort((a, b) => a.time - b.time);
       const pinned = events.scrollTop + events.clientHeight >= events.scrollHeight - 4;
-      events.replaceChildren(...evs.map((e) => h('li', h('span.t', HF.fmtTime(e.time)), HF.badge(e.type), h('span', e.detail || ''))));
+      events.replaceChildren(...evs.map((e) => h('li', h('span.t', HF.fmtTime(e.time)), HF.badge(e.type), h('span', e.detail || ''),
+        e.user ? h('span.muted', ' by ' + e.user) : null)));
+      notes.set(t);
       if (!evs.length) events.replaceChildren(h('li.muted', 'no events recorded'));
       if (pinned) events.scrollTop = events.scrollHeight;
       const over = events.scrollHeight > events.clientHeight + 1;
       events.classList.toggle('overflowing', over);
       eventsNote.textContent = evs.length ? `${evs.length} event${evs.length === 1 ? '' : 's'}, newest last` +
         (over ? ' (scroll up for earlier)' : '') : '';
-      const cks = (t.checkpoints || []).slice().sort((a, b) => (b.step || 0) - (a.step || 0));
-      ckBody.replaceChildren(...cks.map((c) => h('tr', h('td.num', HF.fmtVal(c.step)), h('td', HF.fmtTime(c.time)), h('td.mono', c.path))));
-      if (!cks.length) ckBody.replaceChildren(h('tr', h('td.empty', { colspan: 3 }, 'no checkpoints')));
     }
 
     killBtn.addEventListener('click', async () => {
@@ -218,6 +220,7 @@
         if (S.closed) return;
         S.t = t; renderHead();
       } catch (e) { /* keep what is shown */ }
+      ckPanel.refresh(S.t);
     }
     const refreshSoon = HF.throttle(refresh, 1000);
 
@@ -231,6 +234,7 @@
       }
       if (S.closed) return;
       renderHead();
+      ckPanel.refresh(S.t);
       root.dataset.loaded = '1';
       await Promise.all([loadMetrics(), pollLogs()]);
     }
@@ -267,9 +271,10 @@
 
     return () => {
       S.closed = true;
+      searchDestroy();
       offs.forEach((f) => f());
       clearInterval(poll); clearInterval(tick);
-      draw.cancel(); refreshSoon.cancel();
+      draw.cancel(); refreshSoon.cancel(); ckPanel.destroy();
       for (const s of S.series.values()) s.chart.destroy();
     };
   };

@@ -1,0 +1,378 @@
+/*
+ * cli_ckpt.c — the CLI's checkpoint and storage commands (docs/cli.md):
+ * `checkpoints TRIAL` (the stored checkpoints as a table), `download TRIAL
+ * [--step N] -o DIR`, `archive EXP` and `delete EXP --yes`.
+ *
+ * A download is streamed: libcurl hands each chunk to a temp file in DIR
+ * (.NAME.part-XXXXXX) and to a SHA-256; only when the size and the hash
+ * are the listed ones is the file fsynced and renamed to DIR/NAME, so DIR
+ * never holds a partial or wrong checkpoint under its real name. On a
+ * terminal (stderr) a progress bar is redrawn at most every 100 ms.
+ */
+#include "cli.h"
+#include "cli_fmt.h"
+#include "hf_err.h"
+#include "hf_time.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gnutls/crypto.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int64_t num(const json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+}
+
+static void dump_json(cli_ctx *ctx, const json_t *v)
+{
+    char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (s) fprintf(ctx->out, "%s\n", s);
+    free(s);
+}
+
+/* GET the trial's checkpoints: *list is its "checkpoints" array (a new
+ * reference). RET a cli exit code (reported). */
+static int fetch_list(cli_ctx *ctx, int64_t tid, json_t **resp, json_t **list)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/api/v1/trials/%" PRId64 "/checkpoints", tid);
+    int rc = cli_api(ctx, "GET", path, NULL, resp);
+    if (rc) return rc;
+    *list = json_object_get(*resp, "checkpoints");
+    if (!json_is_array(*list)) {
+        fprintf(ctx->err, "error: the scheduler's answer has no \"checkpoints\" array\n");
+        return CLI_ERR;
+    }
+    return CLI_OK;
+}
+
+/* Agent id -> name, from GET /api/v1/agents (NULL when unavailable). */
+static json_t *agent_names(cli_ctx *ctx)
+{
+    json_t *resp = NULL, *a, *names = json_object();
+    size_t i;
+    if (!names || cli_api(ctx, "GET", "/api/v1/agents", NULL, &resp)) { json_decref(resp); return names; }
+    json_array_foreach(json_object_get(resp, "agents"), i, a) {
+        char k[32];
+        snprintf(k, sizeof k, "%" PRId64, num(a, "id"));
+        json_object_set(names, k, json_object_get(a, "name"));
+    }
+    json_decref(resp);
+    return names;
+}
+
+int cli_cmd_checkpoints(cli_ctx *ctx, int argc, char **argv)
+{
+    static const char *const head[] = {"STEP", "SIZE", "SHA256", "ATTEMPT", "TIME", "AGENT"};
+    json_t *resp = NULL, *list = NULL, *c, *names = NULL;
+    int64_t tid, now = hf_wall_ms();
+    cli_table t;
+    size_t i;
+    (void)argc;
+    if (cli_parse_id(argv[0], 't', &tid)) {
+        fprintf(ctx->err, "error: '%s' is not a trial id (e.g. 17 or t17)\n", argv[0]);
+        return CLI_USAGE;
+    }
+    int rc = fetch_list(ctx, tid, &resp, &list);
+    if (rc || ctx->o.json) {
+        if (!rc) dump_json(ctx, resp);
+        json_decref(resp);
+        return rc;
+    }
+    names = agent_names(ctx);
+    cli_table_init(&t, 6, head);
+    cli_table_align(&t, 0, CLI_ALIGN_RIGHT);
+    cli_table_align(&t, 1, CLI_ALIGN_RIGHT);
+    cli_table_align(&t, 3, CLI_ALIGN_RIGHT);
+    json_array_foreach(list, i, c) {
+        char size[32], ago[32], agent[32];
+        const char *sha = json_string_value(json_object_get(c, "sha256"));
+        cli_table_cellf(&t, "%" PRId64, num(c, "step"));
+        cli_fmt_bytes(size, sizeof size, num(c, "size"));
+        cli_table_cell(&t, size);
+        cli_table_cellf(&t, "%.12s", sha ? sha : "-");
+        cli_table_cellf(&t, "%" PRId64, num(c, "attempt"));
+        cli_fmt_ago(ago, sizeof ago, now, num(c, "time"));
+        cli_table_cell(&t, ago);
+        snprintf(agent, sizeof agent, "%" PRId64, num(c, "agent_id"));
+        const char *an = json_string_value(json_object_get(names, agent));
+        cli_table_cell(&t, num(c, "agent_id") > 0 ? (an ? an : agent) : NULL);
+    }
+    if (t.nrows == 0 && !ctx->o.tsv) fprintf(ctx->out, "trial %" PRId64 " has no stored checkpoints\n", tid);
+    else cli_table_print(&t, ctx->out, ctx->o.tsv);
+    cli_table_free(&t);
+    json_decref(names);
+    json_decref(resp);
+    return CLI_OK;
+}
+
+/* ---- download ---- */
+
+typedef struct dl {
+    int              fd;
+    gnutls_hash_hd_t h;
+    int64_t          got, want;
+    int              err;        /* errno of a failed write, or -1: more bytes than listed */
+    int              bar;        /* draw a progress bar on stderr */
+    FILE            *tty;
+    int64_t          last_draw;
+} dl;
+
+static void draw_bar(dl *d, int final)
+{
+    int64_t now = hf_mono_ms();
+    if (!d->bar || (!final && now - d->last_draw < 100)) return;
+    d->last_draw = now;
+    char a[32], b[32], bar[34];
+    int w = 30, filled = d->want > 0 ? (int)(d->got * w / d->want) : w;
+    if (filled > w) filled = w;
+    bar[0] = '[';
+    for (int i = 0; i < w; i++) bar[i + 1] = i < filled ? '#' : '.';
+    bar[w + 1] = ']';
+    bar[w + 2] = 0;
+    cli_fmt_bytes(a, sizeof a, d->got);
+    cli_fmt_bytes(b, sizeof b, d->want);
+    fprintf(d->tty, "\r%s %3d%%  %s / %s\033[K%s", bar, d->want > 0 ? (int)(d->got * 100 / d->want) : 100, a, b,
+            final ? "\n" : "");
+    fflush(d->tty);
+}
+
+static size_t on_data(char *p, size_t sz, size_t n, void *arg)
+{
+    dl *d = arg;
+    size_t len = sz * n;
+    if (d->err) return 0;
+    if ((int64_t)len > d->want - d->got) { d->err = -1; return 0; }
+    gnutls_hash(d->h, p, len);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(d->fd, p + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { d->err = w < 0 ? errno : EIO; return 0; }
+        off += (size_t)w;
+    }
+    d->got += (int64_t)len;
+    draw_bar(d, 0);
+    return len;
+}
+
+/* The row to fetch: the newest at step (step < 0: the newest of all). */
+static json_t *pick_row(const json_t *list, int64_t step)
+{
+    json_t *pick = NULL, *c;
+    size_t i;
+    json_array_foreach(list, i, c)
+        if (step < 0 || num(c, "step") == step) pick = c;
+    return pick;
+}
+
+/* A safe file name for the row: its reported basename, else ckpt-STEP.hfck. */
+static void file_name(const json_t *row, char *out, size_t len)
+{
+    const char *n = json_string_value(json_object_get(row, "name"));
+    if (n && *n && strlen(n) < 200 && !strchr(n, '/') && strcmp(n, ".") && strcmp(n, "..") && n[0] != '.')
+        snprintf(out, len, "%s", n);
+    else
+        snprintf(out, len, "ckpt-%012" PRId64 ".hfck", num(row, "step"));
+}
+
+/* Stream the object into tmp (open as d->fd). RET a cli exit code (reported). */
+static int fetch_object(cli_ctx *ctx, const char *sha, dl *d)
+{
+    char url[1024], auth[600];
+    long status = 0;
+    struct curl_slist *hdr = NULL;
+    CURL *c = curl_easy_init();
+    if (!c) return CLI_ERR;
+    snprintf(url, sizeof url, "%s/api/v1/checkpoints/%s", hf_http_base(ctx->http), sha);
+    if (ctx->o.token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", ctx->o.token);
+        hdr = curl_slist_append(hdr, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, d);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)ctx->o.timeout_ms);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);           /* stalled for the timeout: give up */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)(ctx->o.timeout_ms / 1000 + 1));
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (ctx->o.ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, ctx->o.ca_file);
+    CURLcode cc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdr);
+    if (d->err == -1) {
+        fprintf(ctx->err, "error: the scheduler sent more than the listed %" PRId64 " bytes\n", d->want);
+        return CLI_ERR;
+    }
+    if (d->err) {
+        fprintf(ctx->err, "error: writing the download: %s\n", strerror(d->err));
+        return CLI_ERR;
+    }
+    if (cc == CURLE_WRITE_ERROR || (cc == CURLE_OK && status != 200)) {
+        fprintf(ctx->err, "error: GET %s: HTTP %ld\n", url, status);
+        return cli_exit_for_status(status) ? cli_exit_for_status(status) : CLI_ERR;
+    }
+    if (cc != CURLE_OK) {
+        fprintf(ctx->err, "error: GET %s: %s\n", url, curl_easy_strerror(cc));
+        return status ? CLI_ERR : CLI_UNREACHABLE;
+    }
+    return CLI_OK;
+}
+
+/* Verify what arrived against the listing: RET a cli exit code (reported). */
+static int verify(cli_ctx *ctx, dl *d, const char *want_sha)
+{
+    unsigned char dig[32];
+    char got[65];
+    gnutls_hash_output(d->h, dig);
+    for (int i = 0; i < 32; i++) snprintf(got + 2 * i, 3, "%02x", dig[i]);
+    if (d->got != d->want) {
+        fprintf(ctx->err, "error: download truncated: %" PRId64 " of %" PRId64 " bytes\n", d->got, d->want);
+        return CLI_ERR;
+    }
+    if (strcmp(got, want_sha)) {
+        fprintf(ctx->err, "error: SHA-256 mismatch: expected %s, received %s; nothing was written\n", want_sha, got);
+        return CLI_ERR;
+    }
+    if (fsync(d->fd) != 0) {
+        fprintf(ctx->err, "error: fsync: %s\n", strerror(errno));
+        return CLI_ERR;
+    }
+    return CLI_OK;
+}
+
+int cli_cmd_download(cli_ctx *ctx, int argc, char **argv)
+{
+    json_t *resp = NULL, *list = NULL;
+    int64_t tid;
+    char name[256], tmp[PATH_MAX], dst[PATH_MAX];
+    dl d = {.fd = -1};
+    int rc;
+    (void)argc;
+    if (cli_parse_id(argv[0], 't', &tid)) {
+        fprintf(ctx->err, "error: '%s' is not a trial id (e.g. 17 or t17)\n", argv[0]);
+        return CLI_USAGE;
+    }
+    if (!ctx->o.output || !*ctx->o.output || strlen(ctx->o.output) > PATH_MAX - 300) {
+        fprintf(ctx->err, "error: download: -o DIR is required (the folder to write the checkpoint into)\n");
+        return CLI_USAGE;
+    }
+    if ((rc = fetch_list(ctx, tid, &resp, &list))) goto end;
+    json_t *row = pick_row(list, ctx->o.step);
+    const char *sha = json_string_value(json_object_get(row, "sha256"));
+    if (!row || !sha || strlen(sha) != 64) {
+        char steps[512] = "";
+        size_t i;
+        json_t *c;
+        json_array_foreach(list, i, c)
+            snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%" PRId64, i ? ", " : "", num(c, "step"));
+        if (ctx->o.step >= 0)
+            fprintf(ctx->err, "error: trial %" PRId64 " has no stored checkpoint at step %" PRId64 " (stored steps: %s)\n",
+                    tid, ctx->o.step, steps[0] ? steps : "none");
+        else fprintf(ctx->err, "error: trial %" PRId64 " has no stored checkpoints\n", tid);
+        rc = CLI_NOTFOUND;
+        goto end;
+    }
+    if (mkdir(ctx->o.output, 0755) != 0 && errno != EEXIST) {
+        fprintf(ctx->err, "error: cannot create %s: %s\n", ctx->o.output, strerror(errno));
+        rc = CLI_ERR;
+        goto end;
+    }
+    file_name(row, name, sizeof name);
+    snprintf(dst, sizeof dst, "%s/%s", ctx->o.output, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.part-XXXXXX", ctx->o.output, name);
+    if ((d.fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+        fprintf(ctx->err, "error: cannot create a file in %s: %s\n", ctx->o.output, strerror(errno));
+        rc = CLI_ERR;
+        goto end;
+    }
+    if (gnutls_hash_init(&d.h, GNUTLS_DIG_SHA256) != 0) { rc = CLI_ERR; goto end; }
+    d.want = num(row, "size");
+    d.bar = !ctx->o.json && isatty(STDERR_FILENO);
+    d.tty = ctx->err;
+    rc = fetch_object(ctx, sha, &d);
+    if (rc == CLI_OK) rc = verify(ctx, &d, sha);
+    gnutls_hash_deinit(d.h, NULL);
+    if (rc == CLI_OK) draw_bar(&d, 1);
+    else if (d.bar) fputc('\n', ctx->err);
+    if (rc == CLI_OK && rename(tmp, dst) != 0) {
+        fprintf(ctx->err, "error: rename to %s: %s\n", dst, strerror(errno));
+        rc = CLI_ERR;
+    }
+    if (rc == CLI_OK) {
+        int dfd = open(ctx->o.output, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) { fsync(dfd); close(dfd); }
+        char size[32];
+        cli_fmt_bytes(size, sizeof size, d.got);
+        if (ctx->o.json) {
+            json_t *o = json_pack("{sssIsIss}", "path", dst, "step", (json_int_t)num(row, "step"), "size",
+                                  (json_int_t)d.got, "sha256", sha);
+            dump_json(ctx, o);
+            json_decref(o);
+        } else {
+            fprintf(ctx->out, "%s  step %" PRId64 ", %s, sha256 %.12s (verified)\n", dst, num(row, "step"), size, sha);
+        }
+    }
+end:
+    if (d.fd >= 0) {
+        close(d.fd);
+        if (rc != CLI_OK) unlink(tmp);
+    }
+    json_decref(resp);
+    return rc;
+}
+
+/* ---- archive and delete ---- */
+
+/* METHOD on experiment argv0's path (+ suffix); on success print the
+ * answer (--json) or msg with the experiment id and its checkpoint bytes.
+ * RET a cli exit code. */
+static int exp_request(cli_ctx *ctx, const char *arg, const char *method, const char *suffix, const char *msg,
+                       int need_yes)
+{
+    int64_t id;
+    char path[96], bytes[32];
+    json_t *resp = NULL;
+    if (cli_parse_id(arg, 'e', &id)) {
+        fprintf(ctx->err, "error: '%s' is not an experiment id (e.g. 3 or e3)\n", arg);
+        return CLI_USAGE;
+    }
+    if (need_yes && !ctx->o.yes) {
+        fprintf(ctx->err, "error: this deletes experiment %" PRId64 " with its trials, metrics, logs and checkpoints "
+                "for good; run again with --yes\n", id);
+        return CLI_USAGE;
+    }
+    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "%s", id, suffix);
+    int rc = cli_api(ctx, method, path, NULL, &resp);
+    if (rc == CLI_OK && ctx->o.json) dump_json(ctx, resp);
+    else if (rc == CLI_OK) {
+        cli_fmt_bytes(bytes, sizeof bytes, num(resp, "checkpoint_bytes"));
+        fprintf(ctx->out, msg, id, bytes);
+        fputc('\n', ctx->out);
+    }
+    json_decref(resp);
+    return rc;
+}
+
+int cli_cmd_archive(cli_ctx *ctx, int argc, char **argv)
+{
+    (void)argc;
+    return exp_request(ctx, argv[0], "POST", "/archive",
+                       "archived experiment %" PRId64 ": checkpoints dropped (%s left), hidden from 'hyperfarm ls' "
+                       "(see 'hyperfarm ls --all')", 0);
+}
+
+int cli_cmd_delete(cli_ctx *ctx, int argc, char **argv)
+{
+    (void)argc;
+    return exp_request(ctx, argv[0], "DELETE", "", "deleted experiment %" PRId64 " (%s of checkpoints freed)", 1);
+}
