@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -144,6 +145,32 @@ static long proc_kb(long pid, const char *key)
     return kb;
 }
 
+/* CPU time (user + system) pid has used, in ms, from /proc/PID/stat; -1 if
+ * unreadable. */
+static long proc_cpu_ms(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');   /* the command name may hold spaces */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
+    return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
+/* CPU time this process has used, in ms. */
+static long self_cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec * 1000L + ru.ru_utime.tv_usec / 1000 + ru.ru_stime.tv_sec * 1000L +
+           ru.ru_stime.tv_usec / 1000;
+}
+
 /* Reset pid's peak RSS to its current RSS (clear_refs 5). RET 0 or -1. */
 static int reset_hwm(long pid)
 {
@@ -196,11 +223,14 @@ int main(int argc, char **argv)
     int64_t raw_ms = raw_copy(path[0]);
     if (raw_ms < 0) { fprintf(stderr, "ckpt_upload: raw loopback copy failed: %s\n", strerror(errno)); goto end; }
     args[0] = (up_arg){.ao = ao, .sha = sha[0], .trial = trial, .step = 1};
+    long sched_cpu0 = proc_cpu_ms(pid), self_cpu0 = self_cpu_ms();
     upload(&args[0]);
+    long sched_cpu = proc_cpu_ms(pid) - sched_cpu0, self_cpu = self_cpu_ms() - self_cpu0;
     if (args[0].rc) { fprintf(stderr, "ckpt_upload: upload: %s\n", args[0].err); goto end; }
     double ours = mbps(bytes, args[0].ms), raw = mbps(bytes, raw_ms);
     printf("upload %lld MiB, agent -> scheduler store (HTTP PUT, SHA-256 verified, fsynced): %6.0f MB/s (%lld ms)\n",
            (long long)mib, ours, (long long)args[0].ms);
+    printf("  CPU time during it: scheduler %ld ms, agent side (this process) %ld ms\n", sched_cpu, self_cpu);
     printf("raw loopback TCP copy of the same bytes (baseline, no hash, no disk):         %6.0f MB/s (%lld ms)\n", raw,
            (long long)raw_ms);
     printf("ratio upload/raw copy: %.2f; target >= 500 MB/s: %s\n", raw > 0 ? ours / raw : 0,

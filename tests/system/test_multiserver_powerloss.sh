@@ -56,6 +56,13 @@ netns_poweroff a1
 t_off=$(date +%s%N)
 state=$(hf_get "/api/v1/trials/$t" | jq -r .state)
 [[ $state == RUNNING ]] || hf_fail "trial $t was $state at the power-off (epochs too fast for this machine?)"
+# What a1 reported is read once the scheduler has declared a1 LOST: a
+# report a1 sent just before the power-off may still be in the scheduler's
+# hands (read, not yet stored) for a moment, and read too early it would
+# count as a report "after" the power-off. Between LOST and a2's first
+# report lie a2's checkpoint fetch and at least one epoch of training.
+a1_lost() { hf_get /api/v1/agents | jq -e '.agents[] | select(.name == "a1") | .state == "LOST"'; }
+hf_wait_for 30 a1_lost || hf_fail "a1 was not declared LOST within 30 s of the power-off"
 before=$(hf_get "/api/v1/trials/$t/metrics?name=val_acc&limit=1000")
 ck=$(hf_get "/api/v1/trials/$t/checkpoints" | jq -c '.checkpoints | max_by(.step)')
 spe=$(epoch2_step); spe=$(( spe / 2 ))                       # steps per epoch
@@ -70,7 +77,6 @@ tr=$(hf_get "/api/v1/trials/$t")
 jq -e '.state == "COMPLETED" and .agent == "a2" and .restarts == 1' <<<"$tr" >/dev/null ||
   hf_fail "trial $t: $(jq -c '{state, agent, restarts}' <<<"$tr"); log: $(hf_get "/api/v1/trials/$t/logs?limit=100" | jq -r '.logs[].line' | tail -15)"
 hf_log "ok: trial $t COMPLETED on a2 with 1 restart, $(( ($(date +%s%N) - t_off) / 1000000 )) ms after the power-off"
-hf_get /api/v1/agents | jq -e '.agents[] | select(.name == "a1") | .state == "LOST"' >/dev/null || hf_fail "a1 is not LOST"
 
 hf_get "/api/v1/trials/$t/logs?limit=10000" | jq -r '.logs[].line' >"$HF_TMP/trial.log"
 step=$(jq .step <<<"$ck")
