@@ -124,6 +124,7 @@ def epochs_used(trials):
 def run_one(api, searcher, seed, args):
     exp = experiment("bench-%s-%d" % (searcher, seed), searcher, seed, args.budget, args.max_epochs,
                      args.slots, args.min_epochs, args.eta, args.asha_mode)
+    t_submit = time.time()
     eid = api.call("POST", "/api/v1/experiments", exp)["id"]
     t0 = time.time()
     canceled = False
@@ -145,10 +146,10 @@ def run_one(api, searcher, seed, args):
     reports = []
     for t in trials:
         for m in metrics_of(api, t["id"]):
-            reports.append((m["seq"], t["id"], m.get("epoch"), m["value"]))
+            reports.append((m["seq"], t["id"], m.get("epoch"), m["value"], m.get("time", 0) / 1000.0))
     reports.sort()
-    last_epoch, cum, first, best = {}, 0, None, 0.0
-    for seq, tid, ep, v in reports:
+    last_epoch, cum, first, first_s, best = {}, 0, None, None, 0.0
+    for seq, tid, ep, v, at in reports:
         ep = ep if isinstance(ep, (int, float)) else last_epoch.get(tid, 0) + 1
         cum += max(0.0, ep - last_epoch.get(tid, 0))
         last_epoch[tid] = max(ep, last_epoch.get(tid, 0))
@@ -157,8 +158,9 @@ def run_one(api, searcher, seed, args):
         best = max(best, v)
         if first is None and v >= args.target:
             first = cum
+            first_s = at - t_submit      # the agent's clock: same machine
     return {"searcher": searcher, "seed": seed, "trials": len(trials), "epochs": min(cum, args.budget),
-            "to_target": first, "best": best, "wall_s": wall}
+            "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall}
 
 
 def main():
@@ -174,6 +176,7 @@ def main():
     ap.add_argument("--searchers", default="random,asha,tpe")
     ap.add_argument("--target", type=float, default=0.88)
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--json-out", help="also write every run's result (a JSON list) to this file")
     args = ap.parse_args()
     for p in ("hyperfarm-scheduler", "hyperfarm-agent", "hyperfarm-train"):
         if not os.access(os.path.join(HF_BIN, p), os.X_OK):
@@ -208,6 +211,9 @@ def main():
                 print("%-8s %5d %7d %7.0f %14s %9.4f %8.1f" % (sr, seed, r["trials"], r["epochs"],
                       "%.0f" % r["to_target"] if r["to_target"] is not None else "not reached",
                       r["best"], r["wall_s"]), flush=True)
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(res, f)
         print()
         med = {}
         inf = float("inf")

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""bench/search/fmnist_h2h.py — issue 16.3: hyperfarm against Optuna on
+real training. The same hyperfarm-train, the same Fashion-MNIST MLP space
+(fmnist.py's SPACE), the same epoch budget and the same 2-way
+parallelism, for each seed:
+
+  optuna    Optuna's TPESampler(seed) + HyperbandPruner(min_resource=r,
+            max_resource=R, reduction_factor=eta), 2 parallel workers
+            (study.optimize(n_jobs=2)) on its SQLite storage (RDBStorage,
+            a file in the run's temp dir). Each trial runs hyperfarm-train
+            as a child process with the same environment our agent gives
+            it (HYPERFARM_HPARAMS, HYPERFARM_MAX_EPOCHS=R, HYPERFARM_SEED),
+            reads its per-epoch `HYPERFARM {...}` lines, reports val_acc
+            at each epoch and kills the child when the pruner says so.
+  asha      ours: scheduler + agent (2 slots) on loopback, ASHA r, R, eta
+            (fmnist.py, one scheduler and agent per run)
+  asha-tpe  ours: ASHA with "sampler": "tpe" (BOHB)
+  tpe       ours: TPE with full-length trials (budget / R of them)
+
+Each run stops at the budget of epochs (counted over all trials in the
+order the reports arrived, as fmnist.py counts). Printed per run: epochs
+and wall-clock seconds until val_acc first reached the target (0.88), and
+the best val_acc within the budget; then per method the medians over
+seeds, and the ratios optuna/ours. Runs of different (method, seed) pairs
+go --parallel at a time, each with its own processes and temp dir (on a
+machine with at least 2 x parallel cores the runs do not share cores).
+
+  /usr/bin/python3 bench/search/fmnist_h2h.py --seeds 1-10 --parallel 6 \\
+      [--budget 243 --max-epochs 27 --min-epochs 1 --eta 3 --target 0.88] \\
+      [--methods optuna,asha,asha-tpe,tpe] [--json-out FILE]
+
+Not a test: figures only. Needs $HF_BIN (default ./bin) and Optuna
+(Debian's python3-optuna: scripts/install-deps --bench).
+"""
+import argparse, concurrent.futures, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+HF_BIN = os.environ.get("HF_BIN", os.path.join(ROOT, "bin"))
+sys.path.insert(0, HERE)
+from fmnist import SPACE  # noqa: E402  (the same space as our runs)
+
+
+def suggest(trial):
+    """SPACE, as Optuna's define-by-run API asks for it."""
+    hp = {}
+    for name, p in SPACE.items():
+        cond = p.get("condition")
+        if cond and hp.get(cond["param"]) not in cond["values"]:
+            continue
+        if p["type"] == "log":
+            hp[name] = trial.suggest_float(name, p["min"], p["max"], log=True)
+        elif p["type"] == "uniform":
+            hp[name] = trial.suggest_float(name, p["min"], p["max"])
+        elif p["type"] == "int":
+            hp[name] = trial.suggest_int(name, p["min"], p["max"], log=bool(p.get("log")))
+        elif p["type"] == "categorical":
+            hp[name] = trial.suggest_categorical(name, p["values"])
+        else:
+            raise ValueError("space type %s" % p["type"])
+    return hp
+
+
+def run_optuna(seed, args):
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    tmp = tempfile.mkdtemp(prefix="hf-h2h-optuna-")
+    try:
+        sampler = optuna.samplers.TPESampler(seed=seed)
+        pruner = optuna.pruners.HyperbandPruner(min_resource=args.min_epochs, max_resource=args.max_epochs,
+                                                reduction_factor=args.eta)
+        study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner,
+                                    storage="sqlite:///%s/optuna.db" % tmp, study_name="h2h-%d" % seed)
+        lock = threading.Lock()
+        st = {"epochs": 0, "reports": [], "trials": 0, "over": False}
+        t0 = time.time()
+
+        def objective(trial):
+            with lock:
+                if st["over"]:
+                    study.stop()
+                    raise optuna.TrialPruned()
+                st["trials"] += 1
+            hp = suggest(trial)
+            env = dict(os.environ, OPENBLAS_NUM_THREADS="1", HYPERFARM_HPARAMS=json.dumps(hp),
+                       HYPERFARM_MAX_EPOCHS=str(args.max_epochs),
+                       HYPERFARM_SEED=str(seed * 100003 + trial.number))
+            wd = os.path.join(tmp, "t%d" % trial.number)
+            os.makedirs(wd)
+            p = subprocess.Popen([os.path.join(HF_BIN, "hyperfarm-train"), "--model", "mlp", "--threads", "1",
+                                  "--seed", str(seed)], cwd=wd, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+            last = None
+            try:
+                for line in p.stdout:
+                    if not line.startswith("HYPERFARM "):
+                        continue
+                    m = json.loads(line[len("HYPERFARM "):])
+                    if "val_acc" not in m:
+                        continue
+                    v, ep = float(m["val_acc"]), int(round(m.get("epoch", 0)))
+                    last = v
+                    with lock:
+                        if st["over"]:
+                            break
+                        st["epochs"] += 1
+                        st["reports"].append((time.time() - t0, st["epochs"], v))
+                        if st["epochs"] >= args.budget:
+                            st["over"] = True
+                    trial.report(v, ep)
+                    if st["over"]:
+                        study.stop()
+                        break
+                    if trial.should_prune():
+                        raise optuna.TrialPruned()
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+            if last is None:
+                raise RuntimeError("trial %d: no report (hyperfarm-train exit %s)" % (trial.number, p.returncode))
+            return last
+
+        # A trial whose training diverged (hyperfarm-train exits 1 on a
+        # non-finite loss before its first report) is a failed trial, as
+        # in our runs: the study goes on.
+        study.optimize(objective, n_jobs=args.slots, n_trials=100000, catch=(RuntimeError,))
+        wall = time.time() - t0
+        first, first_s, best = None, None, 0.0
+        for at, cum, v in st["reports"]:
+            best = max(best, v)
+            if first is None and v >= args.target:
+                first, first_s = cum, at
+        return {"method": "optuna", "seed": seed, "trials": st["trials"], "epochs": st["epochs"],
+                "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_ours(method, seed, args):
+    out = tempfile.mktemp(prefix="hf-h2h-%s-" % method, suffix=".json")
+    cmd = [sys.executable, os.path.join(HERE, "fmnist.py"), "--seeds", str(seed), "--searchers", method,
+           "--budget", str(args.budget), "--max-epochs", str(args.max_epochs), "--min-epochs", str(args.min_epochs),
+           "--eta", str(args.eta), "--slots", str(args.slots), "--target", str(args.target), "--json-out", out]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0 or not os.path.exists(out):
+        raise RuntimeError("fmnist.py %s seed %d failed (exit %d): %s" % (method, seed, r.returncode, r.stdout[-800:]))
+    with open(out) as f:
+        res = json.load(f)[0]
+    os.unlink(out)
+    res["method"] = method
+    return res
+
+
+def seeds_of(s):
+    out = []
+    for part in s.split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b) + 1)) if b else [int(a)]
+    return out
+
+
+def fmt(x, digits=0):
+    return "not reached" if x is None else ("%.*f" % (digits, x))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", default="1-10")
+    ap.add_argument("--methods", default="optuna,asha,asha-tpe,tpe")
+    ap.add_argument("--budget", type=int, default=243)
+    ap.add_argument("--max-epochs", type=int, default=27)
+    ap.add_argument("--min-epochs", type=int, default=1)
+    ap.add_argument("--eta", type=int, default=3)
+    ap.add_argument("--slots", type=int, default=2)
+    ap.add_argument("--target", type=float, default=0.88)
+    ap.add_argument("--parallel", type=int, default=1, help="runs at once (each uses --slots cores)")
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    if not os.access(os.path.join(HF_BIN, "hyperfarm-train"), os.X_OK):
+        print("fmnist_h2h: %s/hyperfarm-train not built" % HF_BIN)
+        return 2
+    try:
+        import optuna
+    except ImportError:
+        print("fmnist_h2h: Optuna is not installed (scripts/install-deps --bench)")
+        return 2
+    methods, seeds = args.methods.split(","), seeds_of(args.seeds)
+    print("fmnist_h2h: Optuna %s; budget %d epochs, R=%d r=%d eta=%d, %d slots, target val_acc %.2f, seeds %s, "
+          "%d runs at once, %d cores" % (optuna.__version__, args.budget, args.max_epochs, args.min_epochs, args.eta,
+                                         args.slots, args.target, args.seeds, args.parallel, os.cpu_count()))
+    print("%-9s %5s %7s %7s %12s %10s %8s %8s" % ("method", "seed", "trials", "epochs", "epochs->tgt", "s->tgt",
+                                                    "best", "wall_s"), flush=True)
+    jobs = [(m, s) for s in seeds for m in methods]
+    res = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.parallel) as ex:
+        futs = {ex.submit(run_optuna if m == "optuna" else run_ours, *((s, args) if m == "optuna" else (m, s, args))):
+                (m, s) for m, s in jobs}
+        for f in concurrent.futures.as_completed(futs):
+            m, s = futs[f]
+            try:
+                r = f.result()
+            except Exception as e:   # one failed run is reported, the rest go on
+                print("%-9s %5d  FAILED: %s" % (m, s, e), flush=True)
+                continue
+            res.append(r)
+            print("%-9s %5d %7d %7.0f %12s %10s %8.4f %8.1f" % (m, s, r["trials"], r["epochs"], fmt(r["to_target"]),
+                  fmt(r["s_to_target"], 1), r["best"], r["wall_s"]), flush=True)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(res, f, indent=1)
+    inf = float("inf")
+    print()
+    print("%-9s %6s %16s %14s %10s %8s" % ("method", "runs", "median epochs", "median s", "median", "reached"))
+    med = {}
+    for m in methods:
+        rs = [r for r in res if r["method"] == m]
+        if not rs:
+            continue
+        e = statistics.median([r["to_target"] if r["to_target"] is not None else inf for r in rs])
+        t = statistics.median([r["s_to_target"] if r["s_to_target"] is not None else inf for r in rs])
+        b = statistics.median([r["best"] for r in rs])
+        med[m] = (e, t, b)
+        print("%-9s %6d %16s %14s %10.4f %5d/%d" % (m, len(rs), "%.1f" % e if e < inf else "> budget",
+              "%.1f" % t if t < inf else "never", b, sum(r["to_target"] is not None for r in rs), len(rs)))
+    if "optuna" in med:
+        oe, ot, ob = med["optuna"]
+        for m in methods:
+            if m == "optuna" or m not in med:
+                continue
+            e, t, b = med[m]
+            re = "%.2fx" % (oe / e) if 0 < e < inf and oe < inf else "n/a"
+            rt = "%.2fx" % (ot / t) if 0 < t < inf and ot < inf else "n/a"
+            print("optuna/%s: epochs to target %s, seconds to target %s (above 1: %s is faster); best val_acc "
+                  "%+.4f" % (m, re, rt, m, b - ob))
+        # per seed: where does Optuna win?
+        for m in methods:
+            if m == "optuna":
+                continue
+            lost = []
+            for s in seeds:
+                o = [r for r in res if r["method"] == "optuna" and r["seed"] == s]
+                u = [r for r in res if r["method"] == m and r["seed"] == s]
+                if not o or not u:
+                    continue
+                ot_, ut_ = o[0]["s_to_target"], u[0]["s_to_target"]
+                if ot_ is not None and (ut_ is None or ut_ > ot_):
+                    lost.append("%d (%.0f s vs %s)" % (s, ot_, fmt(ut_)))
+            print("%s slower than optuna to the target on seeds: %s" % (m, ", ".join(lost) or "none"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
