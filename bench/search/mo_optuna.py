@@ -87,6 +87,8 @@ def main():
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--fn", default="zdt1,zdt2,dtlz2")
     ap.add_argument("--ours", default=None)
+    ap.add_argument("--samplers", default=",".join(SAMPLERS),
+                    help="Optuna's samplers to run (default all: %s)" % ",".join(SAMPLERS))
     a = ap.parse_args()
     names = a.fn.split(",")
     ours = {}
@@ -97,7 +99,7 @@ def main():
             for line in out.splitlines():
                 p, m, _, _, v = line.split("\t")
                 ours[(p, m)] = float(v)
-    cols = list(SAMPLERS)
+    cols = [c for c in a.samplers.split(",") if c in SAMPLERS]
     print("median hypervolume over %d seeds, %d trials, sequential (higher is better)" % (a.seeds, a.trials))
     hdr = "%-6s | " % "problem" + " ".join("%10s" % ("optuna " + c if len(c) < 4 else c) for c in cols)
     if a.ours:
