@@ -42,9 +42,16 @@ typedef struct tr_dataset {
 int tr_idx_parse(const uint8_t *buf, size_t len, int want_dims, uint8_t **data, int *dims,
                  char *err, size_t errlen);
 
-/* Read a whole file, gunzipping when it is gzip (max bytes). RET 0,
- * HF_ENOTFOUND, HF_EIO, HF_ECORRUPT (bad gzip) or HF_ETOOBIG. */
+/* Read a whole file, gunzipping when it is gzip (max bytes), through the
+ * decoded-file cache (data.c's header comment). RET 0, HF_ENOTFOUND,
+ * HF_EIO, HF_ECORRUPT (bad gzip) or HF_ETOOBIG. */
 int tr_file_read_gz(const char *path, size_t max, uint8_t **out, size_t *len, char *err, size_t errlen);
+/* The same without the cache. */
+int tr_file_read_gunzip(const char *path, size_t max, uint8_t **out, size_t *len, char *err, size_t errlen);
+/* The cache directory: $HYPERFARM_DATA_CACHE ("" or "off": no cache), else
+ * $XDG_CACHE_HOME/hyperfarm/data, else $HOME/.cache/hyperfarm/data.
+ * RET 0 with out set, or -1 (no cache). */
+int tr_data_cache_dir(char *out, size_t outlen);
 
 /* Load images + labels into ds (counts must match). RET 0 or an HF_E code
  * with err naming the file. */

@@ -510,7 +510,7 @@ void tr_options_usage(FILE *f)
                 x->choices ? x->choices : "", def);
     }
     fprintf(f, "\nEnvironment: HYPERFARM_HPARAMS, HYPERFARM_MAX_EPOCHS, HYPERFARM_SEED, HYPERFARM_CHECKPOINT_DIR,\n"
-               "HYPERFARM_RANK, HYPERFARM_WORLD_SIZE, OPENBLAS_CORETYPE.\n"
+               "HYPERFARM_RANK, HYPERFARM_WORLD_SIZE, HYPERFARM_DATA_CACHE, OPENBLAS_CORETYPE.\n"
                "Exit: 0 done (or stopped at the searcher's request), 143 stopped by SIGTERM\n"
                "(checkpoint written), 1 error.\n");
 }

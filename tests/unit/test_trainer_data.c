@@ -2,8 +2,11 @@
  * test_trainer_data.c — IDX parsing and loading from crafted files in a
  * temporary directory (plain and gzip), every error path (missing, wrong
  * magic, truncated, mismatched counts, corrupt gzip), the loader's
- * determinism from (seed, epoch) and its sharding across ranks; plus the
- * real Fashion-MNIST files when the Debian package is installed.
+ * determinism from (seed, epoch) and its sharding across ranks; the
+ * decoded-file cache (used, verified against the gzip trailer, rewritten
+ * when corrupted, keyed by the source file, off on request); plus the real
+ * Fashion-MNIST files when the Debian package is installed. The whole test
+ * runs with HYPERFARM_DATA_CACHE in a temporary directory of its own.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,20 +22,22 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static char dir[256];
+static char dir[256], cache[256];
 
 static int setup(void **state)
 {
     (void)state;
     snprintf(dir, sizeof dir, "/tmp/hf-data-test-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    snprintf(cache, sizeof cache, "/tmp/hf-data-cache-XXXXXX");
+    if (!mkdtemp(dir) || !mkdtemp(cache)) return -1;
+    return setenv("HYPERFARM_DATA_CACHE", cache, 1);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, cache);
     return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -264,6 +269,100 @@ static void test_real_fashion_mnist(void **state)
     tr_dataset_free(&te);
 }
 
+/* Regular files in the cache directory. */
+static int cache_files(char names[][1024], int max)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null", cache);
+    FILE *f = popen(cmd, "r");
+    int n = 0;
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (n < max) snprintf(names[n], 1024, "%.256s/%.700s", cache, line);
+        n++;
+    }
+    if (f) pclose(f);
+    return n;
+}
+
+static void assert_set_loads(int n_train)
+{
+    tr_dataset tr, te;
+    char err[512];
+    assert_int_equal(tr_data_load(dir, &tr, &te, err, sizeof err), 0);
+    assert_int_equal(tr.n, n_train);
+    for (int i = 0; i < n_train; i += 7)
+        for (int j = 0; j < 784; j += 97) assert_int_equal(tr.images[(size_t)i * 784 + j], (i * 7 + j) % 256);
+    assert_int_equal(tr.labels[n_train - 1], (n_train - 1) % 10);
+    tr_dataset_free(&tr);
+    tr_dataset_free(&te);
+}
+
+static void test_decoded_cache(void **state)
+{
+    (void)state;
+    char names[8][1024], cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -f '%s'/*", cache);
+    assert_int_equal(system(cmd), 0);
+    clear_dir();
+    write_set(50, 50, 12, 1);
+    assert_set_loads(50);                       /* decompressed, then cached */
+    assert_int_equal(cache_files(names, 8), 4);
+    assert_set_loads(50);                       /* from the cache */
+    assert_int_equal(cache_files(names, 8), 4);
+
+    /* A cached copy of the same length but other bytes (a torn write, a
+     * disk error) is not trusted: the source is decompressed again and the
+     * copy rewritten. */
+    char img[1024] = "";
+    for (int i = 0; i < 4; i++)
+        if (strstr(names[i], "train-images")) snprintf(img, sizeof img, "%.1000s", names[i]);
+    assert_true(img[0]);
+    FILE *f = fopen(img, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 16 + 3 * 784 + 5, SEEK_SET), 0);
+    assert_int_equal(fputc(0xAB, f), 0xAB);
+    fclose(f);
+    assert_set_loads(50);
+    f = fopen(img, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 16 + 3 * 784 + 5, SEEK_SET), 0);
+    assert_int_equal(fgetc(f), (3 * 7 + 5) % 256);
+    fclose(f);
+
+    /* A replaced source (other size, new inode) gets its own entry. */
+    clear_dir();
+    write_set(60, 60, 12, 1);
+    assert_set_loads(60);
+    assert_true(cache_files(names, 8) >= 6);
+
+    /* Off: nothing is written; plain (not gzip) files are never cached. */
+    snprintf(cmd, sizeof cmd, "rm -f '%s'/*", cache);
+    assert_int_equal(system(cmd), 0);
+    char d[256];
+    assert_int_equal(setenv("HYPERFARM_DATA_CACHE", "off", 1), 0);
+    assert_int_equal(tr_data_cache_dir(d, sizeof d), -1);
+    assert_set_loads(60);
+    assert_int_equal(cache_files(names, 8), 0);
+    assert_int_equal(setenv("HYPERFARM_DATA_CACHE", cache, 1), 0);
+    clear_dir();
+    write_set(30, 30, 12, 0);
+    assert_set_loads(30);
+    assert_int_equal(cache_files(names, 8), 0);
+
+    /* Where it goes without the variable. */
+    unsetenv("HYPERFARM_DATA_CACHE");
+    setenv("XDG_CACHE_HOME", "/x/cache", 1);
+    assert_int_equal(tr_data_cache_dir(d, sizeof d), 0);
+    assert_string_equal(d, "/x/cache/hyperfarm/data");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/home/u", 1);
+    assert_int_equal(tr_data_cache_dir(d, sizeof d), 0);
+    assert_string_equal(d, "/home/u/.cache/hyperfarm/data");
+    assert_int_equal(setenv("HYPERFARM_DATA_CACHE", cache, 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_idx_parse_bounds),
         cmocka_unit_test(test_loader_order_and_shards),
         cmocka_unit_test(test_real_fashion_mnist),
+        cmocka_unit_test(test_decoded_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
