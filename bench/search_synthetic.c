@@ -20,6 +20,8 @@
  *   bin/bench/search_synthetic [--seeds 30] [--trials 0 (= per function)]
  *                              [--concurrency 1] [--fn NAME|all] [--tsv]
  *                              [--tpe SEARCHER_JSON (replaces the tpe column's settings)]
+ *                              [--tpe-only (the tpe column alone, for tuning runs)]
+ *                              [--per-seed (also "raw FUNCTION SEED REGRET" lines of the tpe column)]
  *
  * --tsv prints "function method trials seeds median_regret" lines, which
  * optuna_synthetic.py --ours reads to print ours beside Optuna's.
@@ -287,7 +289,7 @@ static double median(const double *v, int n)
 
 int main(int argc, char **argv)
 {
-    int seeds = 30, trials = 0, conc = 1, tsv = 0;
+    int seeds = 30, trials = 0, conc = 1, tsv = 0, tpe_only = 0, per_seed = 0;
     const char *which = "all";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = atoi(argv[++i]);
@@ -295,9 +297,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--concurrency") && i + 1 < argc) conc = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--fn") && i + 1 < argc) which = argv[++i];
         else if (!strcmp(argv[i], "--tsv")) tsv = 1;
+        else if (!strcmp(argv[i], "--tpe-only")) tpe_only = 1;   /* skip random and univariate (tuning runs) */
+        else if (!strcmp(argv[i], "--per-seed")) per_seed = 1;
         else if (!strcmp(argv[i], "--tpe") && i + 1 < argc) methods[1].cfg = argv[++i];   /* try other settings */
         else {
-            fprintf(stderr, "usage: %s [--seeds N] [--trials N] [--concurrency N] [--fn NAME|all] [--tsv] [--tpe SEARCHER_JSON]\n",
+            fprintf(stderr, "usage: %s [--seeds N] [--trials N] [--concurrency N] [--fn NAME|all] [--tsv] [--tpe SEARCHER_JSON] [--tpe-only] [--per-seed]\n",
                     argv[0]);
             return 2;
         }
@@ -321,10 +325,12 @@ int main(int argc, char **argv)
         int wins = 0;
         for (int sd = 0; sd < seeds; sd++)
             for (size_t m = 0; m < N_METHODS; m++)
-                r[m * (size_t)seeds + (size_t)sd] = run_one(&methods[m], fn, sp, (uint64_t)sd, T, conc) - fn->minimum;
+                r[m * (size_t)seeds + (size_t)sd] = tpe_only && m != 1 ? NAN : run_one(&methods[m], fn, sp, (uint64_t)sd, T, conc) - fn->minimum;
         for (int sd = 0; sd < seeds; sd++) wins += r[(size_t)seeds + (size_t)sd] < r[sd];
         for (size_t m = 0; m < N_METHODS; m++) med[m] = median(r + m * (size_t)seeds, seeds);
         all_won &= med[1] < med[0];
+        if (per_seed)   /* paired comparisons of two settings, seed by seed */
+            for (int sd = 0; sd < seeds; sd++) printf("raw\t%s\t%d\t%.9g\n", fn->name, sd, r[(size_t)seeds + (size_t)sd]);
         if (tsv) {
             for (size_t m = 0; m < N_METHODS; m++)
                 printf("%s\t%s\t%d\t%d\t%.6g\n", fn->name, methods[m].label, T, seeds, med[m]);

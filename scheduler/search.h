@@ -187,6 +187,9 @@ typedef struct search_tpe_opts {
     int64_t n_candidates;      /* draws from l per choice */
     double  prior_weight;      /* weight of the prior component */
     int     multivariate;      /* 1: one joint kernel over the unconditional parameters */
+    int     spread_bw;         /* 1: multivariate bandwidths narrow with the observations' spread
+                                * (the tpe searcher with one objective; 0 in the defaults, which
+                                * ASHA's sampler uses, and with several objectives) */
 } search_tpe_opts;
 extern const search_tpe_opts search_tpe_defaults;   /* Optuna's: 0.1, 24, 1.0; multivariate on */
 json_t *search_tpe_propose(const struct search_space *sp, const search_tpe_opts *o, search_tpe_obs *obs,
