@@ -253,19 +253,6 @@ void ckstore_stats(ckstore *ck, int64_t *objects, int64_t *bytes)
 
 /* ---------- write-behind ---------- */
 
-/* Write all of p to fd at its offset. RET 0 or an HF_E* code. */
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return w < 0 ? hf_err_from_errno(errno) : HF_EIO;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void direct_off(up_pipe *pp)
 {
     int fl = fcntl(pp->fd, F_GETFL);
@@ -464,7 +451,7 @@ int ckstore_upload_write(ckstore_upload *up, const void *data, size_t n)
     if (up->err) return up->err;
     if ((int64_t)n > up->declared - up->written) return upload_fail(up, HF_ETOOBIG);
     gnutls_hash(up->h, data, n);
-    int rc = up->pipe ? pipe_put(up->pipe, data, n) : write_all(up->fd, data, n);
+    int rc = up->pipe ? pipe_put(up->pipe, data, n) : hf_file_write_all(up->fd, data, n);
     if (rc) return upload_fail(up, rc);
     up->written += (int64_t)n;
     return 0;

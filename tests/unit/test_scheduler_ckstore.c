@@ -149,6 +149,24 @@ static void test_known_vector(void **state)
     ckstore_close(ck);
 }
 
+/* The object sha exists and holds exactly the n bytes of data. */
+static void assert_object_is(ckstore *ck, const char *sha, const unsigned char *data, size_t n)
+{
+    int fd = -1;
+    int64_t size = 0;
+    assert_int_equal(ckstore_open_object(ck, sha, &fd, &size), 0);
+    assert_int_equal(size, n);
+    unsigned char *back = malloc(n);
+    assert_non_null(back);
+    size_t got = 0;
+    ssize_t r;
+    while (got < n && (r = read(fd, back + got, n - got)) > 0) got += (size_t)r;
+    close(fd);
+    assert_int_equal(got, n);
+    assert_memory_equal(back, data, n);
+    free(back);
+}
+
 static void test_stream_record_list_read(void **state)
 {
     (void)state;
@@ -180,20 +198,7 @@ static void test_stream_record_list_read(void **state)
     assert_int_equal(json_integer_value(json_object_get(c0, "attempt")), 2);
     json_decref(out);
 
-    /* The bytes read back are the bytes sent. */
-    int fd = -1;
-    int64_t size = 0;
-    assert_int_equal(ckstore_open_object(ck, sha, &fd, &size), 0);
-    assert_int_equal(size, n);
-    unsigned char *back = malloc(n);
-    assert_non_null(back);
-    size_t got = 0;
-    ssize_t r;
-    while (got < n && (r = read(fd, back + got, n - got)) > 0) got += (size_t)r;
-    close(fd);
-    assert_int_equal(got, n);
-    assert_memory_equal(back, data, n);
-    free(back);
+    assert_object_is(ck, sha, data, n);   /* the bytes read back are the bytes sent */
 
     int64_t objects, bytes;
     ckstore_stats(ck, &objects, &bytes);
@@ -419,19 +424,7 @@ static void test_write_behind(void **state)
     for (int i = 0; i < N - 1; i++) {
         ckstore_info info;
         assert_int_equal(ckstore_upload_commit(up[i], &info, msg, sizeof msg), 0);
-        int fd = -1;
-        int64_t size = 0;
-        assert_int_equal(ckstore_open_object(ck, sha[i], &fd, &size), 0);
-        assert_int_equal(size, n);
-        unsigned char *back = malloc(n);
-        assert_non_null(back);
-        size_t got = 0;
-        ssize_t r;
-        while (got < n && (r = read(fd, back + got, n - got)) > 0) got += (size_t)r;
-        close(fd);
-        assert_int_equal(got, n);
-        assert_memory_equal(back, data + (size_t)i * n, n);
-        free(back);
+        assert_object_is(ck, sha[i], data + (size_t)i * n, n);
     }
     assert_int_equal(count_files("tmp"), 0);
     assert_int_equal(count_files("objects"), N - 1);
