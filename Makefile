@@ -89,7 +89,7 @@ ifeq ($(CUDA),1)
     CPPFLAGS += -DHF_HAVE_NCCL
     LDLIBS_TRAIN += -lnccl
   endif
-  LDLIBS_TRAIN += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  LDLIBS_TRAIN += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
   NVCCFLAGS ?= -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -Icommon -I.
 endif
 

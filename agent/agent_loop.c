@@ -32,6 +32,7 @@
 #include "agent_link.h"
 #include "agent_objects.h"
 #include "agent_outbox.h"
+#include "agent_spawn.h"
 #include "agent_sup.h"
 #include "agent_upload.h"
 #include "hf_err.h"
@@ -747,6 +748,7 @@ static int start_up(agent *ag, const agent_cfg *cfg)
         slots = (int64_t)json_array_size(gpus);
         if (slots == 0) slots = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
     }
+    agent_spawn_default_threads(sysconf(_SC_NPROCESSORS_ONLN), (long)slots);
     if (cfg->name && *cfg->name) snprintf(name, sizeof name, "%s", cfg->name);
     else if (gethostname(name, sizeof name)) snprintf(name, sizeof name, "agent");
     name[sizeof name - 1] = '\0';

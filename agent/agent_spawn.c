@@ -11,6 +11,7 @@
 #include "agent_spawn.h"
 #include "hf_buf.h"
 #include "hf_err.h"
+#include "hf_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +105,24 @@ fail:
     free(strs);
     free(envp);
     return NULL;
+}
+
+/* A trial's share of the CPU for the thread pools of BLAS and OpenMP
+ * (agent_spawn.h). */
+int agent_spawn_default_threads(long cpus, long slots)
+{
+    static const char *const names[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+    long n = slots > 0 && cpus > slots ? cpus / slots : 1;
+    char v[24];
+    snprintf(v, sizeof v, "%ld", n);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *cur = getenv(names[i]);
+        if (cur && *cur) continue;
+        if (setenv(names[i], v, 1)) return -1;
+        hf_info("trials get %s=%s (%ld CPUs / %ld slots; set it in the agent's or the trial's environment to "
+                "override)", names[i], v, cpus, slots);
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------- argv */

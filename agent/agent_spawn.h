@@ -57,6 +57,16 @@ typedef struct agent_child {
 int agent_spawn(const char *workdir, const char *self_dir, const agent_spec *sp, agent_child *c, char *err,
                 size_t errlen);
 
+/* Export OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = max(1, cpus / slots)
+ * into the agent's own environment, each only where it is unset, so that
+ * every trial inherits it (a trial's "env" still overrides). Without it a
+ * BLAS or OpenMP library starts one thread per CPU in every trial: with 2
+ * slots on 2 CPUs each trial's idle OpenBLAS thread spun 0.1 s of CPU the
+ * other trial needed, and larger trials oversubscribe the machine. Ray Tune
+ * sets OMP_NUM_THREADS from a trial's CPUs for the same reason. Call once,
+ * before any thread starts (setenv). RET 0 or -1 (setenv failed). */
+int agent_spawn_default_threads(long cpus, long slots);
+
 /* The environment of a trial (exposed for tests).
  * IN  base: the agent's own environment (NULL-terminated, borrowed);
  *     self_dir as above; ckpt, control: absolute paths; hostfile: NULL or

@@ -37,7 +37,9 @@
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +70,54 @@ extern "C" int tr_cuda_probe_impl(char *why, size_t whylen)
     }
     snprintf(why, whylen, "%s, %.1f GiB, sm_%d%d", p.name, p.totalGlobalMem / 1073741824.0, p.major, p.minor);
     return 1;
+}
+
+/* cuBLAS is opened on first use, not linked: loading libcublas and
+ * libcublasLt costs about 75 ms of relocations at every start of the
+ * trainer, and most trials (every CPU trial, every rung-0 trial of an ASHA
+ * sweep on a CPU agent) never call it (docs/trainer.md, "Start-up"). The
+ * four entry points used are resolved by dlsym from the soname of the
+ * major version the headers describe; the executable's run path (CUDA's
+ * lib64) is searched as for a linked library. */
+#define HF_STR2(x) #x
+#define HF_STR(x) HF_STR2(x)
+static struct {
+    pthread_once_t once;
+    int ok;
+    char why[256];
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+    cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+                            const float *, int, const float *, int, const float *, float *, int);
+} cbl = {PTHREAD_ONCE_INIT, 0, "", NULL, NULL, NULL, NULL};
+
+static void cublas_open(void)
+{
+    static const char *so = "libcublas.so." HF_STR(CUBLAS_VER_MAJOR);
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(cbl.why, sizeof cbl.why, "cannot load %s: %s", so, dlerror());
+        return;
+    }
+    *(void **)&cbl.create = dlsym(h, "cublasCreate_v2");
+    *(void **)&cbl.destroy = dlsym(h, "cublasDestroy_v2");
+    *(void **)&cbl.set_math_mode = dlsym(h, "cublasSetMathMode");
+    *(void **)&cbl.sgemm = dlsym(h, "cublasSgemm_v2");
+    if (!cbl.create || !cbl.destroy || !cbl.set_math_mode || !cbl.sgemm) {
+        snprintf(cbl.why, sizeof cbl.why, "%s lacks cublasCreate_v2/cublasSgemm_v2", so);
+        dlclose(h);
+        return;
+    }
+    cbl.ok = 1;   /* h stays open for the process's life */
+}
+
+/* RET 0 with the cbl entry points set, or -1 with why. */
+static int cublas_ready(char *why, size_t whylen)
+{
+    pthread_once(&cbl.once, cublas_open);
+    if (!cbl.ok) snprintf(why, whylen, "%s", cbl.why);
+    return cbl.ok ? 0 : -1;
 }
 
 #define NORM_BLOCKS 256
@@ -437,7 +487,7 @@ __global__ void k_scale(float *g, size_t n, float k)
 extern "C" void tr_cuda_free(tr_cuda *c)
 {
     if (!c) return;
-    if (c->h) cublasDestroy(c->h);
+    if (c->h) cbl.destroy(c->h);
     cudaFree(c->params);
     cudaFree(c->grads);
     cudaFree(c->bufs);
@@ -475,8 +525,13 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, char *err, size_t el)
     c->first_param = 0;
     while (c->first_param < m->n_layers && m->layers[c->first_param].param_count == 0) c->first_param++;
     int B = m->max_batch;
-    CB(cublasCreate(&c->h));
-    CB(cublasSetMathMode(c->h, CUBLAS_DEFAULT_MATH));   /* FP32; TF32 tensor ops stay off */
+    if (cublas_ready(why, sizeof why)) {
+        snprintf(err, el, "no cuBLAS: %s", why);
+        free(c);
+        return NULL;
+    }
+    CB(cbl.create(&c->h));
+    CB(cbl.set_math_mode(c->h, CUBLAS_DEFAULT_MATH));   /* FP32; TF32 tensor ops stay off */
     CK(cudaMalloc(&c->params, (m->n_params + 1) * sizeof(float)));
     CK(cudaMalloc(&c->grads, (m->n_params + 1) * sizeof(float)));
     CK(cudaMalloc(&c->bufs, (m->n_bufs + 1) * sizeof(float)));
@@ -607,7 +662,7 @@ static int layer_forward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B)
     case TR_DENSE: {
         int in = (int)per, out = l->spec.out;
         const float *b = P + (size_t)in * out;
-        CB(cublasSgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, B, in, &one, P, in, X, in, &zero, Y, out));
+        CB(cbl.sgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, B, in, &one, P, in, X, in, &zero, Y, out));
         k_bias_add<<<blocks(nout, T), T>>>(Y, b, B, out);
         break;
     }
@@ -617,7 +672,7 @@ static int layer_forward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B)
         int N = B * OHW;
         float *col = c->col[i], *tmp = col + (size_t)K * N;
         k_im2col<<<blocks((size_t)K * N, T), T>>>(X, col, g, B);
-        CB(cublasSgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, N, g.Co, K, &one, col, N, P, K, &zero, tmp, N));
+        CB(cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, N, g.Co, K, &one, col, N, P, K, &zero, tmp, N));
         k_conv_scatter<<<blocks(nout, T), T>>>(tmp, P + (size_t)g.Co * K, Y, B, g.Co, OHW);
         break;
     }
@@ -664,9 +719,9 @@ static int layer_backward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B, int
     case TR_DENSE: {
         int in = (int)per, out = l->spec.out;
         float *db = G + (size_t)in * out;
-        CB(cublasSgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, B, &one, X, in, dY, out, &zero, G, in));
+        CB(cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, B, &one, X, in, dY, out, &zero, G, in));
         k_bias_grad<<<blocks(out, T), T>>>(dY, db, B, out);
-        if (dX) CB(cublasSgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, in, B, out, &one, P, in, dY, out, &zero, dX, in));
+        if (dX) CB(cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, in, B, out, &one, P, in, dY, out, &zero, dX, in));
         break;
     }
     case TR_CONV2D: {
@@ -676,9 +731,9 @@ static int layer_backward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B, int
         float *col = c->col[i], *tmp = col + (size_t)K * N;
         k_conv_gather<<<blocks(nout, T), T>>>(dY, tmp, B, g.Co, OHW);
         k_row_sum<<<g.Co, T>>>(tmp, G + (size_t)g.Co * K, (size_t)N);
-        CB(cublasSgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, K, g.Co, N, &one, col, N, tmp, N, &zero, G, K));
+        CB(cbl.sgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, K, g.Co, N, &one, col, N, tmp, N, &zero, G, K));
         if (dX) {
-            CB(cublasSgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_T, N, K, g.Co, &one, tmp, N, P, K, &zero, col, N));
+            CB(cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_T, N, K, g.Co, &one, tmp, N, P, K, &zero, col, N));
             k_col2im<<<blocks(n, T), T>>>(col, dX, g, B);
         }
         break;

@@ -13,7 +13,8 @@
  * CRC-32 equal the ISIZE and CRC-32 in the source's own gzip trailer: a
  * torn or corrupted cache file is ignored (and rewritten), never trusted.
  * The cache is written best effort (a temp file, then rename); any failure
- * there only costs the speed-up.
+ * there only costs the speed-up. A training set read from the cache stays
+ * in the file's read-only mapping (cache_map); tr_dataset_free unmaps it.
  */
 #include "data.h"
 
@@ -28,15 +29,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #define IDX_MAX_BYTES ((size_t)1 << 31)
 
-int tr_idx_parse(const uint8_t *buf, size_t len, int want_dims, uint8_t **data, int *dims, char *err, size_t el)
+/* Validate an IDX file held in memory; RET 0 with dims and *hdr (the
+ * payload's offset), or an HF_E code with err (tr_idx_parse's contract). */
+static int idx_check(const uint8_t *buf, size_t len, int want_dims, int *dims, size_t *hdr_out, char *err, size_t el)
 {
-    *data = NULL;
     if (len < 4) return snprintf(err, el, "truncated: %zu bytes, no IDX header", len), HF_ECORRUPT;
     if (buf[0] != 0 || buf[1] != 0)
         return snprintf(err, el, "wrong magic %02x%02x%02x%02x (not an IDX file)", buf[0], buf[1], buf[2], buf[3]),
@@ -62,9 +65,19 @@ int tr_idx_parse(const uint8_t *buf, size_t len, int want_dims, uint8_t **data, 
     if (len - hdr > total)
         return snprintf(err, el, "%zu bytes after the %llu the header declares", len - hdr - (size_t)total,
                         (unsigned long long)total), HF_ECORRUPT;
-    *data = malloc(total);
+    *hdr_out = hdr;
+    return 0;
+}
+
+int tr_idx_parse(const uint8_t *buf, size_t len, int want_dims, uint8_t **data, int *dims, char *err, size_t el)
+{
+    size_t hdr;
+    *data = NULL;
+    int rc = idx_check(buf, len, want_dims, dims, &hdr, err, el);
+    if (rc) return rc;
+    *data = malloc(len - hdr);
     if (!*data) return snprintf(err, el, "out of memory"), HF_ENOMEM;
-    memcpy(*data, buf + hdr, total);
+    memcpy(*data, buf + hdr, len - hdr);
     return 0;
 }
 
@@ -130,9 +143,14 @@ static int cache_name(const char *path, char *out, size_t outlen)
     return n > 0 && (size_t)n < outlen ? 0 : -1;
 }
 
-/* The cached decoded copy of path, if it matches path's gzip trailer.
- * RET 0 with *out (malloc'd) and *len, or -1 (no usable copy). */
-static int cache_get(const char *path, size_t max, uint8_t **out, size_t *len)
+/* The cached decoded copy of path, mapped read-only, if it matches path's
+ * gzip trailer. Mapped, not read: the pages come straight from the page
+ * cache, with no copy and no fresh anonymous memory to fault in (a 47 MB
+ * read cost a one-epoch trial 40 ms). Cache files are only ever replaced
+ * by rename (cache_put), never rewritten in place, so a mapping cannot
+ * change under its reader. RET 0 with *map (munmap(*map, *len) to free)
+ * and *len, or -1 (no usable copy). */
+static int cache_map(const char *path, size_t max, uint8_t **map, size_t *len)
 {
     char name[PATH_MAX];
     uint32_t crc, isize;
@@ -140,34 +158,27 @@ static int cache_get(const char *path, size_t max, uint8_t **out, size_t *len)
     if (cache_name(path, name, sizeof name) || gz_trailer(path, &crc, &isize)) return -1;
     int fd = open(name, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    if (fstat(fd, &sb) || sb.st_size <= 0 || (uint64_t)sb.st_size > max || (uint32_t)sb.st_size != isize ||
-        !(buf = malloc((size_t)sb.st_size)))
-        goto fail;
-    while (n < (size_t)sb.st_size) {
-        ssize_t r = read(fd, buf + n, (size_t)sb.st_size - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) goto fail;
-        n += (size_t)r;
+    if (fstat(fd, &sb) || sb.st_size <= 0 || (uint64_t)sb.st_size > max || (uint32_t)sb.st_size != isize) {
+        close(fd);
+        return -1;
     }
+    size_t n = (size_t)sb.st_size;
+    uint8_t *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return -1;
     uLong c = crc32(0L, Z_NULL, 0);
     for (size_t off = 0; off < n; off += 1u << 30) {
         size_t k = n - off < (1u << 30) ? n - off : (1u << 30);
-        c = crc32(c, buf + off, (uInt)k);
+        c = crc32(c, m + off, (uInt)k);
     }
     if ((uint32_t)c != crc) {
         hf_warn("data cache: %s does not match %s's checksum; decompressing again", name, path);
-        goto fail;
+        munmap(m, n);
+        return -1;
     }
-    close(fd);
-    *out = buf;
+    *map = m;
     *len = n;
     return 0;
-fail:
-    close(fd);
-    free(buf);
-    return -1;
 }
 
 /* Store buf as path's cached copy (best effort). */
@@ -194,7 +205,17 @@ static void cache_put(const char *path, const uint8_t *buf, size_t len)
 
 int tr_file_read_gz(const char *path, size_t max, uint8_t **out, size_t *len, char *err, size_t el)
 {
-    if (cache_get(path, max, out, len) == 0) return 0;
+    uint8_t *m;
+    size_t n;
+    if (cache_map(path, max, &m, &n) == 0) {
+        *out = malloc(n);
+        if (*out) {
+            memcpy(*out, m, n);
+            *len = n;
+        }
+        munmap(m, n);
+        if (*out) return 0;
+    }
     int rc = tr_file_read_gunzip(path, max, out, len, err, el);
     uint32_t crc, isize;
     if (rc == 0 && gz_trailer(path, &crc, &isize) == 0) cache_put(path, *out, *len);
@@ -264,11 +285,27 @@ int tr_dataset_load(const char *ipath, const char *lpath, tr_dataset *ds, char *
     size_t len;
     int dims[3], ldim[1], rc;
     char e2[256];
-    if ((rc = tr_file_read_gz(ipath, IDX_MAX_BYTES, &raw, &len, err, el))) goto end;
-    rc = tr_idx_parse(raw, len, 3, &img, dims, e2, sizeof e2);
-    free(raw);
-    raw = NULL;
-    if (rc) { snprintf(err, el, "%s: %s", ipath, e2); goto end; }
+    uint8_t *map = NULL;
+    size_t map_len = 0, hdr;
+    if (cache_map(ipath, IDX_MAX_BYTES, &map, &map_len) == 0) {
+        /* the images stay in the cache file's mapping */
+        if (idx_check(map, map_len, 3, dims, &hdr, e2, sizeof e2) == 0) {
+            ds->map = map;
+            ds->map_len = map_len;
+            ds->images = map + hdr;
+        } else {
+            munmap(map, map_len);
+        }
+    }
+    if (!ds->map) {
+        if ((rc = tr_file_read_gz(ipath, IDX_MAX_BYTES, &raw, &len, err, el))) goto end;
+        rc = tr_idx_parse(raw, len, 3, &img, dims, e2, sizeof e2);
+        free(raw);
+        raw = NULL;
+        if (rc) { snprintf(err, el, "%s: %s", ipath, e2); goto end; }
+        ds->images = img;
+        img = NULL;
+    }
     if ((rc = tr_file_read_gz(lpath, IDX_MAX_BYTES, &raw, &len, err, el))) goto end;
     rc = tr_idx_parse(raw, len, 1, &lab, ldim, e2, sizeof e2);
     if (rc) { snprintf(err, el, "%s: %s", lpath, e2); goto end; }
@@ -281,7 +318,6 @@ int tr_dataset_load(const char *ipath, const char *lpath, tr_dataset *ds, char *
     ds->c = 1;
     ds->h = dims[1];
     ds->w = dims[2];
-    ds->images = img;
     ds->labels = malloc((size_t)ds->n * sizeof(int32_t));
     if (!ds->labels) { snprintf(err, el, "out of memory"); rc = HF_ENOMEM; goto end; }
     int mx = 1;
@@ -292,7 +328,6 @@ int tr_dataset_load(const char *ipath, const char *lpath, tr_dataset *ds, char *
     ds->n_classes = mx + 1;
     ds->mean = 0.0f;
     ds->std = 1.0f;
-    img = NULL;
 end:
     free(raw);
     free(img);
@@ -329,12 +364,25 @@ int tr_data_load(const char *dir, tr_dataset *train, tr_dataset *test, char *err
         tr_dataset_free(test);
         return HF_ECORRUPT;
     }
+    /* Mean and variance from a histogram of the byte values: one increment
+     * per pixel instead of a chain of double additions (72 ms -> ~15 ms
+     * for Fashion-MNIST's 47 M pixels); four tables so that runs of equal
+     * pixels do not serialise on one counter. */
+    uint64_t hist[4][256] = {{0}};
+    size_t n = (size_t)train->n * train->c * train->h * train->w, i = 0;
+    const uint8_t *px = train->images;
+    for (; i + 4 <= n; i += 4) {
+        hist[0][px[i]]++;
+        hist[1][px[i + 1]]++;
+        hist[2][px[i + 2]]++;
+        hist[3][px[i + 3]]++;
+    }
+    for (; i < n; i++) hist[0][px[i]]++;
     double s = 0, ss = 0;
-    size_t n = (size_t)train->n * train->c * train->h * train->w;
-    for (size_t i = 0; i < n; i++) {
-        double v = train->images[i] / 255.0;
-        s += v;
-        ss += v * v;
+    for (int b = 0; b < 256; b++) {
+        double cnt = (double)(hist[0][b] + hist[1][b] + hist[2][b] + hist[3][b]), v = b / 255.0;
+        s += cnt * v;
+        ss += cnt * v * v;
     }
     double mean = s / n, var = ss / n - mean * mean;
     train->mean = test->mean = (float)mean;
@@ -370,7 +418,10 @@ void tr_dataset_free(tr_dataset *ds)
 {
     if (!ds) return;
     if (!ds->view) {
-        free(ds->images);
+        if (ds->map)
+            munmap(ds->map, ds->map_len);
+        else
+            free(ds->images);
         free(ds->labels);
     }
     memset(ds, 0, sizeof *ds);

@@ -33,6 +33,8 @@ typedef struct tr_dataset {
     int      n_classes;      /* max label + 1 (at least 2) */
     int      view;           /* 1: arrays borrowed from another dataset */
     float    mean, std;      /* normalisation (set by tr_data_load) */
+    void    *map;            /* images live in this read-only mapping of a cache file (data.c) */
+    size_t   map_len;
 } tr_dataset;
 
 /* Parse one IDX file held in memory. want_dims 3 (images) or 1 (labels).

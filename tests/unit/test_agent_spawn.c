@@ -154,6 +154,29 @@ static void read_all(int fd, char *buf, size_t len)
     buf[n] = '\0';
 }
 
+/* The thread-pool defaults: cpus / slots (at least 1), only where the
+ * agent's environment leaves the variable unset. */
+static void test_default_threads(void **state)
+{
+    (void)state;
+    unsetenv("OMP_NUM_THREADS");
+    unsetenv("OPENBLAS_NUM_THREADS");
+    assert_int_equal(agent_spawn_default_threads(16, 2), 0);
+    assert_string_equal(getenv("OMP_NUM_THREADS"), "8");
+    assert_string_equal(getenv("OPENBLAS_NUM_THREADS"), "8");
+    unsetenv("OMP_NUM_THREADS");
+    setenv("OPENBLAS_NUM_THREADS", "3", 1);                /* the operator's choice stands */
+    assert_int_equal(agent_spawn_default_threads(2, 4), 0);
+    assert_string_equal(getenv("OMP_NUM_THREADS"), "1");   /* more slots than CPUs: 1, never 0 */
+    assert_string_equal(getenv("OPENBLAS_NUM_THREADS"), "3");
+    unsetenv("OMP_NUM_THREADS");
+    unsetenv("OPENBLAS_NUM_THREADS");
+    assert_int_equal(agent_spawn_default_threads(7, 2), 0);
+    assert_string_equal(getenv("OMP_NUM_THREADS"), "3");
+    unsetenv("OMP_NUM_THREADS");
+    unsetenv("OPENBLAS_NUM_THREADS");
+}
+
 static void test_child_init(void **state)
 {
     (void)state;
@@ -239,6 +262,7 @@ static void test_holder(void **state)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_env_contract),
+    cmocka_unit_test(test_default_threads),
     cmocka_unit_test(test_child_init),
     cmocka_unit_test(test_exec_errors),
     cmocka_unit_test(test_holder),

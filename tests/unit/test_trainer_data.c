@@ -286,7 +286,9 @@ static int cache_files(char names[][1024], int max)
     return n;
 }
 
-static void assert_set_loads(int n_train)
+/* Load dir's set and check its bytes; RET 1 when the training images came
+ * from the cache file's mapping, 0 when they were decompressed. */
+static int assert_set_loads(int n_train)
 {
     tr_dataset tr, te;
     char err[512];
@@ -295,8 +297,11 @@ static void assert_set_loads(int n_train)
     for (int i = 0; i < n_train; i += 7)
         for (int j = 0; j < 784; j += 97) assert_int_equal(tr.images[(size_t)i * 784 + j], (i * 7 + j) % 256);
     assert_int_equal(tr.labels[n_train - 1], (n_train - 1) % 10);
+    int mapped = tr.map != NULL;
+    if (mapped) assert_ptr_equal(tr.images, (uint8_t *)tr.map + 16);   /* past the IDX header */
     tr_dataset_free(&tr);
     tr_dataset_free(&te);
+    return mapped;
 }
 
 static void test_decoded_cache(void **state)
@@ -307,9 +312,9 @@ static void test_decoded_cache(void **state)
     assert_int_equal(system(cmd), 0);
     clear_dir();
     write_set(50, 50, 12, 1);
-    assert_set_loads(50);                       /* decompressed, then cached */
+    assert_false(assert_set_loads(50));         /* decompressed, then cached */
     assert_int_equal(cache_files(names, 8), 4);
-    assert_set_loads(50);                       /* from the cache */
+    assert_true(assert_set_loads(50));          /* from the cache, mapped */
     assert_int_equal(cache_files(names, 8), 4);
 
     /* A cached copy of the same length but other bytes (a torn write, a
@@ -324,7 +329,7 @@ static void test_decoded_cache(void **state)
     assert_int_equal(fseek(f, 16 + 3 * 784 + 5, SEEK_SET), 0);
     assert_int_equal(fputc(0xAB, f), 0xAB);
     fclose(f);
-    assert_set_loads(50);
+    assert_false(assert_set_loads(50));         /* the checksum refused the copy */
     f = fopen(img, "rb");
     assert_non_null(f);
     assert_int_equal(fseek(f, 16 + 3 * 784 + 5, SEEK_SET), 0);
