@@ -9,6 +9,10 @@ per searcher with the same total budget of epochs:
   asha        : r=--min-epochs (1), R=max_epochs, eta=--eta (3), as many
                 trials as it asks for,
                 canceled once it has trained `budget` epochs
+  asha-stop   : ASHA in stop mode whatever --asha-mode says (every trial
+                runs towards max_epochs and is stopped at a rung where it
+                is not in the top 1/eta, as Ray Tune's ASHAScheduler and
+                Optuna's SuccessiveHalving/HyperbandPruner do)
   asha-tpe    : the same with "sampler": "tpe" (new trials drawn by TPE
                 from the rung results, as BOHB does)
 and reads every trial's val_acc history (GET /api/v1/trials/{id}/metrics).
@@ -20,7 +24,7 @@ random/asha (the issue's target: asha <= 1/3 of random).
 
 Usage: fmnist.py [--seeds 1,2,3] [--budget 54] [--max-epochs 9]
                  [--min-epochs 1] [--eta 3] [--asha-mode promote|stop]
-                 [--slots 2] [--searchers random,asha,asha-tpe,tpe] [--target 0.88]
+                 [--slots 2] [--searchers random,asha,asha-stop,asha-tpe,tpe] [--target 0.88]
 Needs $HF_BIN (default ./bin) with hyperfarm-scheduler, hyperfarm-agent,
 hyperfarm-train. Exit 2 when they are missing (bench/run: "not run").
 """
@@ -76,9 +80,9 @@ def wait_health(api, secs=15):
 
 
 def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, eta=3, mode="promote"):
-    if searcher in ("asha", "asha-tpe"):
+    if searcher in ("asha", "asha-tpe", "asha-stop"):
         sc = {"name": "asha", "max_trials": 1000, "max_epochs": max_epochs, "min_epochs": min_epochs,
-              "reduction_factor": eta, "mode": mode}
+              "reduction_factor": eta, "mode": "stop" if searcher == "asha-stop" else mode}
         if searcher == "asha-tpe":
             sc["sampler"] = "tpe"   # new trials from TPE over the rung results (BOHB-style)
     elif searcher == "tpe":

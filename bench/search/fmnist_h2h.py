@@ -14,6 +14,9 @@ parallelism, for each seed:
             at each epoch and kills the child when the pruner says so.
   asha      ours: scheduler + agent (2 slots) on loopback, ASHA r, R, eta
             (fmnist.py, one scheduler and agent per run)
+  asha-stop ours: ASHA in stop mode (a trial runs on towards R in one
+            process and is stopped at a rung where it is not in the top
+            1/eta: what Optuna's pruner does)
   asha-tpe  ours: ASHA with "sampler": "tpe" (BOHB)
   tpe       ours: TPE with full-length trials (budget / R of them)
 
@@ -27,7 +30,7 @@ machine with at least 2 x parallel cores the runs do not share cores).
 
   /usr/bin/python3 bench/search/fmnist_h2h.py --seeds 1-10 --parallel 6 \\
       [--budget 243 --max-epochs 27 --min-epochs 1 --eta 3 --target 0.88] \\
-      [--methods optuna,asha,asha-tpe,tpe] [--json-out FILE]
+      [--methods optuna,asha,asha-stop,asha-tpe,tpe] [--json-out FILE]
 
 Not a test: figures only. Needs $HF_BIN (default ./bin) and Optuna
 (Debian's python3-optuna: scripts/install-deps --bench).
