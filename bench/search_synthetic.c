@@ -307,6 +307,21 @@ int main(int argc, char **argv)
         }
     }
     if (seeds < 1 || trials < 0 || conc < 1) { fprintf(stderr, "bad arguments\n"); return 2; }
+    /* --tpe replaces the whole searcher object: it must parse and name a searcher */
+    for (size_t k = 0; k < N_METHODS; k++) {
+        json_error_t je;
+        json_t *c = json_loads(methods[k].cfg, 0, &je);
+        const char *nm = json_string_value(json_object_get(c, "name"));
+        if (!json_is_object(c) || !nm || !search_find(nm)) {
+            fprintf(stderr, "%s: --tpe: %s\n", argv[0],
+                    !c ? je.text : !json_is_object(c) ? "not a JSON object"
+                    : !nm ? "no \"name\" (a searcher object, e.g. {\"name\": \"tpe\", \"gamma\": 0.1})"
+                    : "unknown searcher name");
+            json_decref(c);
+            return 2;
+        }
+        json_decref(c);
+    }
     int all_won = 1, found = 0;
     if (!tsv)
         printf("median regret (best found - minimum) over %d seeds, %d in flight\n"
