@@ -1,7 +1,8 @@
 /*
  * agent_loop.c — the agent daemon: start-up, the main (supervisor) loop,
- * the heartbeat and long-poll threads that drive the agent_link, and
- * shutdown (see agent.h for the threading model).
+ * restores and shutdown; the heartbeat and long-poll threads that drive
+ * the agent_link are in agent_beat.c, the state they share in
+ * agent_loop.h (see agent.h for the threading model).
  *
  * Failure policy: the agent never exits because the scheduler or a trial
  * misbehaves. A failed registration or heartbeat is retried with
@@ -25,22 +26,14 @@
  * with the same number and the same items, so the scheduler can recognise
  * it and acknowledge it without storing its metrics and logs twice.
  */
-#include "agent.h"
-#include "agent_assign.h"
-#include "agent_context.h"
+#include "agent_loop.h"
 #include "agent_gpu.h"
-#include "agent_link.h"
-#include "agent_objects.h"
-#include "agent_outbox.h"
 #include "agent_spawn.h"
-#include "agent_sup.h"
-#include "agent_upload.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
 
 #include <arpa/inet.h>
-#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -54,52 +47,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define AGENT_BACKOFF_MAX_MS   5000
-#define AGENT_URGENT_GAP_MS    20      /* min gap between event-triggered heartbeats */
 #define AGENT_FINAL_FLUSH_MS   3000    /* last heartbeat at shutdown */
-#define AGENT_POLL_BACKOFF_MAX 30000   /* long-poll retry cap */
-#define AGENT_POLL_HB_WAIT_MS  2000    /* after "pending": wait for the heartbeat that fetches it */
-#define AGENT_CACHED_LIST_MAX  1024    /* object hashes listed to the scheduler (newest first) */
 #define AGENT_MAX_FETCHES      64      /* restores being fetched at once */
-
-/* An assignment with a "restore", waiting for its checkpoint to be
- * fetched (one thread each) before the main loop starts it. */
-typedef struct fetch_job {
-    struct agent     *ag;
-    agent_spec       *sp;           /* owned */
-    pthread_t         th;
-    int               done, canceled, rc;   /* under ag->mu */
-    int64_t           t0;
-    char              err[1024];
-    struct fetch_job *next;
-} fetch_job;
-
-typedef struct agent {
-    const agent_cfg *cfg;
-    agent_outbox    *ob;
-    agent_objects   *objs;             /* the object cache (thread-safe) */
-    agent_upload    *up;               /* the checkpoint uploader */
-    char             workdir[AGENT_PATH_MAX];
-    fetch_job       *fetches;          /* main thread only (done/canceled under mu) */
-    agent_sup       *sup;
-    agent_prep      *prep;             /* fetches and unpacks contexts off the main thread */
-    agent_link      *link;
-    agent_poll      *poll;             /* long-poll thread's HTTP handle */
-    atomic_int       cancel;           /* aborts the long-poll in flight */
-    char             instance[24];     /* random id of this process run */
-    int              wake[2];          /* heartbeat thread -> main loop */
-
-    pthread_mutex_t  mu;               /* guards everything below */
-    pthread_cond_t   cv;
-    int              stop;             /* heartbeat thread: exit now */
-    int              urgent;           /* heartbeat thread: send soon */
-    agent_reply     *inbox;            /* replies waiting for the main loop */
-    size_t           ninbox, capinbox;
-    int64_t          interval_ms;
-    pthread_cond_t   pcv;              /* long-poll thread waits here */
-    int64_t          agent_id;         /* 0 = not registered (for the long-poll thread) */
-    uint64_t         hb_done;          /* heartbeats answered 200 */
-} agent;
 
 static volatile sig_atomic_t got_term;
 static int term_fd = -1;
@@ -176,298 +125,6 @@ static void local_address(const char *url, char *out, size_t outlen)
         getnameinfo((struct sockaddr *)&ss, sl, out, (socklen_t)outlen, NULL, 0, NI_NUMERICHOST);
     if (fd >= 0) close(fd);
     freeaddrinfo(res);
-}
-
-/* ------------------------------------------------------ heartbeat thread */
-
-/* Wait on cv up to ms (caller holds mu). */
-static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
-{
-    struct timespec ts = hf_deadline(CLOCK_REALTIME, ms);
-    pthread_cond_timedwait(cv, mu, &ts);
-}
-
-static void set_agent_id(agent *ag, int64_t id)
-{
-    pthread_mutex_lock(&ag->mu);
-    ag->agent_id = id;
-    pthread_cond_broadcast(&ag->pcv);
-    pthread_mutex_unlock(&ag->mu);
-}
-
-/* Wait up to ms or until woken (urgent/stop). Caller holds mu. */
-static void wait_locked(agent *ag, int64_t ms)
-{
-    struct timespec ts = hf_deadline(CLOCK_REALTIME, ms);
-    while (!ag->stop && !ag->urgent)
-        if (pthread_cond_timedwait(&ag->cv, &ag->mu, &ts) == ETIMEDOUT) break;
-}
-
-static void inbox_push(agent *ag, agent_reply *r)
-{
-    pthread_mutex_lock(&ag->mu);
-    if (ag->ninbox == ag->capinbox) {
-        size_t cap = ag->capinbox ? ag->capinbox * 2 : 8;
-        agent_reply *p = realloc(ag->inbox, cap * sizeof *p);
-        if (!p) {
-            pthread_mutex_unlock(&ag->mu);
-            hf_error("out of memory: dropping a heartbeat reply's %zu assignments", r->nassign);
-            agent_reply_free(r);
-            return;
-        }
-        ag->inbox = p;
-        ag->capinbox = cap;
-    }
-    ag->inbox[ag->ninbox++] = *r;
-    memset(r, 0, sizeof *r);
-    pthread_mutex_unlock(&ag->mu);
-    ssize_t w = write(ag->wake[1], "w", 1);
-    (void)w;
-}
-
-/* The heartbeat thread's own state between rounds (not shared). */
-typedef struct hb_state {
-    char              err[1024];
-    int64_t           iv;            /* interval in force this round */
-    int64_t           backoff;       /* 0 = the last round worked */
-    int64_t           last_warn, last_send, batch;
-    uint64_t          failures;      /* rounds failed in a row */
-    uint64_t          cached_ver;    /* object cache version last listed to the scheduler */
-    json_t           *held;          /* a batch sent without an answer: sent again as is */
-    agent_outbox_mark mark;          /* what held contains */
-} hb_state;
-
-/* Register (listing the running trials) when the link has no id.
- * RET 0 or the error of agent_link_register (h->err says why). */
-static int hb_register(agent *ag, hb_state *h)
-{
-    if (agent_link_id(ag->link)) return HF_OK;
-    json_t *running = agent_outbox_running(ag->ob);
-    uint64_t ver = agent_objects_version(ag->objs);
-    json_t *cached = agent_objects_list(ag->objs, AGENT_CACHED_LIST_MAX);
-    agent_link_set_cached(ag->link, cached);
-    json_decref(cached);
-    int rc = agent_link_register(ag->link, running, h->err, sizeof h->err);
-    if (rc == HF_OK) {
-        char shared[1024];
-        h->cached_ver = ver;
-        int sh = agent_link_shared_store(ag->link, shared, sizeof shared);
-        agent_objects_set_shared(ag->objs, sh ? shared : NULL);
-        if (sh) hf_info("checkpoint storage: shared_fs at %s", shared);
-        agent_upload_set_agent(ag->up, agent_link_id(ag->link));   /* after the mode: it starts the uploads */
-        hf_info("registered with %s as agent %lld (%zu running trials listed)", ag->cfg->scheduler,
-                (long long)agent_link_id(ag->link), json_array_size(running));
-        if (!ag->cfg->heartbeat_ms && agent_link_interval(ag->link) > 0) {
-            pthread_mutex_lock(&ag->mu);
-            ag->interval_ms = agent_link_interval(ag->link);
-            h->iv = ag->interval_ms;
-            pthread_mutex_unlock(&ag->mu);
-        }
-        set_agent_id(ag, agent_link_id(ag->link));
-    }
-    json_decref(running);
-    return rc;
-}
-
-/* Send the held batch again (same number and items; only the running list
- * is fresh) or take a new one from the outbox, and post it.
- * RET 0 with *reply, or an error of agent_link_heartbeat; a batch the
- * scheduler refused (HF_EINVAL) is dropped here and HF_EHTTP returned. */
-static int hb_send(agent *ag, hb_state *h, json_t **reply)
-{
-    int rc;
-    if (h->held) {
-        json_object_set_new(h->held, "running", agent_outbox_running(ag->ob));
-    } else if ((h->held = agent_outbox_take(ag->ob, &h->mark))) {
-        json_object_set_new(h->held, "instance", json_string(ag->instance));
-        json_object_set_new(h->held, "batch", json_integer(++h->batch));
-        /* the object cache changed: list it (placement prefers holders) */
-        uint64_t ver = agent_objects_version(ag->objs);
-        if (ver != h->cached_ver) {
-            json_t *c = agent_objects_list(ag->objs, AGENT_CACHED_LIST_MAX);
-            if (c) {
-                json_object_set_new(h->held, "cached", c);
-                h->cached_ver = ver;
-            }
-        }
-    }
-    if (!h->held) return HF_ENOMEM;
-    h->last_send = hf_mono_ms();
-    rc = agent_link_heartbeat(ag->link, h->held, reply, h->err, sizeof h->err);
-    if (rc == HF_EINVAL) {
-        /* A poison batch would block the outbox forever: drop it, loudly. */
-        hf_error("scheduler refused a heartbeat (%s): dropping its %zu events, %zu metrics, %zu logs",
-                 h->err, h->mark.n_events, h->mark.n_metrics, h->mark.n_logs);
-        agent_outbox_ack(ag->ob, &h->mark);
-        json_decref(h->held);
-        h->held = NULL;
-        rc = HF_EHTTP;     /* and back off like any failure */
-    }
-    return rc;
-}
-
-/* A heartbeat was answered 200 with reply (borrowed): acknowledge the
- * batch, wake the long-poll thread, and hand the reply's work to the main
- * loop (rejected assignments go back to the scheduler as events). */
-static void hb_on_reply(agent *ag, hb_state *h, const json_t *reply)
-{
-    agent_reply r;
-    hf_jerr e;
-
-    agent_outbox_ack(ag->ob, &h->mark);
-    json_decref(h->held);
-    h->held = NULL;
-    pthread_mutex_lock(&ag->mu);
-    ag->hb_done++;
-    pthread_cond_broadcast(&ag->pcv);
-    pthread_mutex_unlock(&ag->mu);
-    if (h->failures) hf_info("scheduler reachable again after %llu failed attempts", (unsigned long long)h->failures);
-    h->failures = 0;
-    h->backoff = 0;
-    if (agent_reply_parse(reply, &r, &e)) {
-        hf_warn("malformed heartbeat reply: %s: %s", e.field, e.msg);
-        return;
-    }
-    for (size_t i = 0; i < json_array_size(r.rejected); i++)
-        agent_outbox_event(ag->ob, json_incref(json_array_get(r.rejected, i)));
-    if (r.interval_ms > 0 && !ag->cfg->heartbeat_ms) {
-        pthread_mutex_lock(&ag->mu);
-        ag->interval_ms = r.interval_ms;
-        pthread_mutex_unlock(&ag->mu);
-        h->iv = r.interval_ms;
-    }
-    if (r.nassign || r.nkill) inbox_push(ag, &r);
-    agent_reply_free(&r);
-}
-
-/* Registration or heartbeat failed with rc: back off, say so now and then. */
-static void hb_on_failure(agent *ag, hb_state *h, int rc)
-{
-    h->failures++;
-    /* When it answers again, register first: a restarted scheduler
-     * learns which trials still run here before anything else. */
-    if (rc == HF_ECONN || rc == HF_ETIMEOUT) {
-        agent_link_forget(ag->link);
-        set_agent_id(ag, 0);
-    }
-    int64_t now = hf_mono_ms();
-    if (h->failures == 1 || now - h->last_warn >= 30000) {
-        agent_outbox_stats st;
-        agent_outbox_get_stats(ag->ob, &st);
-        hf_warn("scheduler %s unreachable (%s); trials keep running, %zu logs/%zu metrics/%zu events "
-                "queued, %llu logs dropped so far; retrying", ag->cfg->scheduler, h->err, st.logs,
-                st.metrics, st.events, (unsigned long long)st.dropped_logs);
-        h->last_warn = now;
-    }
-    h->backoff = h->backoff ? h->backoff * 2 : h->iv;
-    if (h->backoff > AGENT_BACKOFF_MAX_MS) h->backoff = AGENT_BACKOFF_MAX_MS;
-}
-
-/* Sleep until the next heartbeat is due: the interval, the backoff, a
- * short gap while a backlog drains, or at once (after a short gap that
- * lets a burst go in one batch) when the main loop urged. */
-static void hb_wait_next(agent *ag, hb_state *h)
-{
-    pthread_mutex_lock(&ag->mu);
-    int64_t wait = h->iv;
-    if (h->backoff) wait = h->backoff;
-    else if (agent_outbox_pending(ag->ob)) wait = AGENT_URGENT_GAP_MS;   /* backlog: keep draining */
-    if (!h->backoff && ag->urgent) {
-        int64_t since = hf_mono_ms() - h->last_send;
-        wait = since >= AGENT_URGENT_GAP_MS ? 0 : AGENT_URGENT_GAP_MS - since;
-    }
-    ag->urgent = 0;
-    if (wait > 0) wait_locked(ag, wait);
-    if (!h->backoff && ag->urgent) {
-        /* woken for an event: a short gap so a burst goes in one batch */
-        int64_t since = hf_mono_ms() - h->last_send;
-        if (since < AGENT_URGENT_GAP_MS) {
-            ag->urgent = 0;
-            wait_locked(ag, AGENT_URGENT_GAP_MS - since);
-        }
-    }
-    ag->urgent = 0;
-    pthread_mutex_unlock(&ag->mu);
-}
-
-static void *hb_main(void *arg)
-{
-    agent *ag = arg;
-    hb_state h;
-
-    memset(&h, 0, sizeof h);
-    for (;;) {
-        pthread_mutex_lock(&ag->mu);
-        int stop = ag->stop;
-        h.iv = ag->interval_ms;
-        pthread_mutex_unlock(&ag->mu);
-        if (stop) break;
-
-        json_t *reply = NULL;
-        int rc = hb_register(ag, &h);
-        if (rc == HF_OK) {
-            rc = hb_send(ag, &h, &reply);
-            if (rc == HF_ENOTFOUND) {
-                hf_warn("scheduler does not know agent id any more (%s): registering again", h.err);
-                set_agent_id(ag, 0);
-                continue;   /* re-register at once, listing running trials */
-            }
-        }
-        if (rc == HF_OK) hb_on_reply(ag, &h, reply);
-        else hb_on_failure(ag, &h, rc);
-        json_decref(reply);
-        hb_wait_next(ag, &h);
-    }
-    json_decref(h.held);
-    return NULL;
-}
-
-/* ------------------------------------------------------ long-poll thread */
-
-static void *poll_main(void *arg)
-{
-    agent *ag = arg;
-    char err[1024];
-    int64_t backoff = 0;
-    uint64_t failures = 0;
-
-    pthread_mutex_lock(&ag->mu);
-    while (!ag->stop) {
-        if (!ag->agent_id) {
-            cond_wait_ms(&ag->pcv, &ag->mu, 1000);   /* until registered */
-            continue;
-        }
-        int64_t id = ag->agent_id;
-        pthread_mutex_unlock(&ag->mu);
-        int pending = 0;
-        int rc = agent_poll_wait(ag->poll, id, AGENT_POLL_WAIT_MS, &pending, err, sizeof err);
-        pthread_mutex_lock(&ag->mu);
-        if (ag->stop) break;
-        if (rc == HF_OK) {
-            if (failures) hf_debug("long-poll works again after %llu failures", (unsigned long long)failures);
-            failures = 0;
-            backoff = 0;
-            if (!pending) continue;
-            /* Work waits: heartbeat now, and do not ask again before that
-             * heartbeat was answered (it fetches the work). */
-            uint64_t seen = ag->hb_done;
-            int64_t t0 = hf_mono_ms();
-            ag->urgent = 1;
-            pthread_cond_signal(&ag->cv);
-            while (!ag->stop && ag->hb_done == seen && hf_mono_ms() - t0 < AGENT_POLL_HB_WAIT_MS)
-                cond_wait_ms(&ag->pcv, &ag->mu, AGENT_POLL_HB_WAIT_MS - (hf_mono_ms() - t0));
-            continue;
-        }
-        /* The heartbeat thread reports an unreachable scheduler; here a
-         * debug line is enough (a scheduler without the route answers 404:
-         * heartbeats alone then deliver the work). */
-        if (failures++ == 0) hf_debug("long-poll failed (%s); retrying with backoff", err);
-        backoff = backoff ? backoff * 2 : 250;
-        if (backoff > AGENT_POLL_BACKOFF_MAX) backoff = AGENT_POLL_BACKOFF_MAX;
-        cond_wait_ms(&ag->pcv, &ag->mu, backoff);
-    }
-    pthread_mutex_unlock(&ag->mu);
-    return NULL;
 }
 
 /* -------------------------------------------------------------- main loop */
@@ -899,13 +556,13 @@ int agent_run(const agent_cfg *cfg)
     ag.interval_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 1000;
 
     if ((rc = start_up(&ag, cfg))) goto end;
-    if (pthread_create(&hb, NULL, hb_main, &ag)) {
+    if (pthread_create(&hb, NULL, agent_hb_main, &ag)) {
         hf_error("cannot start the heartbeat thread");
         rc = HF_ENOMEM;
         goto end;
     }
     hb_started = 1;
-    if (pthread_create(&pt, NULL, poll_main, &ag)) {
+    if (pthread_create(&pt, NULL, agent_poll_main, &ag)) {
         hf_error("cannot start the long-poll thread");
         rc = HF_ENOMEM;
         goto end;
