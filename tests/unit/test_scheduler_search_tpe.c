@@ -490,10 +490,18 @@ static void test_conditional_default(void **state)
                              "   \"condition\": {\"param\": \"opt\", \"values\": [\"sgd\"]}},"
                              " \"beta1\": {\"type\": \"uniform\", \"min\": 0.5, \"max\": 0.999,"
                              "   \"condition\": {\"param\": \"opt\", \"values\": [\"adam\"]}}}");
-    int near = 0;
-    for (uint64_t seed = 0; seed < 100; seed++) near += run_seq("{\"name\": \"tpe\"}", sp, seed, 100, cond_opt, NULL) < 0.01;
-    print_message("conditional space: within 0.01 of the minimum in %d of 100 seeds\n", near);
-    assert_true(near >= 46);
+    int near = 0, stuck = 0;
+    for (uint64_t seed = 0; seed < 100; seed++) {
+        double r = run_seq("{\"name\": \"tpe\"}", sp, seed, 100, cond_opt, NULL);
+        near += r < 0.01;
+        stuck += r >= 0.29;   /* in the sgd branch, whose minimum is 0.3 */
+    }
+    print_message("conditional space: within 0.01 of the minimum in %d of 100 seeds, in the worse branch in %d\n",
+                  near, stuck);
+    /* The branch model (tpe_branches): 87 of 100 within 0.01 (a joint
+     * group over the unconditional parameters alone: 54). */
+    assert_true(near >= 75);
+    assert_true(stuck <= 15);
     search_space_free(sp);
 }
 
