@@ -275,7 +275,7 @@ static void test_multivariate_joint(void **state)
             v = -1 - search_rng_uniform(&rng);
         }
         hps[i] = json_pack("{s:f, s:f}", "x", fmin(fmax(x, 0), 1), "y", fmin(fmax(y, 0), 1));
-        obs[i] = (search_tpe_obs){hps[i], 0, v, i};
+        obs[i] = (search_tpe_obs){hps[i], 0, v, i, NAN};
     }
     int off[2] = {0, 0};
     for (int mv = 0; mv < 2; mv++) {
@@ -423,7 +423,7 @@ static void test_univariate_matches_optuna(void **state)
     for (int i = 0; i < NOBS; i++) {
         const double *h = OPTUNA_HIST[i];
         hps[i] = json_pack("{s:f, s:f, s:f}", "x1", h[0], "x2", h[1], "x3", h[2]);
-        obs[i] = (search_tpe_obs){hps[i], 0, -h[3], i};
+        obs[i] = (search_tpe_obs){hps[i], 0, -h[3], i, NAN};
     }
     search_tpe_opts o = {.gamma = 0.1, .n_candidates = 24, .prior_weight = 1.0, .multivariate = 0};
     for (int k = 0; k < DRAWS; k++) {
