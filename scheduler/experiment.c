@@ -176,6 +176,7 @@ int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
     spec->ops = search_find(spec->searcher_name);
     if (!spec->ops) { rc = hf_jerr_set(e, "searcher", "name", "unknown searcher"); goto end; }
     spec->median_cfg = json_object_get(sc, "median_stopping");
+    spec->cost_metric = json_string_value(json_object_get(sc, "cost_metric"));   /* search_validate checked it */
     if ((rc = mo_searcher_check(spec, e))) goto end;
     spec->max_trials = search_cfg_int(sc, "max_trials", 0);
     if (spec->max_trials <= 0) {

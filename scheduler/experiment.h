@@ -39,6 +39,8 @@ typedef struct exp_spec {
     const char *obj_metric[SEARCH_MO_MAX_OBJ];
     int         obj_goal_max[SEARCH_MO_MAX_OBJ];
     const char *con_metric[SEARCH_MO_MAX_CON];
+    const char *cost_metric;     /* searcher.cost_metric (tpe, asha + tpe sampler), NULL when absent:
+                                    fed to the searcher as slot SEARCH_COST_SLOT(&mo) */
     const char *searcher_name;
     const searcher_ops *ops;
     json_t     *searcher_cfg;

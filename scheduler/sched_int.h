@@ -342,7 +342,9 @@ typedef struct alloc_row {
 } alloc_row;
 int row_alloc_next(sqlite3_stmt *q, alloc_row *r);
 /* The objective reports of experiment x in arrival order: trial id, step
- * and epoch (has_* 0 when NULL) and the raw value. */
+ * and epoch (has_* 0 when NULL) and the raw value; with several
+ * objectives, constraints or a cost metric, the reports of each of those
+ * metrics, named. */
 typedef struct report_row {
     int64_t trial_id, step;
     int     has_step, has_epoch;
@@ -383,7 +385,8 @@ int trial_holder_waits(const trial *t, const trial_rank *tr);
  * experiment's best, and the searcher/median decision (may STOP t). */
 void trial_report(sched *s, trial *t, const char *name, double v, double x_pos);
 /* Feed a report of metric name to x's searcher's on_metric for every
- * slot >= 1 it fills (another objective, sign-normalised, or a constraint). */
+ * slot >= 1 it fills (another objective, sign-normalised, a constraint, or
+ * the cost metric, raw, as SEARCH_COST_SLOT). */
 void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_pos, double v);
 
 /* ---------- sched_views.c ---------- */

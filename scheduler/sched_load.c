@@ -139,8 +139,8 @@ static int load_allocations(sched *s, int64_t now_mono)
 /* Replay x's history through its fresh searcher and median rule: its
  * warm-start history (warmstart.h), trials in
  * creation order (on_created), the objective's reports in arrival order
- * (on_report; other objectives and constraints through on_metric, in the
- * same order), then the finished trials (on_done). */
+ * (on_report; other objectives, constraints and the cost metric through
+ * on_metric, in the same order), then the finished trials (on_done). */
 static void load_replay(sched *s, experiment *x)
 {
     /* The warm-start history first: it is older than every trial, and the

@@ -229,6 +229,9 @@ void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_
             x->srch->ops->on_metric(x->srch, trial_id, k, x_pos, sp->obj_goal_max[k] ? v : -v);
     for (int c = 0; c < sp->mo.n_con; c++)
         if (!strcmp(name, sp->con_metric[c])) x->srch->ops->on_metric(x->srch, trial_id, sp->mo.n_obj + c, x_pos, v);
+    /* The cost may also be an objective or constrained: then it fills both. */
+    if (sp->cost_metric && !strcmp(name, sp->cost_metric))
+        x->srch->ops->on_metric(x->srch, trial_id, SEARCH_COST_SLOT(&sp->mo), x_pos, v);
 }
 
 void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)

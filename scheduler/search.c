@@ -9,7 +9,9 @@
 #include "search.h"
 #include "search_space.h"
 #include "hf_err.h"
+#include "hf_metric.h"
 
+#include <math.h>
 #include <string.h>
 
 extern const searcher_ops search_grid_ops;
@@ -46,6 +48,18 @@ const char *const *search_names(void)
 void search_observe(searcher *s, int64_t index, const json_t *hparams, int64_t level, double value)
 {
     if (s && s->ops && s->ops->observe) s->ops->observe(s, index, hparams, level, value);
+}
+
+void search_cost_add(search_cost *c, double v)
+{
+    if (!isfinite(v) || v <= 0) return;
+    c->sum += v;
+    c->n++;
+}
+
+double search_cost_mean(const search_cost *c)
+{
+    return c->n > 0 ? c->sum / (double)c->n : NAN;
 }
 
 int64_t search_cfg_int(const json_t *cfg, const char *key, int64_t dflt)
@@ -97,5 +111,17 @@ int search_validate(const json_t *cfg, const struct search_space *sp, hf_jerr *e
     if ((rc = hf_json_get_int(cfg, "searcher", "max_epochs", 0, 1, 1000000, &x, e))) return rc;
     if ((rc = hf_json_get_object(cfg, "searcher", "median_stopping", 0, &ms, e))) return rc;
     if (ms && (rc = search_median_validate(ms, e))) return rc;
+    if (json_object_get(cfg, "cost_metric")) {
+        /* Checked here for every searcher, so the ones without a model get
+         * an error naming the field rather than "unknown field". asha
+         * checks its sampler itself. */
+        const char *cm = NULL;
+        if (strcmp(name, "tpe") && strcmp(name, "asha"))
+            return hf_jerr_set(e, "searcher", "cost_metric", "only with tpe, or asha with \"sampler\": \"tpe\" "
+                               "(%s fits no model to weigh the cost against)", name);
+        if ((rc = hf_json_get_string(cfg, "searcher", "cost_metric", 0, HF_METRIC_NAME_MAX, &cm, e))) return rc;
+        if (!hf_metric_name_ok(cm))
+            return hf_jerr_set(e, "searcher", "cost_metric", "not a valid metric name ([A-Za-z0-9_.:/-], 1..64 bytes)");
+    }
     return ops->validate ? ops->validate(cfg, sp, e) : 0;
 }

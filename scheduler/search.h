@@ -26,7 +26,6 @@
 
 struct search_space;           /* search_space.h: parsed "hyperparameters" */
 struct search_objectives;      /* search_mo.h: objectives and constraints */
-struct search_objectives;      /* search_mo.h: objectives and constraints */
 
 /* What next() tells the dispatcher. */
 enum search_next_rc {
@@ -99,7 +98,11 @@ typedef struct searcher_ops {
      * every report of slot k >= 1 of search_objectives (objective k,
      * sign-normalised so that higher is better, or a constraint's raw
      * value), in arrival order among the on_report calls, live and in
-     * replay. A searcher without them ranks by objective 0 alone. */
+     * replay. A searcher without them ranks by objective 0 alone. When the
+     * searcher object names a "cost_metric" (tpe, asha with the tpe
+     * sampler), every report of that metric also arrives, raw, as slot
+     * SEARCH_COST_SLOT(o) = n_obj + n_con (after the constraints; with no
+     * configure call, 1). */
     int  (*configure)(searcher *s, const struct search_objectives *o);
     void (*on_metric)(searcher *s, int64_t trial_id, int slot, double epoch, double value);
 } searcher_ops;
@@ -149,6 +152,16 @@ void search_median_on_done(search_median *m, int64_t trial_id, int outcome);
  * capped at max_trials (experiment.c). */
 #define SEARCH_DEFAULT_CONCURRENCY 16
 
+/* Cost-aware proposals ("cost_metric", docs/search.md "Cost-aware
+ * proposals"): a trial's cost per unit of budget is the mean of its
+ * reports of the cost metric; non-finite and non-positive values are
+ * ignored. Summed in arrival order, which replay repeats. */
+typedef struct search_cost { double sum; int64_t n; } search_cost;
+void   search_cost_add(search_cost *c, double v);
+double search_cost_mean(const search_cost *c);   /* NAN when none */
+/* The on_metric slot of the cost metric (after objectives and constraints). */
+#define SEARCH_COST_SLOT(o) ((o)->n_obj + (o)->n_con)
+
 /* Keys of the "searcher" object common to every algorithm; an algorithm's
  * validate rejects keys that are neither these nor its own. */
 #define SEARCH_COMMON_KEYS "name", "max_trials", "max_concurrent_trials", "seed", \
@@ -178,10 +191,18 @@ int     search_cfg_only_keys(const json_t *cfg, const char *const *own, hf_jerr 
  * be 0). The best ceil(gamma * n) (at most 25) observations form l(x), the
  * rest g(x); with multivariate the unconditional parameters are drawn
  * jointly, then each remaining active parameter alone, each time the best
- * of n_candidates samples of l by log l - log g. Same inputs and rng state,
- * same result.
+ * of n_candidates samples of l by log l - log g. With costs (obs[i].cost,
+ * at least 2 known among the observations of a group) the choice is by
+ * log EI - log c instead (docs/search.md "Cost-aware proposals"). Same
+ * inputs and rng state, same result.
  * RET a new hyperparameter object, or NULL on OOM. */
-typedef struct search_tpe_obs { const json_t *hparams; int64_t level; double value; int64_t index; } search_tpe_obs;
+typedef struct search_tpe_obs {
+    const json_t *hparams;
+    int64_t level;
+    double  value;
+    int64_t index;
+    double  cost;              /* cost per unit of budget ("cost_metric"); NAN (or <= 0): unknown */
+} search_tpe_obs;
 typedef struct search_tpe_opts {
     double  gamma;             /* fraction of observations that are "good" (at most 25) */
     int64_t n_candidates;      /* draws from l per choice */

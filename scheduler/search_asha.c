@@ -86,6 +86,7 @@ typedef struct asha_trial {
     double   last;                 /* last reported value */
     search_mo_last  mlast;         /* multi-objective: last value of every slot */
     search_mo_last *mres;          /* multi-objective: mlast at rung k, k < nres (own) */
+    search_cost     cost;          /* reports of cost_metric (cost_on) */
 } asha_trial;
 
 typedef struct asha_bracket {
@@ -110,6 +111,7 @@ typedef struct asha_searcher {
     size_t               nhist, chist;
     search_objectives    mo;
     int                  mo_on;            /* several objectives or constraints */
+    int                  cost_on;          /* "cost_metric" (sampler tpe): SEARCH_COST_SLOT is the cost */
 } asha_searcher;
 
 /* Rungs of bracket s: r*eta^(s+k) while < R, then R. RET count. */
@@ -129,7 +131,7 @@ static int asha_rungs(int64_t r, int64_t R, int64_t eta, int s, int64_t *out)
 static int asha_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
 {
     static const char *const own[] = {"reduction_factor", "min_epochs", "brackets", "mode", "sampler",
-                                      "n_startup_trials", NULL};
+                                      "n_startup_trials", "cost_metric", NULL};
     int64_t eta = 3, r = 1, R = 0, br = 1, ns = 0;
     const char *mode = NULL, *sampler = NULL;
     int rc;
@@ -167,6 +169,10 @@ static int asha_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
     if ((rc = hf_json_get_int(cfg, "searcher", "n_startup_trials", 0, 2, 100000, &ns, e))) return rc;
     if (json_object_get(cfg, "n_startup_trials") && !(sampler && !strcmp(sampler, "tpe")))
         return hf_jerr_set(e, "searcher", "n_startup_trials", "only with \"sampler\": \"tpe\"");
+    /* The cost only weighs TPE's proposals (search_validate checked the name). */
+    if (json_object_get(cfg, "cost_metric") && !(sampler && !strcmp(sampler, "tpe")))
+        return hf_jerr_set(e, "searcher", "cost_metric", "only with \"sampler\": \"tpe\" (the random sampler "
+                           "has no model to weigh the cost against)");
     return 0;
 }
 
@@ -186,6 +192,8 @@ static searcher *asha_create(const json_t *cfg, const search_space *sp, int goal
     const char *sampler = json_string_value(json_object_get(cfg, "sampler"));
     s->sampler_tpe = sampler && !strcmp(sampler, "tpe");
     s->n_startup = search_cfg_int(cfg, "n_startup_trials", 10);
+    s->cost_on = s->sampler_tpe && json_object_get(cfg, "cost_metric") != NULL;
+    s->mo.n_obj = 1;    /* until configure: the cost's slot is then 1 */
     if (s->n_startup < 2) s->n_startup = 2;
     if (s->eta < 2) s->eta = 2;
     if (s->max_epochs < 1) s->max_epochs = 1;
@@ -390,8 +398,10 @@ static json_t *asha_sample(asha_searcher *s, uint64_t *rng)
     for (size_t i = 0; i < s->n; i++) {
         const asha_trial *t = &s->t[i];
         if (t->nres < 1 || !isfinite(t->res[t->nres - 1])) continue;
+        /* The cost per epoch of the trial so far: what a new trial near it
+         * would cost per epoch of whatever budget ASHA grants it. */
         obs[n++] = (search_tpe_obs){t->hparams, s->br[t->bracket].budget[t->nres - 1], t->res[t->nres - 1],
-                                    t->index};
+                                    t->index, search_cost_mean(&t->cost)};
     }
     if (s->mo_on && asha_mo_levels(s, obs, n)) { free(obs); return NULL; }
     /* No constant liar: a running trial here is often a promoted, good one. */
@@ -461,7 +471,9 @@ static void asha_on_metric(searcher *base, int64_t trial_id, int slot, double ep
     asha_searcher *s = (asha_searcher *)base;
     asha_trial *t = asha_find(s, trial_id);
     (void)epoch;
-    if (t) search_mo_last_set(&t->mlast, slot, value);
+    if (!t) return;
+    if (s->cost_on && slot == SEARCH_COST_SLOT(&s->mo)) search_cost_add(&t->cost, value);
+    else search_mo_last_set(&t->mlast, slot, value);
 }
 
 static int asha_configure(searcher *base, const search_objectives *mo)
@@ -550,7 +562,7 @@ static void asha_observe(searcher *base, int64_t index, const json_t *hp, int64_
         s->hist = nh; s->chist = nc;
     }
     json_t *c = json_deep_copy(hp);
-    if (c) s->hist[s->nhist++] = (search_tpe_obs){c, level, value, index};
+    if (c) s->hist[s->nhist++] = (search_tpe_obs){c, level, value, index, NAN};   /* cost unknown */
 }
 
 static json_t *asha_describe(searcher *base)
@@ -588,6 +600,12 @@ static json_t *asha_describe(searcher *base)
         int64_t n = asha_n_results(s);
         json_object_set_new(d, "model", json_boolean(n >= s->n_startup));
         json_object_set_new(d, "observations", json_integer(n));
+    }
+    if (d && s->cost_on) {
+        /* Rung results with a cost: the cost model applies from 2. */
+        int64_t k = 0;
+        for (size_t i = 0; i < s->n; i++) k += s->t[i].nres > 0 && s->t[i].cost.n > 0;
+        json_object_set_new(d, "observations_with_cost", json_integer(k));
     }
     return d;
 }

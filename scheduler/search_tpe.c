@@ -74,6 +74,7 @@ typedef struct tpe_obs {
     double   final;         /* on_done value, NAN if none */
     int      state;         /* 0 running, 1 observation, 2 discarded */
     search_mo_last last;    /* last value of each objective and constraint (configure) */
+    search_cost cost;       /* reports of cost_metric (cost_on) */
 } tpe_obs;
 
 typedef struct tpe_searcher {
@@ -88,12 +89,13 @@ typedef struct tpe_searcher {
     size_t               n, cap;
     search_objectives    mo;               /* n_obj 1, n_con 0 unless configured */
     int                  own_gamma, own_cand, own_startup, own_mv;   /* set in the file */
+    int                  cost_on;          /* "cost_metric": on_metric's SEARCH_COST_SLOT is the cost */
 } tpe_searcher;
 
 static int tpe_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
 {
     static const char *const own[] = {"n_startup_trials", "gamma", "n_ei_candidates", "prior_weight",
-                                      "constant_liar", "multivariate", NULL};
+                                      "constant_liar", "multivariate", "cost_metric", NULL};
     int64_t i; double d;
     int rc;
     (void)sp;
@@ -134,6 +136,7 @@ static searcher *tpe_create(const json_t *cfg, const search_space *sp, int goal_
     s->own_cand = json_object_get(cfg, "n_ei_candidates") != NULL;
     s->own_startup = json_object_get(cfg, "n_startup_trials") != NULL;
     s->own_mv = mv != NULL;
+    s->cost_on = json_object_get(cfg, "cost_metric") != NULL;   /* search_validate checked it */
     return &s->base;
 }
 
@@ -341,31 +344,40 @@ oom:
  * bench/search_synthetic suite, 20 seeds: Hartmann-6 median regret 0.38
  * with the normalised density, 0.23 without; Rosenbrock-5 405 -> 180,
  * Levy-6 2.4 -> 1.7, Branin 0.27 -> 0.15 (docs/search.md). */
+static double kde_comp_logpdf(const tpe_kde *k, const tpe_dim *dims, size_t i, const double *c, double s);
+
 static double kde_logpdf(const tpe_kde *k, const tpe_dim *dims, const double *c)
 {
     double mx = -INFINITY, acc = 0;
     double *lp = malloc(k->m * sizeof *lp);
     if (!lp) return 0;
     for (size_t i = 0; i < k->m; i++) {
-        double s = k->logw[i];
-        for (size_t d = 0; d < k->nd; d++) {
-            if (dims[d].kind == DIM_CAT) { s += k->cat[d][i * dims[d].K + (size_t)c[d]]; continue; }
-            double mu = k->mu[i * k->nd + d], sg = k->sg[i * k->nd + d], z = (c[d] - mu) / sg;
-            if (dims[d].kind == DIM_STEP) {
-                double h = 0.5 / (double)dims[d].K;
-                double lo = fmax(c[d] - h, 0.0), hi = fmin(c[d] + h, 1.0);
-                s += log_mass((lo - mu) / sg, (hi - mu) / sg);
-            } else {
-                s += -0.5 * z * z - 0.5 * log(2 * M_PI);   /* no -log(sg): see kde_logpdf's comment */
-            }
-            s -= k->lz[i * k->nd + d];
-        }
+        double s = kde_comp_logpdf(k, dims, i, c, k->logw[i]);
         lp[i] = s;
         if (s > mx) mx = s;
     }
     for (size_t i = 0; i < k->m; i++) acc += exp(lp[i] - mx);
     free(lp);
     return mx + log(acc);
+}
+
+/* s plus the log kernel of component i at c (kde_logpdf's terms, added in
+ * the same order so that kde_logpdf's sums do not change by a bit). */
+static double kde_comp_logpdf(const tpe_kde *k, const tpe_dim *dims, size_t i, const double *c, double s)
+{
+    for (size_t d = 0; d < k->nd; d++) {
+        if (dims[d].kind == DIM_CAT) { s += k->cat[d][i * dims[d].K + (size_t)c[d]]; continue; }
+        double mu = k->mu[i * k->nd + d], sg = k->sg[i * k->nd + d], z = (c[d] - mu) / sg;
+        if (dims[d].kind == DIM_STEP) {
+            double h = 0.5 / (double)dims[d].K;
+            double lo = fmax(c[d] - h, 0.0), hi = fmin(c[d] + h, 1.0);
+            s += log_mass((lo - mu) / sg, (hi - mu) / sg);
+        } else {
+            s += -0.5 * z * z - 0.5 * log(2 * M_PI);   /* no -log(sg): see kde_logpdf's comment */
+        }
+        s -= k->lz[i * k->nd + d];
+    }
+    return s;
 }
 
 /* Draw one point c (nd) from the mixture: a component by weight, then each
@@ -462,14 +474,106 @@ static size_t group_rows(const tpe_dim *dims, size_t nd, const json_t *const *hp
     return r;
 }
 
+/* ---------------------------------------------------------------- cost */
+
+/* The cost model of one group ("cost_metric"; docs/search.md "Cost-aware
+ * proposals"): a Nadaraya-Watson regression of log cost over the
+ * observations of the group that have a cost,
+ *   log c^(x) = sum_i K_i(x) lc_i / sum_i K_i(x),
+ * with K_i the kernel of observation i's component in an estimator built
+ * over those observations by kde_build (the same kernels and bandwidth
+ * rules as l and g; the prior component is left out: it has no cost).
+ * lc_i is log cost minus its mean, so only ratios of costs matter. n < 2:
+ * no model (one cost says nothing about which region is cheaper). */
+typedef struct tpe_costm {
+    tpe_kde  k;
+    size_t   n;             /* observations with a cost in the group; 0: no model */
+    double  *lc;            /* (n) centred log cost */
+    double  *lk;            /* (n) scratch: log kernels at x */
+} tpe_costm;
+
+static void costm_free(tpe_costm *cm)
+{
+    kde_free(&cm->k);
+    free(cm->lc); free(cm->lk);
+    memset(cm, 0, sizeof *cm);
+}
+
+/* Build cm from hps[0..n) with cost[0..n) (unknown: NAN or <= 0). RET 0
+ * (cm->n may be 0) or HF_ENOMEM. */
+static int costm_build(tpe_costm *cm, const tpe_dim *dims, size_t nd, const json_t *const *hps, const double *cost,
+                       size_t n, const search_tpe_opts *o)
+{
+    memset(cm, 0, sizeof *cm);
+    const json_t **ch = malloc((n ? n : 1) * sizeof *ch);
+    double *lin = malloc((n ? n : 1) * sizeof *lin), *x = malloc((n ? n : 1) * nd * sizeof *x);
+    int rc = HF_ENOMEM;
+    cm->lc = malloc((n ? n : 1) * sizeof *cm->lc);
+    cm->lk = malloc((n ? n : 1) * sizeof *cm->lk);
+    if (!ch || !lin || !x || !cm->lc || !cm->lk) goto end;
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++)
+        if (isfinite(cost[j]) && cost[j] > 0) { ch[k] = hps[j]; lin[k++] = log(cost[j]); }
+    size_t r = group_rows(dims, nd, ch, k, x, lin, cm->lc);
+    rc = 0;
+    if (r < 2) goto end;
+    double mean = 0;
+    for (size_t i = 0; i < r; i++) mean += cm->lc[i];
+    mean /= (double)r;
+    for (size_t i = 0; i < r; i++) cm->lc[i] -= mean;
+    if ((rc = kde_build(&cm->k, dims, nd, x, NULL, r, o))) goto end;
+    cm->n = r;
+end:
+    free(ch); free(lin); free(x);
+    if (rc) costm_free(cm);
+    return rc;
+}
+
+/* log c^(c), the predicted (centred) log cost at the point c. */
+static double costm_log(const tpe_costm *cm, const tpe_dim *dims, const double *c)
+{
+    double mx = -INFINITY, num = 0, den = 0;
+    for (size_t i = 0; i < cm->n; i++) {
+        cm->lk[i] = kde_comp_logpdf(&cm->k, dims, i, c, 0.0);
+        if (cm->lk[i] > mx) mx = cm->lk[i];
+    }
+    for (size_t i = 0; i < cm->n; i++) {
+        double w = exp(cm->lk[i] - mx);
+        num += w * cm->lc[i];
+        den += w;
+    }
+    return den > 0 ? num / den : 0.0;
+}
+
+/* log EI under TPE up to a constant (Bergstra et al. 2011, eq. 6):
+ * EI(x) is proportional to 1 / (gam + (1 - gam) g(x) / l(x)), so with
+ * r = log l(x) - log g(x) this is -log(gam + (1 - gam) exp(-r)), computed
+ * as a log-sum-exp. Monotone in r, so without a cost it would choose what
+ * r alone chooses; with one, it flattens where l already dominates g,
+ * which is what lets a cheaper candidate win among the good ones. */
+static double tpe_log_ei(double gam, double r)
+{
+    double a = log(gam), b = log1p(-gam) - r;
+    if (b == -INFINITY) return -a;
+    double m = fmax(a, b);
+    return -(m + log1p(exp(fmin(a, b) - m)));
+}
+
+/* ---------------------------------------------------------------- choice */
+
 /* Choose values for the parameters dims[0..nd) jointly: n_candidates draws
  * from l (good), keep the one maximising log l - log g, set them in hp.
  * hps[0..ng) are the good trials, hps[ng..ng+nb) the bad, each in creation
- * order. RET 0 or HF_ENOMEM. */
+ * order. cost[0..ng+nb) (NULL: none) are their costs: when at least 2 of
+ * the group's observations have one, the score is log EI - log c^ instead
+ * (EI per unit of cost; Snoek, Larochelle and Adams 2012), with gam =
+ * ng / (ng + nb), the good fraction l and g were fitted with (running
+ * trials count among the bad). RET 0 or HF_ENOMEM. */
 static int tpe_choose(const search_tpe_opts *o, const tpe_dim *dims, size_t nd, const json_t *const *hps,
-                      const double *wg, size_t ng, size_t nb, uint64_t *rng, json_t *hp)
+                      const double *wg, const double *cost, size_t ng, size_t nb, uint64_t *rng, json_t *hp)
 {
     tpe_kde l = {0}, g = {0};
+    tpe_costm cm = {0};
     size_t nmax = (ng > nb ? ng : nb) + 1;
     double *x = malloc(nmax * nd * sizeof *x), *c = malloc(2 * nd * sizeof *c), *w = malloc(nmax * sizeof *w);
     int rc = HF_ENOMEM;
@@ -477,10 +581,13 @@ static int tpe_choose(const search_tpe_opts *o, const tpe_dim *dims, size_t nd, 
     size_t nl = group_rows(dims, nd, hps, ng, x, wg, w);
     if ((rc = kde_build(&l, dims, nd, x, wg ? w : NULL, nl, o))) goto end;
     if ((rc = kde_build(&g, dims, nd, x, NULL, group_rows(dims, nd, hps + ng, nb, x, NULL, NULL), o))) goto end;
+    if (cost && (rc = costm_build(&cm, dims, nd, hps, cost, ng + nb, o))) goto end;
+    double gam = (double)ng / (double)(ng + nb);
     double best = -INFINITY, *bc = c + nd;
     for (int64_t k = 0; k < o->n_candidates; k++) {
         kde_sample(&l, dims, rng, c);
         double score = kde_logpdf(&l, dims, c) - kde_logpdf(&g, dims, c);
+        if (cm.n) score = tpe_log_ei(gam, score) - costm_log(&cm, dims, c);
         if (score > best || k == 0) { best = score; memcpy(bc, c, nd * sizeof *c); }
     }
     for (size_t d = 0; d < nd; d++) {
@@ -491,6 +598,7 @@ static int tpe_choose(const search_tpe_opts *o, const tpe_dim *dims, size_t nd, 
     rc = 0;
 end:
     kde_free(&l); kde_free(&g);
+    costm_free(&cm);
     free(x); free(c); free(w);
     return rc;
 }
@@ -546,15 +654,17 @@ static int agrees(const json_t *hp, const json_t *h)
 /* Choose the parameters dims[0..nd) (jointly when nd > 1) from the
  * observations and liars that agree with the values already in hp, ranked
  * and split among themselves. o2 may differ from o (the branch prior).
- * RET 0 or HF_ENOMEM. */
+ * use_cost: pass the observations' costs to tpe_choose (the liars' are
+ * unknown). RET 0 or HF_ENOMEM. */
 static int tpe_choose_within(const search_tpe_opts *o2, const tpe_dim *dims, size_t nd, const tpe_wobs *obs,
-                             size_t N, const json_t *const *liars, size_t nl, uint64_t *rng, json_t *hp)
+                             size_t N, const json_t *const *liars, size_t nl, int use_cost, uint64_t *rng,
+                             json_t *hp)
 {
     tpe_wobs *sub = malloc((N ? N : 1) * sizeof *sub);
     const json_t **hps = malloc((N + nl + 1) * sizeof *hps);
-    double *wg = NULL;
+    double *wg = NULL, *cost = use_cost ? malloc((N + nl + 1) * sizeof *cost) : NULL;
     int rc = HF_ENOMEM;
-    if (!sub || !hps) goto end;
+    if (!sub || !hps || (use_cost && !cost)) goto end;
     size_t M = 0, nb = 0;
     for (size_t j = 0; j < N; j++)
         if (agrees(hp, obs[j].o.hparams)) sub[M++] = obs[j];
@@ -569,9 +679,10 @@ static int tpe_choose_within(const search_tpe_opts *o2, const tpe_dim *dims, siz
     for (size_t j = 0; j < ng && !wg; j++)
         if (sub[j].w > 0 && !(wg = malloc(ng * sizeof *wg))) goto end;
     for (size_t j = 0; wg && j < ng; j++) wg[j] = sub[j].w > 0 ? sub[j].w : 1e-12;
-    rc = tpe_choose(o2, dims, nd, hps, wg, ng, nb, rng, hp);
+    for (size_t j = 0; cost && j < ng + nb; j++) cost[j] = j < M ? sub[j].o.cost : NAN;
+    rc = tpe_choose(o2, dims, nd, hps, wg, cost, ng, nb, rng, hp);
 end:
-    free(sub); free(hps); free(wg);
+    free(sub); free(hps); free(wg); free(cost);
     return rc;
 }
 
@@ -599,7 +710,7 @@ end:
  * 0.0048; runs stuck in the worse branch 18 -> 41 of 400 (Optuna's 58);
  * held-out seeds 400-799 the same (docs/search.md). */
 static int tpe_branches(const search_space *sp, const search_tpe_opts *o, const tpe_wobs *obs, size_t N,
-                        const json_t *const *liars, size_t nl, uint64_t *rng, json_t *hp)
+                        const json_t *const *liars, size_t nl, int use_cost, uint64_t *rng, json_t *hp)
 {
     search_tpe_opts ob = *o;
     ob.prior_weight *= TPE_BRANCH_PRIOR;
@@ -611,7 +722,7 @@ static int tpe_branches(const search_space *sp, const search_tpe_opts *o, const 
                 !search_space_active(sp, pi, hp))
                 continue;
             tpe_dim d = dim_of(p);
-            if (tpe_choose_within(&ob, &d, 1, obs, N, liars, nl, rng, hp)) return HF_ENOMEM;
+            if (tpe_choose_within(&ob, &d, 1, obs, N, liars, nl, use_cost, rng, hp)) return HF_ENOMEM;
             more = 1;
         }
     }
@@ -621,7 +732,7 @@ static int tpe_branches(const search_space *sp, const search_tpe_opts *o, const 
     for (size_t pi = 0; pi < sp->n; pi++)
         if (sp->p[pi].kind != SPACE_CONST && !json_object_get(hp, sp->p[pi].name) && search_space_active(sp, pi, hp))
             dims[nd++] = dim_of(&sp->p[pi]);
-    int rc = nd ? tpe_choose_within(o, dims, nd, obs, N, liars, nl, rng, hp) : 0;
+    int rc = nd ? tpe_choose_within(o, dims, nd, obs, N, liars, nl, use_cost, rng, hp) : 0;
     free(dims);
     return rc;
 }
@@ -633,7 +744,7 @@ static json_t *tpe_propose_w(const search_space *sp, const search_tpe_opts *o, t
                              const json_t *const *liars, size_t nl, uint64_t *rng)
 {
     const json_t **hps = malloc((N + nl + 1) * sizeof *hps);
-    double *wg = NULL;
+    double *wg = NULL, *cost = NULL;
     json_t *hp = json_object();
     if (!hps || !hp) goto fail;
     /* A total order (level, value, then index): the split is the same
@@ -649,13 +760,21 @@ static json_t *tpe_propose_w(const search_space *sp, const search_tpe_opts *o, t
     for (size_t j = 0; j < ng && !wg; j++)
         if (obs[j].w > 0 && !(wg = malloc(ng * sizeof *wg))) goto fail;
     for (size_t j = 0; wg && j < ng; j++) wg[j] = obs[j].w > 0 ? obs[j].w : 1e-12;
+    /* Costs beside hps (running trials: unknown), only when 2 are known:
+     * otherwise every choice is exactly the cost-free one. */
+    size_t nc = 0;
+    for (size_t j = 0; j < N; j++) nc += isfinite(obs[j].o.cost) && obs[j].o.cost > 0;
+    if (nc >= 2) {
+        if (!(cost = malloc((N + nl + 1) * sizeof *cost))) goto fail;
+        for (size_t j = 0; j < N + nl; j++) cost[j] = j < N ? obs[j].o.cost : NAN;
+    }
 
     /* Multivariate: in a space without conditions, all parameters form one
      * joint group (Optuna's multivariate TPE on the intersection search
      * space). With conditions, tpe_branches chooses the branch first and
      * models the branch's parameters jointly. The rest (univariate) one at
      * a time once their parent is chosen. */
-    if (o->multivariate && tpe_branches(sp, o, obs, N, liars, nl, rng, hp)) goto fail;
+    if (o->multivariate && tpe_branches(sp, o, obs, N, liars, nl, cost != NULL, rng, hp)) goto fail;
     for (size_t pi = 0; pi < sp->n; pi++) {
         const space_param *p = &sp->p[pi];
         if (json_object_get(hp, p->name) || !search_space_active(sp, pi, hp)) continue;
@@ -665,12 +784,12 @@ static json_t *tpe_propose_w(const search_space *sp, const search_tpe_opts *o, t
             continue;
         }
         tpe_dim d = dim_of(p);
-        if (tpe_choose(o, &d, 1, hps, wg, ng, nb, rng, hp)) goto fail;
+        if (tpe_choose(o, &d, 1, hps, wg, cost, ng, nb, rng, hp)) goto fail;
     }
-    free(hps); free(wg);
+    free(hps); free(wg); free(cost);
     return hp;
 fail:
-    free(hps); free(wg);
+    free(hps); free(wg); free(cost);
     json_decref(hp);
     return NULL;
 }
@@ -731,7 +850,7 @@ static json_t *tpe_suggest(tpe_searcher *s, uint64_t *rng)
             const tpe_obs *t = &s->t[i];
             if (obs_usable(s, t)) {
                 src[N] = t;
-                obs[N++] = (tpe_wobs){{t->hparams, 0, obs_value(t), t->index}, 0};
+                obs[N++] = (tpe_wobs){{t->hparams, 0, obs_value(t), t->index, search_cost_mean(&t->cost)}, 0};
             }
             /* Constant liar: trials still running count as bad, so
              * parallel workers are steered away from points already being
@@ -815,7 +934,9 @@ static void tpe_on_metric(searcher *base, int64_t trial_id, int slot, double epo
     tpe_searcher *s = (tpe_searcher *)base;
     tpe_obs *o = tpe_find(s, trial_id);
     (void)epoch;
-    if (o) search_mo_last_set(&o->last, slot, value);
+    if (!o) return;
+    if (s->cost_on && slot == SEARCH_COST_SLOT(&s->mo)) search_cost_add(&o->cost, value);
+    else search_mo_last_set(&o->last, slot, value);
 }
 
 /* Several objectives: univariate, gamma 0.25, 24 candidates and 10
@@ -867,10 +988,17 @@ static json_t *tpe_describe(searcher *base)
 {
     tpe_searcher *s = (tpe_searcher *)base;
     size_t n = tpe_n_observed(s);
-    return json_pack("{s:s, s:I, s:I, s:b, s:b, s:i, s:i}", "algorithm", "tpe", "observations", (json_int_t)n,
-                     "n_startup_trials", (json_int_t)s->n_startup,
-                     "model", (int64_t)n >= s->n_startup, "multivariate", s->opt.multivariate,
-                     "objectives", s->mo.n_obj, "constraints", s->mo.n_con);
+    json_t *d = json_pack("{s:s, s:I, s:I, s:b, s:b, s:i, s:i}", "algorithm", "tpe", "observations", (json_int_t)n,
+                          "n_startup_trials", (json_int_t)s->n_startup,
+                          "model", (int64_t)n >= s->n_startup, "multivariate", s->opt.multivariate,
+                          "objectives", s->mo.n_obj, "constraints", s->mo.n_con);
+    if (d && s->cost_on) {
+        /* How many observations the cost model has (it applies from 2). */
+        json_int_t k = 0;
+        for (size_t i = 0; i < s->n; i++) k += obs_usable(s, &s->t[i]) && s->t[i].cost.n > 0;
+        json_object_set_new(d, "observations_with_cost", json_integer(k));
+    }
+    return d;
 }
 
 const searcher_ops search_tpe_ops = {

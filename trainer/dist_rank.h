@@ -89,10 +89,11 @@ int  dist_ckpt_save(tr_rank *r, const dist_optstate *os, int epoch, int64_t batc
                     const tr_epoch_sums *sums, char *path, size_t pathlen);
 
 /* Chief, at the end of epoch pos->epoch: the epoch line (tr_report_epoch;
- * `where` ends its log line), with the checkpoint of the epoch's end, is
+ * `where` ends its log line), with the checkpoint of the epoch's end and
+ * epoch_seconds = train_time plus the evaluation and checkpoint, is
  * printed. OUT *rep as printed (path must outlive it). */
 void dist_report_epoch(tr_rank *r, const dist_optstate *os, const dist_pos *pos, double samples_per_s,
-                       const char *where, tr_report *rep, char *path, size_t pathlen);
+                       double train_time, const char *where, tr_report *rep, char *path, size_t pathlen);
 
 /* Chief, when a stop ended the run at pos: checkpoint that position with
  * the running sums and print the position line — with always, also when

@@ -18,7 +18,7 @@ void tr_report_init(tr_report *r)
 {
     r->step = -1;
     r->epoch = -1;
-    r->train_loss = r->train_acc = r->val_loss = r->val_acc = r->test_acc = r->samples_per_s = r->lr = NAN;
+    r->train_loss = r->train_acc = r->val_loss = r->val_acc = r->test_acc = r->samples_per_s = r->lr = r->epoch_seconds = NAN;
     r->checkpoint = NULL;
 }
 
@@ -30,6 +30,7 @@ void tr_report_print(FILE *f, const tr_report *r)
     struct { const char *k; double v; } m[] = {
         {"train_loss", r->train_loss}, {"train_acc", r->train_acc}, {"val_loss", r->val_loss},
         {"val_acc", r->val_acc}, {"test_acc", r->test_acc}, {"samples_per_s", r->samples_per_s}, {"lr", r->lr},
+        {"epoch_seconds", r->epoch_seconds},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (isfinite(m[i].v)) json_object_set_new(j, m[i].k, json_real(m[i].v));
@@ -46,7 +47,8 @@ void tr_report_print(FILE *f, const tr_report *r)
 void tr_report_step(int64_t step, double epoch, double train_loss, double lr, double samples_per_s)
 {
     tr_report rep = {.step = step, .epoch = epoch, .train_loss = train_loss, .train_acc = NAN, .val_loss = NAN,
-                     .val_acc = NAN, .test_acc = NAN, .samples_per_s = samples_per_s, .lr = lr, .checkpoint = NULL};
+                     .val_acc = NAN, .test_acc = NAN, .samples_per_s = samples_per_s, .lr = lr, .epoch_seconds = NAN,
+                     .checkpoint = NULL};
     tr_report_print(stdout, &rep);
 }
 

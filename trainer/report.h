@@ -9,7 +9,8 @@
  *   checkpoint line  a checkpoint written between epoch ends (or the
  *                    position where a stopped run ended)
  *   epoch line       at each epoch's end: train loss and accuracy, lr,
- *                    validation and test metrics, throughput, checkpoint
+ *                    validation and test metrics, throughput, the epoch's
+ *                    wall-clock seconds, checkpoint
  */
 #ifndef TR_REPORT_H
 #define TR_REPORT_H
@@ -26,6 +27,8 @@ typedef struct tr_report {
     int64_t step;
     double  epoch;
     double  train_loss, train_acc, val_loss, val_acc, test_acc, samples_per_s, lr;
+    double  epoch_seconds;    /* epoch lines: wall-clock seconds the epoch cost (training,
+                                 evaluation, checkpoint), what a cost-aware searcher reads */
     const char *checkpoint;   /* path or NULL */
 } tr_report;
 

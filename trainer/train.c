@@ -270,6 +270,9 @@ int tr_train_main(const tr_options *o)
         r.loss_sum = 0;
         r.loss_count = r.correct = r.seen = 0;
         if (save_ckpt(&r, r.epoch + 1, 0, path, sizeof path) == 0) rep.checkpoint = path;
+        /* What the epoch cost the slot: training, evaluation and checkpoint
+         * (from the resume point when the run resumed mid-epoch). */
+        rep.epoch_seconds = hf_mono_s() - t0;
         tr_report_print(stdout, &rep);
     }
     if (stopped) {

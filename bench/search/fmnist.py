@@ -15,6 +15,12 @@ per searcher with the same total budget of epochs:
                 Optuna's SuccessiveHalving/HyperbandPruner do)
   asha-tpe    : the same with "sampler": "tpe" (new trials drawn by TPE
                 from the rung results, as BOHB does)
+  asha-tpe-cost : asha-tpe with "cost_metric": "epoch_seconds" (TPE's
+                proposals weigh expected improvement against the
+                trainer's seconds per epoch, docs/search.md "Cost-aware
+                proposals"); prints the searcher's observations_with_cost
+                and the mean hidden size and seconds per epoch of its
+                trials
 and reads every trial's val_acc history (GET /api/v1/trials/{id}/metrics).
 Epochs are counted across all trials in the order reports arrived (a
 resumed ASHA trial counts only the epochs it adds). For each run it prints
@@ -24,7 +30,8 @@ random/asha (the issue's target: asha <= 1/3 of random).
 
 Usage: fmnist.py [--seeds 1,2,3] [--budget 54] [--max-epochs 9]
                  [--min-epochs 1] [--eta 3] [--asha-mode promote|stop]
-                 [--slots 2] [--searchers random,asha,asha-stop,asha-tpe,tpe] [--target 0.88]
+                 [--slots 2] [--searchers random,asha,asha-stop,asha-tpe,asha-tpe-cost,tpe]
+                 [--target 0.88]
 Needs $HF_BIN (default ./bin) with hyperfarm-scheduler, hyperfarm-agent,
 hyperfarm-train. Exit 2 when they are missing (bench/run: "not run").
 """
@@ -80,11 +87,13 @@ def wait_health(api, secs=15):
 
 
 def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, eta=3, mode="promote"):
-    if searcher in ("asha", "asha-tpe", "asha-stop"):
+    if searcher in ("asha", "asha-tpe", "asha-stop", "asha-tpe-cost"):
         sc = {"name": "asha", "max_trials": 1000, "max_epochs": max_epochs, "min_epochs": min_epochs,
               "reduction_factor": eta, "mode": "stop" if searcher == "asha-stop" else mode}
-        if searcher == "asha-tpe":
+        if searcher in ("asha-tpe", "asha-tpe-cost"):
             sc["sampler"] = "tpe"   # new trials from TPE over the rung results (BOHB-style)
+        if searcher == "asha-tpe-cost":
+            sc["cost_metric"] = "epoch_seconds"   # the trainer's seconds per epoch (docs/trainer.md)
     elif searcher == "tpe":
         sc = {"name": "tpe", "max_trials": budget // max_epochs, "max_epochs": max_epochs,
               "n_startup_trials": 3}
@@ -104,10 +113,10 @@ def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, et
     }
 
 
-def metrics_of(api, tid):
+def metrics_of(api, tid, name="val_acc"):
     out, after = [], 0
     while True:
-        r = api.call("GET", "/api/v1/trials/%d/metrics?name=val_acc&after=%d&limit=10000" % (tid, after))
+        r = api.call("GET", "/api/v1/trials/%d/metrics?name=%s&after=%d&limit=10000" % (tid, name, after))
         m = r.get("metrics", [])
         out += m
         if not m:
@@ -163,8 +172,21 @@ def run_one(api, searcher, seed, args):
         if first is None and v >= args.target:
             first = cum
             first_s = at - t_submit      # the agent's clock: same machine
-    return {"searcher": searcher, "seed": seed, "trials": len(trials), "epochs": min(cum, args.budget),
-            "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall}
+    res = {"searcher": searcher, "seed": seed, "trials": len(trials), "epochs": min(cum, args.budget),
+           "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall}
+    if searcher == "asha-tpe-cost":
+        # Evidence that the cost reached the model: the searcher's count of
+        # observations with a cost, and what its trials cost per epoch.
+        st = x.get("searcher_state") or {}
+        hid = [t["hparams"]["hidden"] for t in trials if "hidden" in (t.get("hparams") or {})]
+        secs = [m["value"] for t in trials for m in metrics_of(api, t["id"], "epoch_seconds")]
+        res.update({"observations_with_cost": st.get("observations_with_cost"),
+                    "mean_hidden": statistics.mean(hid) if hid else None,
+                    "mean_epoch_s": statistics.mean(secs) if secs else None})
+        print("  %s seed %d: observations_with_cost %s, mean hidden %s, mean epoch_seconds %s over %d reports"
+              % (searcher, seed, res["observations_with_cost"], res["mean_hidden"], res["mean_epoch_s"], len(secs)),
+              flush=True)
+    return res
 
 
 def main():

@@ -18,6 +18,9 @@ parallelism, for each seed:
             process and is stopped at a rung where it is not in the top
             1/eta: what Optuna's pruner does)
   asha-tpe  ours: ASHA with "sampler": "tpe" (BOHB)
+  asha-tpe-cost  ours: asha-tpe with "cost_metric": "epoch_seconds" (TPE
+            weighs expected improvement per second of training,
+            docs/search.md "Cost-aware proposals")
   tpe       ours: TPE with full-length trials (budget / R of them)
 
 Each run stops at the budget of epochs (counted over all trials in the
@@ -30,7 +33,7 @@ machine with at least 2 x parallel cores the runs do not share cores).
 
   /usr/bin/python3 bench/search/fmnist_h2h.py --seeds 1-10 --parallel 6 \\
       [--budget 243 --max-epochs 27 --min-epochs 1 --eta 3 --target 0.88] \\
-      [--methods optuna,asha,asha-stop,asha-tpe,tpe] [--json-out FILE]
+      [--methods optuna,asha,asha-stop,asha-tpe,asha-tpe-cost,tpe] [--json-out FILE]
 
 Not a test: figures only. Needs $HF_BIN (default ./bin) and Optuna
 (Debian's python3-optuna: scripts/install-deps --bench).
@@ -209,6 +212,10 @@ def main():
             res.append(r)
             print("%-9s %5d %7d %7.0f %12s %10s %8.4f %8.1f" % (m, s, r["trials"], r["epochs"], fmt(r["to_target"]),
                   fmt(r["s_to_target"], 1), r["best"], r["wall_s"]), flush=True)
+            if "observations_with_cost" in r:   # asha-tpe-cost: did the cost reach the model?
+                print("%-9s %5d   observations_with_cost %s, mean hidden %s, mean epoch_seconds %s"
+                      % (m, s, r["observations_with_cost"], fmt(r["mean_hidden"], 1), fmt(r["mean_epoch_s"], 3)),
+                      flush=True)
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(res, f, indent=1)

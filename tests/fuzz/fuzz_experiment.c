@@ -8,7 +8,7 @@
  * validation accepted must be one the searcher's model can take) —
  * configured with the file's objectives and constraints, each drawn trial
  * reporting every objective and constrained metric (search_mo.h slots)
- * and completing, so the multi-objective rankings run too. Nothing may
+ * and the cost metric (SEARCH_COST_SLOT) and completing, so the multi-objective rankings run too. Nothing may
  * crash, leak or read out
  * of bounds; a rejection must name a reason.
  */
@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (!nw.resume_trial) created++;
                 /* Every slot reports (values from the input's bytes), then the trial ends. */
                 double ep = nw.budget > 0 ? (double)nw.budget : 1;
-                for (int k = 1; s->ops->on_metric && k < sp.mo.n_obj + sp.mo.n_con; k++)
+                for (int k = 1; s->ops->on_metric && k < sp.mo.n_obj + sp.mo.n_con + (sp.cost_metric != NULL); k++)
                     s->ops->on_metric(s, id, k, ep, (double)data[(size_t)(i * 7 + k) % size] / 25.0);
                 double v = (double)data[(size_t)(i * 3) % size] / 25.0;
                 if (s->ops->on_report) s->ops->on_report(s, id, ep, v);

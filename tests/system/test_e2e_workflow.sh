@@ -137,7 +137,7 @@ hf_log "ok: warm start observes the same history after a restart"
 DATA=/usr/share/datasets/fashion-mnist
 if [[ -r $DATA/train-images-idx3-ubyte.gz ]]; then
   small=(--limit-train 1000 --val-size 200 --limit-test 200 --epochs 1 --threads 1)
-  strip() { sed -E 's/"samples_per_s":[^,}]*,?//' "$1"; }
+  strip() { sed -E 's/"samples_per_s":[^,}]*,?//; s/"epoch_seconds":[^,}]*,?//' "$1"; }
   "$HF_BIN/hyperfarm-train" "${small[@]}" --seed 77 >"$HF_TMP/s1" 2>/dev/null || hf_fail "train --seed 77"
   HYPERFARM_SEED=77 "$HF_BIN/hyperfarm-train" "${small[@]}" >"$HF_TMP/s2" 2>/dev/null || hf_fail "train HYPERFARM_SEED=77"
   HYPERFARM_SEED=78 "$HF_BIN/hyperfarm-train" "${small[@]}" >"$HF_TMP/s3" 2>/dev/null || hf_fail "train HYPERFARM_SEED=78"

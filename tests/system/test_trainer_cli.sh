@@ -45,7 +45,7 @@ hf_log "determinism: same seed and threads, identical metrics"
 "$T" "${small[@]}" >"$HF_TMP/r1.out" 2>"$HF_TMP/r1.err"
 "$T" "${small[@]}" >"$HF_TMP/r2.out" 2>/dev/null
 grep -q "OpenBLAS kernel" "$HF_TMP/r1.err" || hf_fail "kernel not logged"
-strip() { sed -E 's/"samples_per_s":[^,}]*,?//' "$1"; }
+strip() { sed -E 's/"samples_per_s":[^,}]*,?//; s/"epoch_seconds":[^,}]*,?//' "$1"; }
 [[ $(wc -l <"$HF_TMP/r1.out") == 2 ]] || hf_fail "want 2 metric lines, got: $(cat "$HF_TMP/r1.out")"
 [[ "$(strip "$HF_TMP/r1.out")" == "$(strip "$HF_TMP/r2.out")" ]] || hf_fail "same seed, different metrics"
 "$T" "${small[@]}" --seed 12 >"$HF_TMP/r3.out" 2>/dev/null
@@ -54,7 +54,7 @@ strip() { sed -E 's/"samples_per_s":[^,}]*,?//' "$1"; }
 while read -r line; do
   [[ $line == "HYPERFARM {"* ]] || hf_fail "not a metric line: $line"
   echo "${line#HYPERFARM }" | jq -e 'has("epoch") and has("step") and has("train_loss") and has("val_loss")
-     and has("val_acc") and has("test_acc") and has("samples_per_s")' >/dev/null || hf_fail "members missing: $line"
+     and has("val_acc") and has("test_acc") and has("samples_per_s") and (.epoch_seconds > 0)' >/dev/null || hf_fail "members missing: $line"
 done <"$HF_TMP/r1.out"
 acc=$(tail -1 "$HF_TMP/r1.out" | sed 's/^HYPERFARM //' | jq .val_acc)
 awk -v a="$acc" 'BEGIN { exit !(a > 0.7) }' || hf_fail "val_acc $acc after 2 small epochs: not learning"

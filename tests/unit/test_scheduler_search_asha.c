@@ -5,6 +5,8 @@
  * trial that overruns its budget, "stop" mode, a rebuilt-by-replay
  * searcher deciding exactly like the live one, and ASHA spending far fewer
  * epochs than random search to find a good trial on a simulated workload.
+ * With "cost_metric" the TPE sampler favours the cheaper of two equally
+ * good choices, and a replayed searcher still decides like the live one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,6 +47,12 @@ static void test_validate(void **state)
         {"{\"name\": \"asha\", \"max_epochs\": 27, \"n_startup_trials\": 5}", "searcher.n_startup_trials"},
         {"{\"name\": \"asha\", \"max_epochs\": 27, \"sampler\": \"tpe\", \"n_startup_trials\": 1}",
          "searcher.n_startup_trials"},
+        {"{\"name\": \"asha\", \"max_epochs\": 27, \"cost_metric\": \"epoch_seconds\"}", "searcher.cost_metric"},
+        {"{\"name\": \"asha\", \"max_epochs\": 27, \"sampler\": \"random\", \"cost_metric\": \"s\"}",
+         "searcher.cost_metric"},
+        {"{\"name\": \"asha\", \"max_epochs\": 27, \"sampler\": \"tpe\", \"cost_metric\": 5}", "searcher.cost_metric"},
+        {"{\"name\": \"asha\", \"max_epochs\": 27, \"sampler\": \"tpe\", \"cost_metric\": [\"s\"]}",
+         "searcher.cost_metric"},
     };
     expect_refused(bad, sizeof bad / sizeof bad[0], sp);
     json_t *c = load("{\"name\": \"asha\", \"max_epochs\": 27, \"reduction_factor\": 3, \"min_epochs\": 1,"
@@ -53,6 +61,9 @@ static void test_validate(void **state)
     assert_int_equal(search_validate(c, sp, &e), 0);
     json_decref(c);
     c = load("{\"name\": \"asha\", \"max_epochs\": 9, \"sampler\": \"tpe\", \"n_startup_trials\": 4}");
+    assert_int_equal(search_validate(c, sp, &e), 0);
+    json_decref(c);
+    c = load("{\"name\": \"asha\", \"max_epochs\": 9, \"sampler\": \"tpe\", \"cost_metric\": \"epoch_seconds\"}");
     assert_int_equal(search_validate(c, sp, &e), 0);
     json_decref(c);
     search_space_free(sp);
@@ -201,7 +212,17 @@ typedef struct sim {
     double   best;
     int64_t  epochs_to_target;
     json_t  *log;                          /* event log for replay */
+    int      cost;                         /* report a cost (slot 1) before each objective */
+    double   c[64];                        /* running trials: cost per epoch */
 } sim;
+
+/* The simulated cost per epoch: "opt" b is 10x as costly as a (the curve
+ * does not depend on it). */
+static double sim_cost(const json_t *hp)
+{
+    const char *o = json_string_value(json_object_get(hp, "opt"));
+    return o && !strcmp(o, "b") ? 1.0 : 0.1;
+}
 
 static double curve(double q, int64_t e)
 {
@@ -249,6 +270,7 @@ static void sim_run(sim *m, int conc, int64_t max_steps, double target)
                 m->created++;
             }
             m->budget[r] = nw.budget ? nw.budget : 27;   /* 0 = the searcher's max */
+            m->c[r] = sim_cost(nw.hparams);
             json_decref(nw.hparams);
         }
         if (m->nrun == 0) goto end;
@@ -258,6 +280,12 @@ static void sim_run(sim *m, int conc, int64_t max_steps, double target)
             double v = curve(m->q[r], m->at[r]);
             if (v > m->best) m->best = v;
             if (v >= target && m->epochs_to_target < 0) m->epochs_to_target = m->epochs_total;
+            if (m->cost) {
+                double c = m->c[r] * (1 + 0.01 * (double)m->at[r]);
+                m->ops->on_metric(m->s, m->id[r], 1, (double)m->at[r], c);
+                log_ev(m, json_pack("{s:s, s:I, s:I, s:f}", "ev", "metric", "id", (json_int_t)m->id[r],
+                                    "epoch", (json_int_t)m->at[r], "value", c));
+            }
             int d = m->ops->on_report(m->s, m->id[r], (double)m->at[r], v);
             log_ev(m, json_pack("{s:s, s:I, s:I, s:f}", "ev", "report", "id", (json_int_t)m->id[r],
                                 "epoch", (json_int_t)m->at[r], "value", v));
@@ -269,7 +297,7 @@ static void sim_run(sim *m, int conc, int64_t max_steps, double target)
                 json_object_set_new(hpq[m->id[r]], "at", json_integer(m->at[r]));
                 m->nrun--;
                 m->id[r] = m->id[m->nrun]; m->q[r] = m->q[m->nrun];
-                m->at[r] = m->at[m->nrun]; m->budget[r] = m->budget[m->nrun];
+                m->at[r] = m->at[m->nrun]; m->budget[r] = m->budget[m->nrun]; m->c[r] = m->c[m->nrun];
                 continue;
             }
             r++;
@@ -388,11 +416,12 @@ static searcher *replay(const searcher_ops *ops, const json_t *cfg, const search
                         json_integer_value(json_object_get(ev, "index")), json_object_get(ev, "hp"),
                         json_integer_value(json_object_get(budget, key)), 0);
     }
-    json_array_foreach(log, i, ev) {
-        if (strcmp(json_string_value(json_object_get(ev, "ev")), "report")) continue;
-        ops->on_report(s, json_integer_value(json_object_get(ev, "id")),
-                       (double)json_integer_value(json_object_get(ev, "epoch")),
-                       json_real_value(json_object_get(ev, "value")));
+    json_array_foreach(log, i, ev) {   /* reports and cost reports, in arrival order */
+        const char *t = json_string_value(json_object_get(ev, "ev"));
+        int64_t id = json_integer_value(json_object_get(ev, "id"));
+        double e = (double)json_integer_value(json_object_get(ev, "epoch"));
+        if (!strcmp(t, "metric")) ops->on_metric(s, id, 1, e, json_real_value(json_object_get(ev, "value")));
+        if (!strcmp(t, "report")) ops->on_report(s, id, e, json_real_value(json_object_get(ev, "value")));
     }
     const char *k;
     json_object_foreach(last_done, k, ev)
@@ -410,7 +439,7 @@ static void replay_check(const char *cfg)
     json_t *c = load(cfg);
     const searcher_ops *ops = search_find("asha");
     for (int64_t steps = 5; steps <= 65; steps += 12) {
-        sim live = {.ops = ops, .log = json_array()};
+        sim live = {.ops = ops, .log = json_array(), .cost = json_object_get(c, "cost_metric") != NULL};
         live.s = ops->create(c, sp, 1, 11);
         sim_run(&live, 4, steps, 2.0);
         /* Stop mid-flight: the scheduler restarts here. */
@@ -449,6 +478,59 @@ static void test_replay(void **state)
     /* The TPE sampler's proposals depend on rung results only. */
     replay_check("{\"name\": \"asha\", \"max_epochs\": 27, \"reduction_factor\": 3, \"brackets\": 2,"
                  " \"max_trials\": 40, \"sampler\": \"tpe\", \"n_startup_trials\": 4}");
+    /* ... and the costs, fed in arrival order. */
+    replay_check("{\"name\": \"asha\", \"max_epochs\": 27, \"reduction_factor\": 3, \"brackets\": 2,"
+                 " \"max_trials\": 40, \"sampler\": \"tpe\", \"n_startup_trials\": 4,"
+                 " \"cost_metric\": \"epoch_seconds\"}");
+}
+
+/* Trials created from index `from` on whose "opt" is the cheap a. */
+static int64_t cheap_after(const json_t *log, int64_t from)
+{
+    int64_t n = 0;
+    size_t i; json_t *ev;
+    json_array_foreach(log, i, ev) {
+        if (strcmp(json_string_value(json_object_get(ev, "ev")), "created")) continue;
+        if (json_integer_value(json_object_get(ev, "index")) < from) continue;
+        n += sim_cost(json_object_get(ev, "hp")) < 0.5;
+    }
+    return n;
+}
+
+/* "cost_metric": opt a and b reach the same values, b costs 10x per
+ * epoch. Over 10 seeds the TPE sampler with the cost creates far more a
+ * trials once its model is on than without it (where opt is noise), and
+ * describe() counts the rung results with a cost. */
+static void test_tpe_sampler_cost(void **state)
+{
+    (void)state;
+    search_space *sp = space();
+    json_t *ct = load("{\"name\": \"asha\", \"max_epochs\": 27, \"max_trials\": 80, \"sampler\": \"tpe\"}");
+    json_t *cc = load("{\"name\": \"asha\", \"max_epochs\": 27, \"max_trials\": 80, \"sampler\": \"tpe\","
+                      " \"cost_metric\": \"epoch_seconds\"}");
+    const searcher_ops *ops = search_find("asha");
+    int64_t at = 0, ac = 0;
+    for (uint64_t seed = 0; seed < 10; seed++) {
+        sim t = {.ops = ops, .log = json_array(), .cost = 1}, c = {.ops = ops, .log = json_array(), .cost = 1};
+        t.s = ops->create(ct, sp, 1, seed);
+        c.s = ops->create(cc, sp, 1, seed);
+        sim_run(&t, 4, 100000, 2.0);
+        sim_run(&c, 4, 100000, 2.0);
+        at += cheap_after(t.log, 20);
+        ac += cheap_after(c.log, 20);
+        json_t *d = ops->describe(c.s), *dt = ops->describe(t.s);
+        assert_true(json_integer_value(json_object_get(d, "observations_with_cost")) >= 20);
+        assert_null(json_object_get(dt, "observations_with_cost"));
+        json_decref(d); json_decref(dt);
+        ops->destroy(t.s); ops->destroy(c.s);
+        json_decref(t.log); json_decref(c.log);
+    }
+    print_message("trials 20+ with the cheap opt, 10 seeds of 60: %lld without cost_metric, %lld with it\n",
+                  (long long)at, (long long)ac);
+    assert_true(ac > at + 120);
+    assert_true(ac > 450);
+    json_decref(ct); json_decref(cc);
+    search_space_free(sp);
 }
 
 int main(void)
@@ -461,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_asha_beats_random_sim),
         cmocka_unit_test(test_tpe_sampler_sim),
         cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_tpe_sampler_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,10 @@
  * Multivariate TPE: the same seed gives the same proposals, the joint
  * kernel keeps correlated good regions together (univariate mixes them),
  * and it beats random search on Hartmann-6 in most seeds.
+ * Cost-aware proposals ("cost_metric"): where two regions score alike and
+ * one is 10x costlier, proposals go to the cheap one far more often; with
+ * fewer than 2 costs, or none, they are exactly the cost-free ones; and
+ * they are reproducible by seed and after replay.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,11 +60,20 @@ static void test_validate(void **state)
         {"{\"name\": \"tpe\", \"multivariate\": 1}", "searcher.multivariate"},
         {"{\"name\": \"tpe\", \"reduction_factor\": 3}", "searcher.reduction_factor"},
         {"{\"name\": \"tpe\", \"constant_liar\": 1}", "searcher.constant_liar"},
+        {"{\"name\": \"tpe\", \"cost_metric\": 3}", "searcher.cost_metric"},
+        {"{\"name\": \"tpe\", \"cost_metric\": \"\"}", "searcher.cost_metric"},
+        {"{\"name\": \"tpe\", \"cost_metric\": \"epoch seconds\"}", "searcher.cost_metric"},
+        {"{\"name\": \"random\", \"cost_metric\": \"epoch_seconds\"}", "searcher.cost_metric"},
+        {"{\"name\": \"grid\", \"cost_metric\": \"epoch_seconds\"}", "searcher.cost_metric"},
+        {"{\"name\": \"pbt\", \"cost_metric\": \"epoch_seconds\"}", "searcher.cost_metric"},
     };
     expect_refused(bad, sizeof bad / sizeof bad[0], sp);
     json_t *c = load("{\"name\": \"tpe\", \"n_startup_trials\": 5, \"gamma\": 0.2, \"n_ei_candidates\": 32,"
                      " \"prior_weight\": 1.0, \"max_trials\": 10}");
     hf_jerr e;
+    assert_int_equal(search_validate(c, sp, &e), 0);
+    json_decref(c);
+    c = load("{\"name\": \"tpe\", \"cost_metric\": \"epoch_seconds\"}");
     assert_int_equal(search_validate(c, sp, &e), 0);
     json_decref(c);
     search_space_free(sp);
@@ -275,7 +288,7 @@ static void test_multivariate_joint(void **state)
             v = -1 - search_rng_uniform(&rng);
         }
         hps[i] = json_pack("{s:f, s:f}", "x", fmin(fmax(x, 0), 1), "y", fmin(fmax(y, 0), 1));
-        obs[i] = (search_tpe_obs){hps[i], 0, v, i};
+        obs[i] = (search_tpe_obs){hps[i], 0, v, i, NAN};
     }
     int off[2] = {0, 0};
     for (int mv = 0; mv < 2; mv++) {
@@ -423,7 +436,7 @@ static void test_univariate_matches_optuna(void **state)
     for (int i = 0; i < NOBS; i++) {
         const double *h = OPTUNA_HIST[i];
         hps[i] = json_pack("{s:f, s:f, s:f}", "x1", h[0], "x2", h[1], "x3", h[2]);
-        obs[i] = (search_tpe_obs){hps[i], 0, -h[3], i};
+        obs[i] = (search_tpe_obs){hps[i], 0, -h[3], i, NAN};
     }
     search_tpe_opts o = {.gamma = 0.1, .n_candidates = 24, .prior_weight = 1.0, .multivariate = 0};
     for (int k = 0; k < DRAWS; k++) {
@@ -505,6 +518,242 @@ static void test_conditional_default(void **state)
     search_space_free(sp);
 }
 
+/* ---- cost-aware proposals ---- */
+
+static const char *COST_SPACE = "{\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
+                                " \"y\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}";
+
+/* Two peaks of the same height at (0.2, 0.5) and (0.8, 0.5); the left
+ * half costs 0.1 per epoch, the right half 1.0. */
+static double two_peaks(const json_t *hp)
+{
+    double x = json_number_value(json_object_get(hp, "x")), y = json_number_value(json_object_get(hp, "y"));
+    double a = (x - 0.2) * (x - 0.2) + (y - 0.5) * (y - 0.5), b = (x - 0.8) * (x - 0.8) + (y - 0.5) * (y - 0.5);
+    return -fmin(a, b);
+}
+
+static double two_peaks_cost(const json_t *hp)
+{
+    return json_number_value(json_object_get(hp, "x")) < 0.5 ? 0.1 : 1.0;
+}
+
+/* A history of n (even) points on COST_SPACE with two_peaks values and,
+ * when with_cost, their costs (else NAN): uniform points and their mirror
+ * images in x = 0.5, so both peaks are equally good in it. hps[] owned by
+ * the caller. */
+static void cost_history(search_tpe_obs *obs, json_t **hps, int n, int with_cost)
+{
+    uint64_t rng = 1234;
+    double x = 0, y = 0;
+    for (int i = 0; i < n; i++) {
+        if (i % 2 == 0) { x = search_rng_uniform(&rng); y = search_rng_uniform(&rng); }
+        else x = 1 - x;
+        hps[i] = json_pack("{s:f, s:f}", "x", x, "y", y);
+        obs[i] = (search_tpe_obs){hps[i], 0, two_peaks(hps[i]), i, with_cost ? two_peaks_cost(hps[i]) : NAN};
+    }
+}
+
+/* Proposals in the cheap half among `draws`, each from its own rng. */
+static int cheap_draws(const search_space *sp, const search_tpe_opts *o, search_tpe_obs *obs, int n, int draws)
+{
+    int cheap = 0;
+    for (int k = 0; k < draws; k++) {
+        uint64_t r = search_rng_derive(9, (uint64_t)k);
+        json_t *hp = search_tpe_propose(sp, o, obs, (size_t)n, NULL, 0, &r);
+        assert_non_null(hp);
+        cheap += two_peaks_cost(hp) < 0.5;
+        json_decref(hp);
+    }
+    return cheap;
+}
+
+/* The proposal step: with costs, the cheap peak wins far more often than
+ * without, in the joint group (multivariate) and in one-parameter choices
+ * (univariate). Fails if the cost term is taken out. */
+static void test_cost_prefers_cheap(void **state)
+{
+    (void)state;
+    search_space *sp = space(COST_SPACE);
+    enum { NOBS = 100, DRAWS = 200 };
+    search_tpe_obs obs[NOBS];
+    json_t *hps[NOBS];
+    for (int mv = 0; mv < 2; mv++) {
+        search_tpe_opts o = search_tpe_defaults;
+        o.multivariate = mv;
+        cost_history(obs, hps, NOBS, 0);
+        int plain = cheap_draws(sp, &o, obs, NOBS, DRAWS);
+        for (int i = 0; i < NOBS; i++) json_decref(hps[i]);
+        cost_history(obs, hps, NOBS, 1);
+        int costed = cheap_draws(sp, &o, obs, NOBS, DRAWS);
+        for (int i = 0; i < NOBS; i++) json_decref(hps[i]);
+        print_message("%s: cheap half %d of %d without the cost, %d with it\n", mv ? "multivariate" : "univariate",
+                      plain, DRAWS, costed);
+        assert_true(plain <= DRAWS * 3 / 4);
+        assert_true(costed >= DRAWS * 19 / 20);
+    }
+    search_space_free(sp);
+}
+
+/* Fewer than 2 costs: every proposal is exactly the cost-free one. */
+static void test_cost_needs_two(void **state)
+{
+    (void)state;
+    search_space *sp = space(SPACE);
+    enum { NOBS = 40 };
+    search_tpe_obs a[NOBS], b[NOBS];
+    json_t *hps[NOBS];
+    uint64_t rng = 5;
+    for (int i = 0; i < NOBS; i++) {
+        hps[i] = search_space_sample(sp, &rng);
+        a[i] = b[i] = (search_tpe_obs){hps[i], 0, objective(hps[i]), i, NAN};
+        if (i == 7) b[i].cost = 3.0;         /* one cost */
+        if (i == 9) b[i].cost = -1.0;        /* ignored: not > 0 */
+        if (i == 11) b[i].cost = INFINITY;   /* ignored: not finite */
+    }
+    for (int mv = 0; mv < 2; mv++) {
+        search_tpe_opts o = search_tpe_defaults;
+        o.multivariate = mv;
+        for (int k = 0; k < 20; k++) {
+            uint64_t r1 = search_rng_derive(3, (uint64_t)k), r2 = r1;
+            json_t *p = search_tpe_propose(sp, &o, a, NOBS, NULL, 0, &r1);
+            json_t *q = search_tpe_propose(sp, &o, b, NOBS, NULL, 0, &r2);
+            char *ps = json_dumps(p, JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+            char *qs = json_dumps(q, JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+            assert_string_equal(ps, qs);
+            assert_true(r1 == r2);
+            free(ps); free(qs);
+            json_decref(p); json_decref(q);
+        }
+    }
+    for (int i = 0; i < NOBS; i++) json_decref(hps[i]);
+    search_space_free(sp);
+}
+
+/* Drive the tpe searcher made from cfg_json for n sequential trials on
+ * two_peaks, reporting the cost on slot 1 every epoch when cost_reports
+ * (a report of each trial, 3 epochs); append the proposals to out. RET
+ * the proposals in the cheap half from trial `from` on. */
+static int run_cost(const char *cfg_json, const search_space *sp, uint64_t seed, int n, int from, int cost_reports,
+                    json_t *out)
+{
+    json_t *cfg = load(cfg_json);
+    const searcher_ops *ops = search_find("tpe");
+    searcher *s = ops->create(cfg, sp, 1, seed);
+    int cheap = 0;
+    for (int k = 0; k < n; k++) {
+        search_new nw = {0};
+        assert_int_equal(ops->next(s, k, 0, &nw), SEARCH_CREATE);
+        ops->on_created(s, k + 1, k, nw.hparams, 0, 0);
+        double y = two_peaks(nw.hparams), c = two_peaks_cost(nw.hparams);
+        for (int e = 1; e <= 3; e++) {
+            if (cost_reports) ops->on_metric(s, k + 1, 1, e, c * (0.9 + 0.1 * e));
+            ops->on_report(s, k + 1, e, y);
+        }
+        ops->on_done(s, k + 1, SEARCH_COMPLETED, y);
+        if (k >= from) cheap += c < 0.5;
+        if (out) json_array_append(out, nw.hparams);
+        json_decref(nw.hparams);
+    }
+    ops->destroy(s);
+    json_decref(cfg);
+    return cheap;
+}
+
+/* The searcher: cost reports on slot 1 steer it to the cheap peak when the
+ * file names a cost_metric; without cost_metric they are ignored (the
+ * proposals are exactly those of a run without them), and with it but
+ * no reports the proposals are the cost-free ones too. Same seed, same
+ * proposals. */
+static void test_cost_searcher(void **state)
+{
+    (void)state;
+    search_space *sp = space(COST_SPACE);
+    const char *plain = "{\"name\": \"tpe\"}", *costed = "{\"name\": \"tpe\", \"cost_metric\": \"epoch_seconds\"}";
+    int cp = 0, cc = 0;
+    for (uint64_t seed = 0; seed < 10; seed++) {
+        cp += run_cost(plain, sp, seed, 40, 10, 1, NULL);
+        cc += run_cost(costed, sp, seed, 40, 10, 1, NULL);
+    }
+    print_message("trials 10-39 in the cheap half, 10 seeds: %d of 300 without cost_metric, %d with it\n", cp, cc);
+    assert_true(cc > cp + 60);
+    json_t *a = json_array(), *b = json_array(), *c = json_array(), *d = json_array(), *f = json_array();
+    run_cost(plain, sp, 4, 30, 0, 1, a);     /* cost reports ignored */
+    run_cost(plain, sp, 4, 30, 0, 0, b);
+    run_cost(costed, sp, 4, 30, 0, 0, c);    /* cost_metric, nothing reported */
+    run_cost(costed, sp, 4, 30, 0, 1, d);
+    run_cost(costed, sp, 4, 30, 0, 1, f);
+    assert_true(json_equal(a, b));
+    assert_true(json_equal(c, b));
+    assert_true(json_equal(d, f));          /* reproducible by seed */
+    assert_false(json_equal(d, b));         /* and the cost did change something */
+    json_decref(a); json_decref(b); json_decref(c); json_decref(d); json_decref(f);
+    search_space_free(sp);
+}
+
+/* test_replay with costs: the rebuilt searcher (reports and ends replayed
+ * in another order across trials, each trial's reports in its order)
+ * proposes exactly what the live one does, and not what it would without
+ * the costs. */
+static void test_cost_replay(void **state)
+{
+    (void)state;
+    search_space *sp = space(COST_SPACE);
+    json_t *cfg = load("{\"name\": \"tpe\", \"n_startup_trials\": 5, \"cost_metric\": \"epoch_seconds\"}");
+    const searcher_ops *ops = search_find("tpe");
+    searcher *live = ops->create(cfg, sp, 1, 77);
+    json_t *hps = json_array();
+    double val[30], cost[30];
+    for (int k = 0; k < 30; k++) {
+        search_new nw = {0};
+        assert_int_equal(ops->next(live, k, k >= 4 ? 4 : k, &nw), SEARCH_CREATE);
+        ops->on_created(live, 500 + k, k, nw.hparams, 0, 0);
+        json_array_append_new(hps, nw.hparams);
+        val[k] = two_peaks(nw.hparams);
+        cost[k] = two_peaks_cost(nw.hparams);
+        if (k >= 3) {               /* trial k-3 finishes now (4 in flight) */
+            int j = k - 3;
+            ops->on_metric(live, 500 + j, 1, 1, cost[j] * 1.1);
+            ops->on_report(live, 500 + j, 1, val[j] - 0.1);
+            ops->on_metric(live, 500 + j, 1, 2, cost[j] * 0.95);
+            ops->on_report(live, 500 + j, 2, val[j]);
+            ops->on_done(live, 500 + j, SEARCH_COMPLETED, val[j]);
+        }
+    }
+    searcher *re = ops->create(cfg, sp, 1, 77), *nocost = ops->create(cfg, sp, 1, 77);
+    for (int k = 0; k < 30; k++) {
+        ops->on_created(re, 500 + k, k, json_array_get(hps, (size_t)k), 0, 0);
+        ops->on_created(nocost, 500 + k, k, json_array_get(hps, (size_t)k), 0, 0);
+    }
+    for (int j = 26; j >= 0; j--) {     /* ends replayed in another order */
+        ops->on_metric(re, 500 + j, 1, 1, cost[j] * 1.1);
+        ops->on_report(re, 500 + j, 1, val[j] - 0.1);
+        ops->on_metric(re, 500 + j, 1, 2, cost[j] * 0.95);
+        ops->on_report(re, 500 + j, 2, val[j]);
+        ops->on_done(re, 500 + j, SEARCH_COMPLETED, val[j]);
+        ops->on_report(nocost, 500 + j, 2, val[j]);
+        ops->on_done(nocost, 500 + j, SEARCH_COMPLETED, val[j]);
+    }
+    json_t *d1 = ops->describe(live), *d2 = ops->describe(re);
+    assert_true(json_equal(d1, d2));
+    assert_int_equal(json_integer_value(json_object_get(d1, "observations_with_cost")), 27);
+    json_decref(d1); json_decref(d2);
+    int differ = 0;
+    for (int k = 30; k < 36; k++) {
+        search_new a = {0}, b = {0}, c = {0};
+        assert_int_equal(ops->next(live, k, 3, &a), SEARCH_CREATE);
+        assert_int_equal(ops->next(re, k, 3, &b), SEARCH_CREATE);
+        assert_int_equal(ops->next(nocost, k, 3, &c), SEARCH_CREATE);
+        assert_true(json_equal(a.hparams, b.hparams));
+        differ += !json_equal(a.hparams, c.hparams);
+        json_decref(a.hparams); json_decref(b.hparams); json_decref(c.hparams);
+    }
+    assert_true(differ > 0);
+    ops->destroy(live); ops->destroy(re); ops->destroy(nocost);
+    json_decref(hps);
+    json_decref(cfg);
+    search_space_free(sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +767,10 @@ int main(void)
         cmocka_unit_test(test_univariate_matches_optuna),
         cmocka_unit_test(test_default_candidates),
         cmocka_unit_test(test_conditional_default),
+        cmocka_unit_test(test_cost_prefers_cheap),
+        cmocka_unit_test(test_cost_needs_two),
+        cmocka_unit_test(test_cost_searcher),
+        cmocka_unit_test(test_cost_replay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
