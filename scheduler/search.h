@@ -189,9 +189,11 @@ int     search_cfg_only_keys(const json_t *cfg, const char *const *own, hf_jerr 
  * TPE), then value, then index; they are sorted in place. liars[0..nl)
  * are hyperparameters counted among the bad ones (running trials; nl may
  * be 0). The best ceil(gamma * n) (at most 25) observations form l(x), the
- * rest g(x); with multivariate the unconditional parameters are drawn
- * jointly, then each remaining active parameter alone, each time the best
- * of n_candidates samples of l by log l - log g. With costs (obs[i].cost,
+ * rest g(x); with multivariate all parameters are drawn jointly (with
+ * conditions: the branch parameters first, then the branch's parameters
+ * jointly from that branch's observations), otherwise each active
+ * parameter alone, each time the best of n_candidates samples of l by
+ * log l - log g. With costs (obs[i].cost,
  * at least 2 known among the observations of a group) the choice is by
  * log EI - log c instead (docs/search.md "Cost-aware proposals"). Same
  * inputs and rng state, same result.

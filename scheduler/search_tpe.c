@@ -333,36 +333,8 @@ oom:
     return HF_ENOMEM;
 }
 
-/* log "density" of point c: the mixture of the components' kernels, a
- * probability mass for DIM_STEP and DIM_CAT; for DIM_REAL each Gaussian is
- * normalised to mass 1 on [0, 1] but NOT divided by its bandwidth, which
- * is what Optuna 3.1's _truncnorm.logpdf computes (it leaves out
- * -log(scale)). A narrow kernel then scores a near point ~1, like a wide
- * one: log l - log g compares kernel-weighted counts of good and bad
- * points rather than densities, so the many narrow kernels of g (more
- * observations, smaller bandwidth) do not outvote l. Measured on the
- * bench/search_synthetic suite, 20 seeds: Hartmann-6 median regret 0.38
- * with the normalised density, 0.23 without; Rosenbrock-5 405 -> 180,
- * Levy-6 2.4 -> 1.7, Branin 0.27 -> 0.15 (docs/search.md). */
-static double kde_comp_logpdf(const tpe_kde *k, const tpe_dim *dims, size_t i, const double *c, double s);
-
-static double kde_logpdf(const tpe_kde *k, const tpe_dim *dims, const double *c)
-{
-    double mx = -INFINITY, acc = 0;
-    double *lp = malloc(k->m * sizeof *lp);
-    if (!lp) return 0;
-    for (size_t i = 0; i < k->m; i++) {
-        double s = kde_comp_logpdf(k, dims, i, c, k->logw[i]);
-        lp[i] = s;
-        if (s > mx) mx = s;
-    }
-    for (size_t i = 0; i < k->m; i++) acc += exp(lp[i] - mx);
-    free(lp);
-    return mx + log(acc);
-}
-
 /* s plus the log kernel of component i at c (kde_logpdf's terms, added in
- * the same order so that kde_logpdf's sums do not change by a bit). */
+ * the order kde_logpdf always added them). */
 static double kde_comp_logpdf(const tpe_kde *k, const tpe_dim *dims, size_t i, const double *c, double s)
 {
     for (size_t d = 0; d < k->nd; d++) {
@@ -379,6 +351,33 @@ static double kde_comp_logpdf(const tpe_kde *k, const tpe_dim *dims, size_t i, c
     }
     return s;
 }
+
+/* log "density" of point c: the mixture of the components' kernels, a
+ * probability mass for DIM_STEP and DIM_CAT; for DIM_REAL each Gaussian is
+ * normalised to mass 1 on [0, 1] but NOT divided by its bandwidth, which
+ * is what Optuna 3.1's _truncnorm.logpdf computes (it leaves out
+ * -log(scale)). A narrow kernel then scores a near point ~1, like a wide
+ * one: log l - log g compares kernel-weighted counts of good and bad
+ * points rather than densities, so the many narrow kernels of g (more
+ * observations, smaller bandwidth) do not outvote l. Measured on the
+ * bench/search_synthetic suite, 20 seeds: Hartmann-6 median regret 0.38
+ * with the normalised density, 0.23 without; Rosenbrock-5 405 -> 180,
+ * Levy-6 2.4 -> 1.7, Branin 0.27 -> 0.15 (docs/search.md). */
+static double kde_logpdf(const tpe_kde *k, const tpe_dim *dims, const double *c)
+{
+    double mx = -INFINITY, acc = 0;
+    double *lp = malloc(k->m * sizeof *lp);
+    if (!lp) return 0;
+    for (size_t i = 0; i < k->m; i++) {
+        double s = kde_comp_logpdf(k, dims, i, c, k->logw[i]);
+        lp[i] = s;
+        if (s > mx) mx = s;
+    }
+    for (size_t i = 0; i < k->m; i++) acc += exp(lp[i] - mx);
+    free(lp);
+    return mx + log(acc);
+}
+
 
 /* Draw one point c (nd) from the mixture: a component by weight, then each
  * dimension from it (truncated normal by rejection, clamped after 64
@@ -651,38 +650,71 @@ static int agrees(const json_t *hp, const json_t *h)
     return 1;
 }
 
+/* The good and bad sets of one choice, as tpe_choose takes them: hps[0..ng)
+ * good, hps[ng..ng+nb) bad (liars last), the good ones' weights (NULL: by
+ * age) and everyone's cost (NULL: none). */
+typedef struct tpe_sets {
+    const json_t **hps;
+    double        *wg, *cost;
+    size_t         ng, nb;
+} tpe_sets;
+
+static void tpe_sets_free(tpe_sets *t)
+{
+    free(t->hps); free(t->wg); free(t->cost);
+    memset(t, 0, sizeof *t);
+}
+
+/* Split obs[0..M) into good and bad, sorting it in place: by (level,
+ * value, index), a total order, so the split is the same whatever order
+ * the observations arrived in; then each side in creation order (the age
+ * weights). The liars that agree with `agree` (all of them when NULL) join
+ * the bad, newest. use_cost: fill t->cost (the liars' unknown). RET 0 or
+ * HF_ENOMEM (t empty). */
+static int tpe_sets_build(tpe_sets *t, const search_tpe_opts *o, tpe_wobs *obs, size_t M,
+                          const json_t *const *liars, size_t nl, const json_t *agree, int use_cost)
+{
+    memset(t, 0, sizeof *t);
+    t->hps = malloc((M + nl + 1) * sizeof *t->hps);
+    if (use_cost) t->cost = malloc((M + nl + 1) * sizeof *t->cost);
+    if (!t->hps || (use_cost && !t->cost)) goto oom;
+    qsort(obs, M, sizeof *obs, cmp_wobs_value_desc);
+    size_t ng = t->ng = tpe_n_good(o, M);
+    qsort(obs, ng, sizeof *obs, cmp_wobs_index);
+    qsort(obs + ng, M - ng, sizeof *obs, cmp_wobs_index);
+    for (size_t j = 0; j < M; j++) t->hps[j] = obs[j].o.hparams;
+    t->nb = M - ng;
+    for (size_t j = 0; j < nl; j++)
+        if (!agree || agrees(agree, liars[j])) t->hps[ng + t->nb++] = liars[j];
+    for (size_t j = 0; j < ng && !t->wg; j++)
+        if (obs[j].w > 0 && !(t->wg = malloc(ng * sizeof *t->wg))) goto oom;
+    for (size_t j = 0; t->wg && j < ng; j++) t->wg[j] = obs[j].w > 0 ? obs[j].w : 1e-12;
+    for (size_t j = 0; t->cost && j < ng + t->nb; j++) t->cost[j] = j < M ? obs[j].o.cost : NAN;
+    return 0;
+oom:
+    tpe_sets_free(t);
+    return HF_ENOMEM;
+}
+
 /* Choose the parameters dims[0..nd) (jointly when nd > 1) from the
  * observations and liars that agree with the values already in hp, ranked
  * and split among themselves. o2 may differ from o (the branch prior).
- * use_cost: pass the observations' costs to tpe_choose (the liars' are
- * unknown). RET 0 or HF_ENOMEM. */
+ * use_cost: pass the observations' costs to tpe_choose. RET 0 or
+ * HF_ENOMEM. */
 static int tpe_choose_within(const search_tpe_opts *o2, const tpe_dim *dims, size_t nd, const tpe_wobs *obs,
                              size_t N, const json_t *const *liars, size_t nl, int use_cost, uint64_t *rng,
                              json_t *hp)
 {
     tpe_wobs *sub = malloc((N ? N : 1) * sizeof *sub);
-    const json_t **hps = malloc((N + nl + 1) * sizeof *hps);
-    double *wg = NULL, *cost = use_cost ? malloc((N + nl + 1) * sizeof *cost) : NULL;
-    int rc = HF_ENOMEM;
-    if (!sub || !hps || (use_cost && !cost)) goto end;
-    size_t M = 0, nb = 0;
+    tpe_sets t;
+    size_t M = 0;
+    if (!sub) return HF_ENOMEM;
     for (size_t j = 0; j < N; j++)
         if (agrees(hp, obs[j].o.hparams)) sub[M++] = obs[j];
-    qsort(sub, M, sizeof *sub, cmp_wobs_value_desc);
-    size_t ng = tpe_n_good(o2, M);
-    qsort(sub, ng, sizeof *sub, cmp_wobs_index);
-    qsort(sub + ng, M - ng, sizeof *sub, cmp_wobs_index);
-    for (size_t j = 0; j < M; j++) hps[j] = sub[j].o.hparams;
-    nb = M - ng;
-    for (size_t j = 0; j < nl; j++)
-        if (agrees(hp, liars[j])) hps[ng + nb++] = liars[j];
-    for (size_t j = 0; j < ng && !wg; j++)
-        if (sub[j].w > 0 && !(wg = malloc(ng * sizeof *wg))) goto end;
-    for (size_t j = 0; wg && j < ng; j++) wg[j] = sub[j].w > 0 ? sub[j].w : 1e-12;
-    for (size_t j = 0; cost && j < ng + nb; j++) cost[j] = j < M ? sub[j].o.cost : NAN;
-    rc = tpe_choose(o2, dims, nd, hps, wg, cost, ng, nb, rng, hp);
-end:
-    free(sub); free(hps); free(wg); free(cost);
+    int rc = tpe_sets_build(&t, o2, sub, M, liars, nl, hp, use_cost);
+    if (!rc) rc = tpe_choose(o2, dims, nd, t.hps, t.wg, t.cost, t.ng, t.nb, rng, hp);
+    tpe_sets_free(&t);
+    free(sub);
     return rc;
 }
 
@@ -743,38 +775,20 @@ static int tpe_branches(const search_space *sp, const search_tpe_opts *o, const 
 static json_t *tpe_propose_w(const search_space *sp, const search_tpe_opts *o, tpe_wobs *obs, size_t N,
                              const json_t *const *liars, size_t nl, uint64_t *rng)
 {
-    const json_t **hps = malloc((N + nl + 1) * sizeof *hps);
-    double *wg = NULL, *cost = NULL;
-    json_t *hp = json_object();
-    if (!hps || !hp) goto fail;
-    /* A total order (level, value, then index): the split is the same
-     * whatever order the observations arrived in. */
-    qsort(obs, N, sizeof *obs, cmp_wobs_value_desc);
-    size_t ng = tpe_n_good(o, N);
-    /* Each side in creation order (the age weights), liars newest. */
-    qsort(obs, ng, sizeof *obs, cmp_wobs_index);
-    qsort(obs + ng, N - ng, sizeof *obs, cmp_wobs_index);
-    for (size_t j = 0; j < N; j++) hps[j] = obs[j].o.hparams;
-    for (size_t j = 0; j < nl; j++) hps[N + j] = liars[j];
-    size_t nb = N - ng + nl;
-    for (size_t j = 0; j < ng && !wg; j++)
-        if (obs[j].w > 0 && !(wg = malloc(ng * sizeof *wg))) goto fail;
-    for (size_t j = 0; wg && j < ng; j++) wg[j] = obs[j].w > 0 ? obs[j].w : 1e-12;
-    /* Costs beside hps (running trials: unknown), only when 2 are known:
-     * otherwise every choice is exactly the cost-free one. */
+    /* Costs only when 2 are known: otherwise every choice is exactly the
+     * cost-free one. */
     size_t nc = 0;
     for (size_t j = 0; j < N; j++) nc += isfinite(obs[j].o.cost) && obs[j].o.cost > 0;
-    if (nc >= 2) {
-        if (!(cost = malloc((N + nl + 1) * sizeof *cost))) goto fail;
-        for (size_t j = 0; j < N + nl; j++) cost[j] = j < N ? obs[j].o.cost : NAN;
-    }
+    tpe_sets t;
+    json_t *hp = json_object();
+    if (!hp || tpe_sets_build(&t, o, obs, N, liars, nl, NULL, nc >= 2)) { json_decref(hp); return NULL; }
 
     /* Multivariate: in a space without conditions, all parameters form one
      * joint group (Optuna's multivariate TPE on the intersection search
      * space). With conditions, tpe_branches chooses the branch first and
      * models the branch's parameters jointly. The rest (univariate) one at
-     * a time once their parent is chosen. */
-    if (o->multivariate && tpe_branches(sp, o, obs, N, liars, nl, cost != NULL, rng, hp)) goto fail;
+     * a time once their parent is chosen, split over all observations. */
+    if (o->multivariate && tpe_branches(sp, o, obs, N, liars, nl, t.cost != NULL, rng, hp)) goto fail;
     for (size_t pi = 0; pi < sp->n; pi++) {
         const space_param *p = &sp->p[pi];
         if (json_object_get(hp, p->name) || !search_space_active(sp, pi, hp)) continue;
@@ -784,12 +798,12 @@ static json_t *tpe_propose_w(const search_space *sp, const search_tpe_opts *o, t
             continue;
         }
         tpe_dim d = dim_of(p);
-        if (tpe_choose(o, &d, 1, hps, wg, cost, ng, nb, rng, hp)) goto fail;
+        if (tpe_choose(o, &d, 1, t.hps, t.wg, t.cost, t.ng, t.nb, rng, hp)) goto fail;
     }
-    free(hps); free(wg); free(cost);
+    tpe_sets_free(&t);
     return hp;
 fail:
-    free(hps); free(wg); free(cost);
+    tpe_sets_free(&t);
     json_decref(hp);
     return NULL;
 }
