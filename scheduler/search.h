@@ -181,7 +181,7 @@ double  search_cfg_num(const json_t *cfg, const char *key, double dflt);
 /* hf_json_only_keys over SEARCH_COMMON_KEYS plus own (NULL-terminated). */
 int     search_cfg_only_keys(const json_t *cfg, const char *const *own, hf_jerr *e);
 
-/* TPE's proposal step (search_tpe.c), shared by the tpe searcher and
+/* TPE's proposal step (search_tpe_model.c), shared by the tpe searcher and
  * ASHA's model-based sampler (asha "sampler": "tpe", as in BOHB). obs[0..n)
  * are finished observations (hyperparameters borrowed, value finite and
  * higher-is-better, index = creation order for a total order), ranked by
