@@ -327,8 +327,8 @@ static int worker_epoch_end(tr_rank *r, void *ctx, int stopped, double train_tim
         char where[64];
         snprintf(where, sizeof where, "on %d workers, %lld stale gradients", w->W, (long long)sn.stale);
         /* the chief's rate times the workers: every worker runs the same steps */
-        dist_report_epoch(r, &os, &pos, train_time > 0 ? samples / train_time * w->W : NAN, train_time, where, &rep, w->path,
-                          sizeof w->path);
+        dist_report_epoch(r, &os, &pos, train_time > 0 ? samples / train_time * w->W : NAN, train_time, where, &rep,
+                          w->path, sizeof w->path);
     }
     /* staleness as its own line: tr_report has no member for it */
     printf("HYPERFARM {\"step\":%lld,\"epoch\":%g,\"stale_grads\":%lld,\"mean_staleness\":%.4f,\"updates\":%lld}\n",

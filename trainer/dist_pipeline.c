@@ -254,8 +254,8 @@ static int pipe_epoch_end(tr_rank *r, void *ctx, int stopped, double train_time,
         char where[32];
         snprintf(where, sizeof where, "on %d stages", p->S);
         if (stopped) dist_report_stop(r, &os, &p->pos, 1);
-        else dist_report_epoch(r, &os, &p->pos, train_time > 0 ? samples / train_time : NAN, train_time, where, &rep, p->path,
-                               sizeof p->path);
+        else dist_report_epoch(r, &os, &p->pos, train_time > 0 ? samples / train_time : NAN, train_time, where, &rep,
+                               p->path, sizeof p->path);
     }
     if (!stopped) p->pos.sums = (tr_epoch_sums){0};
     return DIST_STEP_OK;

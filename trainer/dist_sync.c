@@ -210,8 +210,8 @@ static int sync_epoch_end(tr_rank *r, void *ctx, int stopped, double train_time,
         char where[32];
         snprintf(where, sizeof where, "on %d ranks", r->world);
         dist_optstate os = sync_optstate(s);
-        dist_report_epoch(r, &os, &s->pos, train_time > 0 ? samples / train_time : NAN, train_time, where, &rep, s->path,
-                          sizeof s->path);
+        dist_report_epoch(r, &os, &s->pos, train_time > 0 ? samples / train_time : NAN, train_time, where, &rep,
+                          s->path, sizeof s->path);
     }
     s->pos.sums = (tr_epoch_sums){0};
     return DIST_STEP_OK;

@@ -18,7 +18,8 @@ void tr_report_init(tr_report *r)
 {
     r->step = -1;
     r->epoch = -1;
-    r->train_loss = r->train_acc = r->val_loss = r->val_acc = r->test_acc = r->samples_per_s = r->lr = r->epoch_seconds = NAN;
+    r->train_loss = r->train_acc = r->val_loss = r->val_acc = r->test_acc = r->samples_per_s = r->lr = NAN;
+    r->epoch_seconds = NAN;
     r->checkpoint = NULL;
 }
 

@@ -12,7 +12,7 @@
  * integers too large for the scale to separate); grid points are distinct-size-bounded; a rejected input names a
  * field.
  */
-// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_metric.c scheduler/search.c scheduler/search_space.c scheduler/search_grid.c scheduler/search_random.c scheduler/search_tpe.c scheduler/search_tpe_model.c scheduler/search_asha.c scheduler/search_pbt.c scheduler/search_median.c scheduler/search_mo.c
+// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_metric.c scheduler/search*.c
 // FUZZ_LIBS: -ljansson -lm
 #include "hf_err.h"
 #include "hf_json.h"
