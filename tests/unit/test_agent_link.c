@@ -55,6 +55,19 @@ static fake_sched fs;
 
 typedef struct conn { char *buf; size_t len; } conn;
 
+
+/* Was a heartbeat with body's (instance, batch) stored already? Caller holds fs.mu. */
+static int seen_batch(const json_t *body)
+{
+    const json_t *inst = json_object_get(body, "instance"), *batch = json_object_get(body, "batch"), *hb;
+    size_t i;
+    if (!inst || !batch) return 0;
+    json_array_foreach(fs.heartbeats, i, hb)
+        if (json_equal(json_object_get(hb, "instance"), inst) && json_equal(json_object_get(hb, "batch"), batch))
+            return 1;
+    return 0;
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, json_t *j)
 {
     char *s = json_dumps(j, JSON_COMPACT);
@@ -109,7 +122,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             json_decref(body);
             ret = send_json(c, 404, json_pack("{s:s}", "error", "unknown agent 42: register again"));
         } else {
-            json_array_append_new(fs.heartbeats, body);
+            /* A batch sent again (its reply was lost: the partition below
+             * stops the server mid-request) is acknowledged, not stored
+             * twice, as the scheduler does (agent_loop.c, "Duplicate-safe
+             * heartbeats"). */
+            if (seen_batch(body)) json_decref(body);
+            else json_array_append_new(fs.heartbeats, body);
             ret = send_json(c, 200, json_pack("{s:o, s:o, s:i}", "assign", fs.assign, "kill", fs.kill,
                                               "heartbeat_interval_ms", 50));
             fs.assign = json_array();
