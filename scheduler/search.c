@@ -62,6 +62,15 @@ double search_cost_mean(const search_cost *c)
     return c->n > 0 ? c->sum / (double)c->n : NAN;
 }
 
+/* search.h. */
+double search_cost_cooled(int cooling, int64_t n_created, int64_t n_startup, int64_t max_trials)
+{
+    if (!cooling) return 0.0;
+    if (max_trials <= n_startup) return 1.0;
+    double f = (double)(n_created - n_startup) / (double)(max_trials - n_startup);
+    return f < 0 ? 0.0 : f > 1 ? 1.0 : f;
+}
+
 int64_t search_cfg_int(const json_t *cfg, const char *key, int64_t dflt)
 {
     const json_t *v = json_object_get(cfg, key);
@@ -122,6 +131,15 @@ int search_validate(const json_t *cfg, const struct search_space *sp, hf_jerr *e
         if ((rc = hf_json_get_string(cfg, "searcher", "cost_metric", 0, HF_METRIC_NAME_MAX, &cm, e))) return rc;
         if (!hf_metric_name_ok(cm))
             return hf_jerr_set(e, "searcher", "cost_metric", "not a valid metric name ([A-Za-z0-9_.:/-], 1..64 bytes)");
+    }
+    if (json_object_get(cfg, "cost_cooling")) {
+        int b;
+        if ((rc = hf_json_get_bool(cfg, "searcher", "cost_cooling", 0, &b, e))) return rc;
+        if (b && !json_object_get(cfg, "cost_metric"))
+            return hf_jerr_set(e, "searcher", "cost_cooling", "needs \"cost_metric\" (there is no cost to cool)");
+        if (b && search_cfg_int(cfg, "max_trials", 0) <= 0)
+            return hf_jerr_set(e, "searcher", "cost_cooling", "needs \"max_trials\": the cost's weight falls from 1 "
+                               "to 0 as the trials are created");
     }
     return ops->validate ? ops->validate(cfg, sp, e) : 0;
 }

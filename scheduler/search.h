@@ -177,6 +177,11 @@ int search_validate(const json_t *searcher_cfg, const struct search_space *sp, h
 /* Read an optional integer/number member of cfg, dflt when absent or of
  * the wrong type (validate has already rejected wrong types). */
 int64_t search_cfg_int(const json_t *cfg, const char *key, int64_t dflt);
+/* "cost_cooling" (docs/search.md "Cost-aware proposals"): how much of the
+ * cost term is gone when trial n_created (0-based) is proposed, as in
+ * CArBO (Lee et al. 2020): 0 up to the n_startup random trials, then
+ * rising linearly to 1 at max_trials. 0 when cooling is off. */
+double search_cost_cooled(int cooling, int64_t n_created, int64_t n_startup, int64_t max_trials);
 double  search_cfg_num(const json_t *cfg, const char *key, double dflt);
 /* hf_json_only_keys over SEARCH_COMMON_KEYS plus own (NULL-terminated). */
 int     search_cfg_only_keys(const json_t *cfg, const char *const *own, hf_jerr *e);
@@ -213,6 +218,8 @@ typedef struct search_tpe_opts {
     int     spread_bw;         /* 1: multivariate bandwidths narrow with the observations' spread
                                 * (the tpe searcher with one objective; 0 in the defaults, which
                                 * ASHA's sampler uses, and with several objectives) */
+    double  cost_cooled;       /* "cost_cooling": how much of the cost term is gone, 0 (all of
+                                * it weighs) to 1 (none: plain EI); docs/search.md */
 } search_tpe_opts;
 extern const search_tpe_opts search_tpe_defaults;   /* Optuna's: 0.1, 24, 1.0; multivariate on */
 json_t *search_tpe_propose(const struct search_space *sp, const search_tpe_opts *o, search_tpe_obs *obs,

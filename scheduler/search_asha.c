@@ -112,6 +112,7 @@ typedef struct asha_searcher {
     search_objectives    mo;
     int                  mo_on;            /* several objectives or constraints */
     int                  cost_on;          /* "cost_metric" (sampler tpe): SEARCH_COST_SLOT is the cost */
+    int                  cost_cooling;     /* "cost_cooling": the cost's weight falls to 0 at max_trials */
 } asha_searcher;
 
 /* Rungs of bracket s: r*eta^(s+k) while < R, then R. RET count. */
@@ -131,7 +132,7 @@ static int asha_rungs(int64_t r, int64_t R, int64_t eta, int s, int64_t *out)
 static int asha_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
 {
     static const char *const own[] = {"reduction_factor", "min_epochs", "brackets", "mode", "sampler",
-                                      "n_startup_trials", "cost_metric", NULL};
+                                      "n_startup_trials", "cost_metric", "cost_cooling", NULL};
     int64_t eta = 3, r = 1, R = 0, br = 1, ns = 0;
     const char *mode = NULL, *sampler = NULL;
     int rc;
@@ -193,6 +194,7 @@ static searcher *asha_create(const json_t *cfg, const search_space *sp, int goal
     s->sampler_tpe = sampler && !strcmp(sampler, "tpe");
     s->n_startup = search_cfg_int(cfg, "n_startup_trials", 10);
     s->cost_on = s->sampler_tpe && json_object_get(cfg, "cost_metric") != NULL;
+    s->cost_cooling = s->cost_on && json_is_true(json_object_get(cfg, "cost_cooling"));
     s->mo.n_obj = 1;    /* until configure: the cost's slot is then 1 */
     if (s->n_startup < 2) s->n_startup = 2;
     if (s->eta < 2) s->eta = 2;
@@ -388,7 +390,7 @@ end:
 }
 
 /* Hyperparameters of a new trial: the priors, or TPE over the rung results. */
-static json_t *asha_sample(asha_searcher *s, uint64_t *rng)
+static json_t *asha_sample(asha_searcher *s, int64_t n_created, uint64_t *rng)
 {
     if (!s->sampler_tpe || asha_n_results(s) < s->n_startup) return search_space_sample(s->sp, rng);
     search_tpe_obs *obs = malloc((s->n + s->nhist) * sizeof *obs);
@@ -405,7 +407,10 @@ static json_t *asha_sample(asha_searcher *s, uint64_t *rng)
     }
     if (s->mo_on && asha_mo_levels(s, obs, n)) { free(obs); return NULL; }
     /* No constant liar: a running trial here is often a promoted, good one. */
-    json_t *hp = search_tpe_propose(s->sp, &search_tpe_defaults, obs, n, NULL, 0, rng);
+    search_tpe_opts o = search_tpe_defaults;
+    /* Cooling counts the random start-up trials as CArBO's initial design. */
+    o.cost_cooled = search_cost_cooled(s->cost_cooling, n_created, s->n_startup, s->max_trials);
+    json_t *hp = search_tpe_propose(s->sp, &o, obs, n, NULL, 0, rng);
     free(obs);
     return hp;
 }
@@ -433,7 +438,7 @@ static int asha_next(searcher *base, int64_t n_created, int64_t n_active, search
     if (s->max_trials > 0 && n_created >= s->max_trials)
         return (!s->stop_mode && n_active > 0) ? SEARCH_WAIT : SEARCH_DONE;
     uint64_t rng = search_rng_derive(s->seed, (uint64_t)n_created);
-    out->hparams = asha_sample(s, &rng);
+    out->hparams = asha_sample(s, n_created, &rng);
     if (!out->hparams) return SEARCH_WAIT;
     int b = (int)(n_created % s->nbrackets);
     out->budget = s->stop_mode ? s->max_epochs : s->br[b].budget[0];

@@ -85,12 +85,14 @@ typedef struct tpe_searcher {
     search_objectives    mo;               /* n_obj 1, n_con 0 unless configured */
     int                  own_gamma, own_cand, own_startup, own_mv;   /* set in the file */
     int                  cost_on;          /* "cost_metric": on_metric's SEARCH_COST_SLOT is the cost */
+    int                  cost_cooling;     /* "cost_cooling": the cost's weight falls to 0 at max_trials */
 } tpe_searcher;
 
 static int tpe_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
 {
     static const char *const own[] = {"n_startup_trials", "gamma", "n_ei_candidates", "prior_weight",
-                                      "constant_liar", "multivariate", "cost_metric", NULL};
+                                      "constant_liar", "multivariate", "cost_metric", "cost_cooling",
+                                      NULL};
     int64_t i; double d;
     int rc;
     (void)sp;
@@ -132,6 +134,7 @@ static searcher *tpe_create(const json_t *cfg, const search_space *sp, int goal_
     s->own_startup = json_object_get(cfg, "n_startup_trials") != NULL;
     s->own_mv = mv != NULL;
     s->cost_on = json_object_get(cfg, "cost_metric") != NULL;   /* search_validate checked it */
+    s->cost_cooling = json_is_true(json_object_get(cfg, "cost_cooling"));
     return &s->base;
 }
 
@@ -241,8 +244,10 @@ static int tpe_next(searcher *base, int64_t n_created, int64_t n_active, search_
     uint64_t rng = search_rng_derive(s->seed, (uint64_t)n_created);
     if ((int64_t)tpe_n_observed(s) < s->n_startup)
         out->hparams = search_space_sample(s->sp, &rng);
-    else
+    else {
+        s->opt.cost_cooled = search_cost_cooled(s->cost_cooling, n_created, s->n_startup, s->max_trials);
         out->hparams = tpe_suggest(s, &rng);
+    }
     if (!out->hparams) return SEARCH_WAIT;
     out->budget = 0;
     out->parent_trial = 0;

@@ -434,13 +434,15 @@ static int tpe_choose(const search_tpe_opts *o, const tpe_dim *dims, size_t nd, 
     size_t nl = group_rows(dims, nd, hps, ng, x, wg, w);
     if ((rc = kde_build(&l, dims, nd, x, wg ? w : NULL, nl, o))) goto end;
     if ((rc = kde_build(&g, dims, nd, x, NULL, group_rows(dims, nd, hps + ng, nb, x, NULL, NULL), o))) goto end;
-    if (cost && (rc = costm_build(&cm, dims, nd, hps, cost, ng + nb, o))) goto end;
+    /* Fully cooled: no cost model, so the choice is exactly the cost-free
+     * one (log EI saturates where l dominates, which would break ties). */
+    if (cost && o->cost_cooled < 1.0 && (rc = costm_build(&cm, dims, nd, hps, cost, ng + nb, o))) goto end;
     double gam = (double)ng / (double)(ng + nb);
     double best = -INFINITY, *bc = c + nd;
     for (int64_t k = 0; k < o->n_candidates; k++) {
         kde_sample(&l, dims, rng, c);
         double score = kde_logpdf(&l, dims, c) - kde_logpdf(&g, dims, c);
-        if (cm.n) score = tpe_log_ei(gam, score) - costm_log(&cm, dims, c);
+        if (cm.n) score = tpe_log_ei(gam, score) - (1.0 - o->cost_cooled) * costm_log(&cm, dims, c);
         if (score > best || k == 0) { best = score; memcpy(bc, c, nd * sizeof *c); }
     }
     for (size_t d = 0; d < nd; d++) {

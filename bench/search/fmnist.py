@@ -21,6 +21,11 @@ per searcher with the same total budget of epochs:
                 proposals"); prints the searcher's observations_with_cost
                 and the mean hidden size and seconds per epoch of its
                 trials
+  asha-tpe-cool : asha-tpe-cost with "cost_cooling": true and max_trials
+                the budget over ASHA's expected epochs per new trial
+                (sum over rungs of eta^-k times the rung's added epochs),
+                so the cost's weight falls from 1 to 0 as the budget is
+                spent (CArBO's cost cooling)
 and reads every trial's val_acc history (GET /api/v1/trials/{id}/metrics).
 Epochs are counted across all trials in the order reports arrived (a
 resumed ASHA trial counts only the epochs it adds). For each run it prints
@@ -30,7 +35,7 @@ random/asha (the issue's target: asha <= 1/3 of random).
 
 Usage: fmnist.py [--seeds 1,2,3] [--budget 54] [--max-epochs 9]
                  [--min-epochs 1] [--eta 3] [--asha-mode promote|stop]
-                 [--slots 2] [--searchers random,asha,asha-stop,asha-tpe,asha-tpe-cost,tpe]
+                 [--slots 2] [--searchers random,asha,asha-stop,asha-tpe,asha-tpe-cost,asha-tpe-cool,tpe]
                  [--target 0.88]
 Needs $HF_BIN (default ./bin) with hyperfarm-scheduler, hyperfarm-agent,
 hyperfarm-train. Exit 2 when they are missing (bench/run: "not run").
@@ -87,13 +92,25 @@ def wait_health(api, secs=15):
 
 
 def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, eta=3, mode="promote"):
-    if searcher in ("asha", "asha-tpe", "asha-stop", "asha-tpe-cost"):
+    if searcher in ("asha", "asha-tpe", "asha-stop", "asha-tpe-cost", "asha-tpe-cool"):
         sc = {"name": "asha", "max_trials": 1000, "max_epochs": max_epochs, "min_epochs": min_epochs,
               "reduction_factor": eta, "mode": "stop" if searcher == "asha-stop" else mode}
-        if searcher in ("asha-tpe", "asha-tpe-cost"):
+        if searcher in ("asha-tpe", "asha-tpe-cost", "asha-tpe-cool"):
             sc["sampler"] = "tpe"   # new trials from TPE over the rung results (BOHB-style)
-        if searcher == "asha-tpe-cost":
+        if searcher in ("asha-tpe-cost", "asha-tpe-cool"):
             sc["cost_metric"] = "epoch_seconds"   # the trainer's seconds per epoch (docs/trainer.md)
+        if searcher == "asha-tpe-cool":
+            # Cooling needs the number of trials the budget buys: a new
+            # trial trains r epochs, a 1/eta fraction of them goes on to the
+            # next rung, and so on up to max_epochs.
+            rungs, b = [min_epochs], min_epochs
+            while b * eta < max_epochs:
+                b *= eta
+                rungs.append(b)
+            rungs.append(max_epochs)
+            per = rungs[0] + sum((rungs[k] - rungs[k - 1]) / eta ** k for k in range(1, len(rungs)))
+            sc["max_trials"] = max(11, int(budget / per))
+            sc["cost_cooling"] = True
     elif searcher == "tpe":
         sc = {"name": "tpe", "max_trials": budget // max_epochs, "max_epochs": max_epochs,
               "n_startup_trials": 3}
@@ -174,7 +191,7 @@ def run_one(api, searcher, seed, args):
             first_s = at - t_submit      # the agent's clock: same machine
     res = {"searcher": searcher, "seed": seed, "trials": len(trials), "epochs": min(cum, args.budget),
            "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall}
-    if searcher == "asha-tpe-cost":
+    if searcher in ("asha-tpe-cost", "asha-tpe-cool"):
         # Evidence that the cost reached the model: the searcher's count of
         # observations with a cost, and what its trials cost per epoch.
         st = x.get("searcher_state") or {}

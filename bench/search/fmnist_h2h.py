@@ -21,6 +21,9 @@ parallelism, for each seed:
   asha-tpe-cost  ours: asha-tpe with "cost_metric": "epoch_seconds" (TPE
             weighs expected improvement per second of training,
             docs/search.md "Cost-aware proposals")
+  asha-tpe-cool  ours: asha-tpe-cost with "cost_cooling": true (the cost's
+            weight falls from 1 to 0 as the trials the budget buys are
+            created; max_trials from the budget, fmnist.py)
   tpe       ours: TPE with full-length trials (budget / R of them)
 
 Each run stops at the budget of epochs (counted over all trials in the
@@ -33,7 +36,7 @@ machine with at least 2 x parallel cores the runs do not share cores).
 
   /usr/bin/python3 bench/search/fmnist_h2h.py --seeds 1-10 --parallel 6 \\
       [--budget 243 --max-epochs 27 --min-epochs 1 --eta 3 --target 0.88] \\
-      [--methods optuna,asha,asha-stop,asha-tpe,asha-tpe-cost,tpe] [--json-out FILE]
+      [--methods optuna,asha,asha-stop,asha-tpe,asha-tpe-cost,asha-tpe-cool,tpe] [--json-out FILE]
 
 Not a test: figures only. Needs $HF_BIN (default ./bin) and Optuna
 (Debian's python3-optuna: scripts/install-deps --bench).

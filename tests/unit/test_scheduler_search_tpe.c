@@ -66,6 +66,10 @@ static void test_validate(void **state)
         {"{\"name\": \"random\", \"cost_metric\": \"epoch_seconds\"}", "searcher.cost_metric"},
         {"{\"name\": \"grid\", \"cost_metric\": \"epoch_seconds\"}", "searcher.cost_metric"},
         {"{\"name\": \"pbt\", \"cost_metric\": \"epoch_seconds\"}", "searcher.cost_metric"},
+        {"{\"name\": \"tpe\", \"max_trials\": 40, \"cost_metric\": \"s\", \"cost_cooling\": 1}", "searcher.cost_cooling"},
+        {"{\"name\": \"tpe\", \"max_trials\": 40, \"cost_cooling\": true}", "searcher.cost_cooling"},
+        {"{\"name\": \"tpe\", \"cost_metric\": \"s\", \"cost_cooling\": true}", "searcher.cost_cooling"},
+        {"{\"name\": \"random\", \"max_trials\": 40, \"cost_cooling\": true}", "searcher.cost_cooling"},
     };
     expect_refused(bad, sizeof bad / sizeof bad[0], sp);
     json_t *c = load("{\"name\": \"tpe\", \"n_startup_trials\": 5, \"gamma\": 0.2, \"n_ei_candidates\": 32,"
@@ -74,6 +78,12 @@ static void test_validate(void **state)
     assert_int_equal(search_validate(c, sp, &e), 0);
     json_decref(c);
     c = load("{\"name\": \"tpe\", \"cost_metric\": \"epoch_seconds\"}");
+    assert_int_equal(search_validate(c, sp, &e), 0);
+    json_decref(c);
+    c = load("{\"name\": \"tpe\", \"max_trials\": 40, \"cost_metric\": \"s\", \"cost_cooling\": true}");
+    assert_int_equal(search_validate(c, sp, &e), 0);
+    json_decref(c);
+    c = load("{\"name\": \"tpe\", \"cost_cooling\": false}");
     assert_int_equal(search_validate(c, sp, &e), 0);
     json_decref(c);
     search_space_free(sp);
@@ -691,6 +701,74 @@ static void test_cost_searcher(void **state)
     search_space_free(sp);
 }
 
+/* Cost cooling (CArBO): the cost's weight is 1 up to the start-up trials
+ * and falls linearly to 0 at max_trials; fully cooled, a proposal is
+ * exactly the cost-free one (same history with costs); and in the
+ * searcher the first model trial is cost_metric's own, the early ones
+ * favour the cheap peak as cost_metric alone does, and the later ones
+ * change. Fails if cooling is ignored or applied from the start. (Late
+ * trials of a cooled run need not leave the cheap peak: by then the good
+ * set is there, and plain TPE keeps to it too.) */
+static void test_cost_cooling(void **state)
+{
+    (void)state;
+    assert_true(search_cost_cooled(0, 30, 10, 40) == 0.0);
+    assert_true(search_cost_cooled(1, 5, 10, 40) == 0.0);
+    assert_true(search_cost_cooled(1, 10, 10, 40) == 0.0);
+    assert_true(fabs(search_cost_cooled(1, 25, 10, 40) - 0.5) < 1e-12);
+    assert_true(search_cost_cooled(1, 40, 10, 40) == 1.0);
+    assert_true(search_cost_cooled(1, 99, 10, 40) == 1.0);
+    assert_true(search_cost_cooled(1, 3, 10, 5) == 1.0);   /* no model trial before max_trials */
+
+    search_space *sp = space(COST_SPACE);
+    enum { NOBS = 100, DRAWS = 40 };
+    search_tpe_obs plain[NOBS], costed[NOBS];
+    json_t *hp1[NOBS], *hp2[NOBS];
+    cost_history(plain, hp1, NOBS, 0);
+    cost_history(costed, hp2, NOBS, 1);
+    for (int mv = 0; mv < 2; mv++) {
+        search_tpe_opts o = search_tpe_defaults, oc = search_tpe_defaults;
+        o.multivariate = oc.multivariate = mv;
+        oc.cost_cooled = 1.0;
+        for (int k = 0; k < DRAWS; k++) {
+            uint64_t r1 = search_rng_derive(3, (uint64_t)k), r2 = r1;
+            json_t *p = search_tpe_propose(sp, &o, plain, NOBS, NULL, 0, &r1);
+            json_t *q = search_tpe_propose(sp, &oc, costed, NOBS, NULL, 0, &r2);
+            assert_true(json_equal(p, q));
+            json_decref(p); json_decref(q);
+        }
+        oc.cost_cooled = 0.5;   /* half the weight: between the two */
+        int half = cheap_draws(sp, &oc, costed, NOBS, 200);
+        oc.cost_cooled = 0.0;
+        int full = cheap_draws(sp, &oc, costed, NOBS, 200), none = cheap_draws(sp, &o, plain, NOBS, 200);
+        print_message("%s: cheap half of 200 draws, cost weight 1 / 0.5 / 0: %d / %d / %d\n",
+                      mv ? "multivariate" : "univariate", full, half, none);
+        assert_true(half > none && half <= full);
+    }
+    for (int i = 0; i < NOBS; i++) { json_decref(hp1[i]); json_decref(hp2[i]); }
+
+    const char *costed_cfg = "{\"name\": \"tpe\", \"max_trials\": 40, \"cost_metric\": \"s\"}",
+               *cooled_cfg = "{\"name\": \"tpe\", \"max_trials\": 40, \"cost_metric\": \"s\", "
+                             "\"cost_cooling\": true}";
+    int ce = 0, ke = 0, differ = 0;
+    for (uint64_t seed = 0; seed < 10; seed++) {
+        ce += run_cost(costed_cfg, sp, seed, 20, 10, 1, NULL);
+        ke += run_cost(cooled_cfg, sp, seed, 20, 10, 1, NULL);
+        json_t *a = json_array(), *b = json_array();
+        run_cost(costed_cfg, sp, seed, 40, 0, 1, a);
+        run_cost(cooled_cfg, sp, seed, 40, 0, 1, b);
+        for (size_t k = 0; k <= 10; k++)      /* the start-up trials and the first model trial: weight 1 */
+            assert_true(json_equal(json_array_get(a, k), json_array_get(b, k)));
+        differ += !json_equal(a, b);
+        json_decref(a); json_decref(b);
+    }
+    print_message("cheap trials 10-19 of 100, 10 seeds: cost_metric %d, cooled %d; runs that cooling changed: %d of 10\n",
+                  ce, ke, differ);
+    assert_true(ke >= 70 && ce >= 70);      /* early: both follow the cost */
+    assert_true(differ >= 8);
+    search_space_free(sp);
+}
+
 /* test_replay with costs: the rebuilt searcher (reports and ends replayed
  * in another order across trials, each trial's reports in its order)
  * proposes exactly what the live one does, and not what it would without
@@ -771,6 +849,7 @@ int main(void)
         cmocka_unit_test(test_cost_prefers_cheap),
         cmocka_unit_test(test_cost_needs_two),
         cmocka_unit_test(test_cost_searcher),
+        cmocka_unit_test(test_cost_cooling),
         cmocka_unit_test(test_cost_replay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
