@@ -6,8 +6,14 @@ regret (best found - known minimum) of each; with --ours BIN it also runs
 our bench/search_synthetic (--tsv) and prints ours beside Optuna's with the
 ratio ours/Optuna (below 1: we are ahead).
 
-  optuna_synthetic.py [--seeds 20] [--fn NAME[,NAME...]] [--concurrency 1]
-                      [--ours bin/bench/search_synthetic]
+  optuna_synthetic.py [--seeds 20] [--first-seed 0] [--fn NAME[,NAME...]]
+                      [--concurrency 1] [--samplers random,tpe,tpe-mv]
+                      [--per-seed] [--ours bin/bench/search_synthetic]
+
+--first-seed F runs seeds F..F+S-1 (medians over more seeds than one run
+has time for, in pieces); --per-seed also prints each run's regret as
+"raw<TAB>function<TAB>sampler<TAB>seed<TAB>regret", as search_synthetic
+--per-seed does for ours.
 """
 import argparse, math, statistics, subprocess, sys, warnings
 import optuna
@@ -122,9 +128,14 @@ def best_of(study, f, n, conc):
 ap = argparse.ArgumentParser()
 ap.add_argument("--seeds", type=int, default=20)
 ap.add_argument("--fn", default="all")
+ap.add_argument("--first-seed", type=int, default=0)
+ap.add_argument("--samplers", default="random,tpe,tpe-mv")
+ap.add_argument("--per-seed", action="store_true")
 ap.add_argument("--concurrency", type=int, default=1, help="trials in flight (TPE then uses constant_liar)")
 ap.add_argument("--ours", default=None, help="path of bin/bench/search_synthetic: print ours beside Optuna's")
 a = ap.parse_args()
+if a.ours and a.first_seed:
+    ap.error("--ours runs our seeds 0..S-1: use it without --first-seed (search_synthetic --per-seed for others)")
 want = None if a.fn == "all" else set(a.fn.split(","))
 ours = {}
 if a.ours:
@@ -142,12 +153,18 @@ for name, f, n, mn in FNS:
         continue
     med = {}
     for label, mk in SAMPLERS:
+        if label not in a.samplers.split(","):
+            med[label] = float("nan")
+            continue
         r = []
-        for s in range(a.seeds):
+        for s in range(a.first_seed, a.first_seed + a.seeds):
             r.append(best_of(optuna.create_study(sampler=mk(s, a.concurrency > 1)), f, n, a.concurrency) - mn)
+            if a.per_seed:
+                print("raw\t%s\t%s\t%d\t%.9g" % (name, label, s, r[-1]), flush=True)
         med[label] = statistics.median(r)
     o = [ours.get((name, m), float("nan")) for m in ("random", "tpe", "tpe-univariate")]
-    peer = min(med["tpe"], med["tpe-mv"])
+    both = [m for m in (med["tpe"], med["tpe-mv"]) if not math.isnan(m)]
+    peer = min(both) if both else float("nan")
     print("%-14s %6d | %10.4g %10.4g %10.4g | %10.4g %10.4g %10.4g | %6.2f"
           % (name, n, med["random"], med["tpe"], med["tpe-mv"], o[0], o[1], o[2], o[1] / max(peer, 1e-12)))
     sys.stdout.flush()
