@@ -281,6 +281,21 @@ hf_wait_experiment() {  # ID [TIMEOUT_S]
   hf_log "experiment $1 ended: $(hf_exp_state "$1")"
 }
 
+hf_exp_completed_at_least() {  # ID N: does experiment ID have N completed trials?
+  [[ $(curl -fsS -m 5 "$HF_URL/api/v1/experiments/$1" | jq .counts.completed) -ge $2 ]]
+}
+
+# A scheduler crash mid-sweep: once experiment ID has N completed trials
+# (within TIMEOUT_S, default 90), kill -9 the scheduler and restart it on
+# the same port and database.
+hf_crash_scheduler_after() {  # ID N [TIMEOUT_S]
+  hf_wait_for "${3:-90}" hf_exp_completed_at_least "$1" "$2" \
+    || hf_fail "$2 trials did not complete in ${3:-90} s"
+  hf_stop_scheduler KILL
+  hf_restart_scheduler
+  hf_log "scheduler restarted with $(hf_get "/api/v1/experiments/$1" | jq .counts.completed) trials completed"
+}
+
 hf_jq_assert() {  # FILTER MESSAGE, JSON on stdin
   local filter=$1 msg=$2 in
   in=$(cat)

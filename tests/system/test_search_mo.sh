@@ -42,11 +42,7 @@ exp=$(jq -n --arg prog "$prog" '{
 }')
 id=$(hf_submit "$exp")
 hf_log "submitted experiment $id"
-completed() { [[ $(curl -fsS -m 5 "$HF_URL/api/v1/experiments/$id" | jq .counts.completed) -ge 8 ]]; }
-hf_wait_for 90 completed || hf_fail "8 trials did not complete in 90 s"
-hf_stop_scheduler KILL
-hf_restart_scheduler
-hf_log "scheduler restarted with $(hf_get "/api/v1/experiments/$id" | jq .counts.completed) trials completed"
+hf_crash_scheduler_after "$id" 8
 hf_wait_experiment "$id" 120
 hf_get "/api/v1/experiments/$id" | hf_jq_assert '.state == "COMPLETED" and .counts.completed == 16' \
   "16 trials completed"

@@ -52,4 +52,17 @@ static inline void expect_refused(const bad_searcher *bad, size_t n, const searc
     }
 }
 
+/* Every one of good[0..n) (searcher JSON) passes search_validate. */
+static inline void expect_accepted(const char *const *good, size_t n, const search_space *sp)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = load(good[i]);
+        hf_jerr e;
+        hf_jerr_clear(&e);
+        int rc = search_validate(c, sp, &e);
+        if (rc != 0) fail_msg("case %zu %s: rc %d field %s (%s), wanted accepted", i, good[i], rc, e.field, e.msg);
+        json_decref(c);
+    }
+}
+
 #endif

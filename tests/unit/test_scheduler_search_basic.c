@@ -63,17 +63,18 @@ static void test_validate(void **state)
         {"{\"name\": \"random\", \"median_stopping\": {\"patience\": 1}}", "searcher.median_stopping.patience"},
     };
     expect_refused(bad, sizeof bad / sizeof bad[0], sp);
-    json_t *c = load("{\"name\": \"random\", \"max_trials\": 10, \"seed\": 3, \"max_epochs\": 5,"
-                     " \"median_stopping\": {\"min_trials\": 3, \"warmup_epochs\": 1}}");
-    hf_jerr e;
-    assert_int_equal(search_validate(c, sp, &e), 0);
-    json_decref(c);
+    static const char *const good[] = {
+        "{\"name\": \"random\", \"max_trials\": 10, \"seed\": 3, \"max_epochs\": 5,"
+        " \"median_stopping\": {\"min_trials\": 3, \"warmup_epochs\": 1}}",
+    };
+    expect_accepted(good, sizeof good / sizeof good[0], sp);
     search_space_free(sp);
 
     /* A grid too large to enumerate is rejected. */
     sp = space("{\"a\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1, \"count\": 10000},"
                " \"b\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1, \"count\": 10000}}");
-    c = load("{\"name\": \"grid\"}");
+    json_t *c = load("{\"name\": \"grid\"}");
+    hf_jerr e;
     assert_int_equal(search_validate(c, sp, &e), HF_EINVAL);
     assert_string_equal(e.field, "searcher.name");
     json_decref(c);

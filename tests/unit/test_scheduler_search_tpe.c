@@ -72,20 +72,14 @@ static void test_validate(void **state)
         {"{\"name\": \"random\", \"max_trials\": 40, \"cost_cooling\": true}", "searcher.cost_cooling"},
     };
     expect_refused(bad, sizeof bad / sizeof bad[0], sp);
-    json_t *c = load("{\"name\": \"tpe\", \"n_startup_trials\": 5, \"gamma\": 0.2, \"n_ei_candidates\": 32,"
-                     " \"prior_weight\": 1.0, \"max_trials\": 10}");
-    hf_jerr e;
-    assert_int_equal(search_validate(c, sp, &e), 0);
-    json_decref(c);
-    c = load("{\"name\": \"tpe\", \"cost_metric\": \"epoch_seconds\"}");
-    assert_int_equal(search_validate(c, sp, &e), 0);
-    json_decref(c);
-    c = load("{\"name\": \"tpe\", \"max_trials\": 40, \"cost_metric\": \"s\", \"cost_cooling\": true}");
-    assert_int_equal(search_validate(c, sp, &e), 0);
-    json_decref(c);
-    c = load("{\"name\": \"tpe\", \"cost_cooling\": false}");
-    assert_int_equal(search_validate(c, sp, &e), 0);
-    json_decref(c);
+    static const char *const good[] = {
+        "{\"name\": \"tpe\", \"n_startup_trials\": 5, \"gamma\": 0.2, \"n_ei_candidates\": 32,"
+        " \"prior_weight\": 1.0, \"max_trials\": 10}",
+        "{\"name\": \"tpe\", \"cost_metric\": \"epoch_seconds\"}",
+        "{\"name\": \"tpe\", \"max_trials\": 40, \"cost_metric\": \"s\", \"cost_cooling\": true}",
+        "{\"name\": \"tpe\", \"cost_cooling\": false}",
+    };
+    expect_accepted(good, sizeof good / sizeof good[0], sp);
     search_space_free(sp);
 }
 
