@@ -83,6 +83,7 @@ typedef struct launch_state {
     int     failed;
     int64_t kill_at;          /* SIGKILL the rest at this time (0: not yet planned) */
     int     rank0_status;
+    int    *batch_r, *batch_st;   /* ranks reaped together (supervise) */
 } launch_state;
 
 /* Fork every rank. A failed fork stops those already started. */
@@ -119,6 +120,13 @@ static void on_rank_exit(launch_state *ls, int r, pid_t p, int st)
     ls->kill_at = hf_mono_ms() + 2000;
 }
 
+static int rank_of(const launch_state *ls, pid_t p)
+{
+    int r = 0;
+    while (r < ls->world && ls->pids[r] != p) r++;
+    return r;
+}
+
 /* Wait for every rank, forwarding signals and enforcing kill_at. */
 static void supervise(launch_state *ls)
 {
@@ -144,11 +152,21 @@ static void supervise(launch_state *ls)
             }
             continue;
         }
-        int r = 0;
-        while (r < ls->world && ls->pids[r] != p) r++;
-        if (r == ls->world) continue;
-        alive--;
-        on_rank_exit(ls, r, p, st);
+        /* Take every rank already dead with this one, and report those a
+         * signal killed first: a killed rank is the cause, the peers that
+         * then lost their connection to it exit with status 1, and
+         * waitpid returns zombies in fork order, not in order of death. */
+        int n = 0;
+        do {
+            int r = rank_of(ls, p);
+            if (r < ls->world) { ls->batch_r[n] = r; ls->batch_st[n++] = st; }
+        } while (n < ls->world && (p = waitpid(-1, &st, WNOHANG)) > 0);
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < n; i++)
+                if ((pass == 0) == (WIFSIGNALED(ls->batch_st[i]) != 0)) {
+                    alive--;
+                    on_rank_exit(ls, ls->batch_r[i], ls->pids[ls->batch_r[i]], ls->batch_st[i]);
+                }
     }
 }
 
@@ -186,8 +204,10 @@ int dist_launch(const tr_options *o, int mode)
     launch_state ls = {.world = world, .rank0_status = -1};
     ls.pids = calloc((size_t)world, sizeof *ls.pids);
     ls.done = calloc((size_t)world, sizeof *ls.done);
+    ls.batch_r = calloc((size_t)world, sizeof *ls.batch_r);
+    ls.batch_st = calloc((size_t)world, sizeof *ls.batch_st);
     int status = TR_EXIT_ERROR;
-    if (!ls.pids || !ls.done) goto end;
+    if (!ls.pids || !ls.done || !ls.batch_r || !ls.batch_st) goto end;
     fflush(stdout);
     fflush(stderr);
     spawn_ranks(&e, &ls);
@@ -199,5 +219,7 @@ end:
     if (e.lfd >= 0) close(e.lfd);
     free(ls.pids);
     free(ls.done);
+    free(ls.batch_r);
+    free(ls.batch_st);
     return status;
 }
