@@ -261,7 +261,8 @@ agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
     s->grace_ms = -1;
     if (hf_json_get_int(a, path, "slots", 0, 0, 1 << 20, &s->slots, e)
         || hf_json_get_int(a, path, "rank", 0, 0, 100000, &s->rank, e)
-        || hf_json_get_int(a, path, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &s->grace_ms, e))
+        || hf_json_get_int(a, path, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &s->grace_ms, e)
+        || hf_json_get_bool(a, path, "prompt_reports", 0, &s->prompt_reports, e))
         goto fail;
     if (parse_launcher(a, path, s, e) || parse_context(a, path, s, e)) goto fail;
     /* copy_checkpoint_from: optional string or null (PBT exploit). */

@@ -472,6 +472,7 @@ static void serve(agent *ag)
     int64_t stop_started = 0;
     agent_outbox_stats prev;
     agent_outbox_get_stats(ag->ob, &prev);
+    uint64_t prompt_prev = 0;
     for (;;) {
         if (agent_sup_poll(ag->sup, 200, ag->wake[0])) {
             char junk[64];
@@ -492,6 +493,11 @@ static void serve(agent *ag)
         agent_outbox_get_stats(ag->ob, &st);
         if (st.events > 0 && (st.events != prev.events || st.sent_events != prev.sent_events)) urge(ag);
         prev = st;
+        /* a report a searcher may stop the trial on: deliver it now, so the
+         * stop comes back in this heartbeat's reply (docs/agent.md) */
+        uint64_t prompt = agent_sup_prompt_reports(ag->sup);
+        if (prompt != prompt_prev) urge(ag);
+        prompt_prev = prompt;
         if (stopping && agent_sup_count(ag->sup) == 0 && !ag->fetches && agent_prep_pending(ag->prep) == 0) break;
     }
 

@@ -33,6 +33,7 @@ enum { TRIAL_RUNNING = 0, TRIAL_STOPPING };
 
 typedef struct agent_trial {
     int64_t  trial_id, attempt, rank, grace_ms;
+    int      prompt;              /* prompt_reports: count its metric lines in prompt_reports */
     pid_t    pid;                 /* also the process group id */
     int      fd[2];               /* stdout, stderr read ends; -1 once closed */
     hf_buf   line[2];             /* partial line per stream */
@@ -67,6 +68,7 @@ struct agent_sup {
      * must not run a second time. A real retry always has a new attempt. */
     int64_t       done[AGENT_DONE_KEYS][3];
     unsigned      ndone;
+    uint64_t      prompt_reports;   /* metric lines queued of trials with prompt_reports */
 };
 
 static int done_has(const agent_sup *s, int64_t trial_id, int64_t attempt, int64_t rank)
@@ -162,6 +164,7 @@ void agent_sup_free(agent_sup *s)
 }
 
 int agent_sup_count(const agent_sup *s) { return s->n; }
+uint64_t agent_sup_prompt_reports(const agent_sup *s) { return s->prompt_reports; }
 
 /* First trial matching; attempt <= 0 and rank < 0 match any. */
 static agent_trial *find(const agent_sup *s, int64_t trial_id, int64_t attempt, int64_t rank)
@@ -290,6 +293,7 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
     t->attempt = sp->attempt;
     t->rank = sp->rank;
     t->grace_ms = sp->grace_ms;
+    t->prompt = sp->prompt_reports;
     t->pid = c.pid;
     for (int i = 0; i < 2; i++) {
         t->fd[i] = c.fd[i];
@@ -370,6 +374,8 @@ static void ship_line(agent_sup *s, agent_trial *t, int stream, char *line, size
             t->metrics++;
             if (agent_outbox_metric(s->ob, t->trial_id, t->attempt, now, &rep))
                 hf_error("cannot queue a metric: out of memory");
+            else if (t->prompt)
+                s->prompt_reports++;
             note_checkpoint(s, t, &rep);
             return;
         }

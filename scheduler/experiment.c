@@ -177,6 +177,16 @@ int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
     if (!spec->ops) { rc = hf_jerr_set(e, "searcher", "name", "unknown searcher"); goto end; }
     spec->median_cfg = json_object_get(sc, "median_stopping");
     spec->cost_metric = json_string_value(json_object_get(sc, "cost_metric"));   /* search_validate checked it */
+    spec->time_metric = json_string_value(json_object_get(sc, "time_metric"));   /* asha's validate checked it */
+    {
+        /* Who decides on every report, not only at a trial's end: the
+         * median rule, pbt (a segment past its generation), asha in stop
+         * mode or with rungs in time. */
+        const char *mode = json_string_value(json_object_get(sc, "mode"));
+        int asha = !strcmp(spec->searcher_name, "asha");
+        spec->prompt_reports = spec->median_cfg || !strcmp(spec->searcher_name, "pbt") ||
+                               (asha && ((mode && !strcmp(mode, "stop")) || spec->time_metric));
+    }
     if ((rc = mo_searcher_check(spec, e))) goto end;
     spec->max_trials = search_cfg_int(sc, "max_trials", 0);
     if (spec->max_trials <= 0) {

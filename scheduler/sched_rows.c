@@ -460,12 +460,13 @@ int row_alloc_next(sqlite3_stmt *q, alloc_row *r)
 sqlite3_stmt *row_report_scan(sched *s, const experiment *x)
 {
     const exp_spec *sp = &x->spec;
-    if (sp->mo.n_obj > 1 || sp->mo.n_con > 0 || sp->cost_metric) {
-        /* Every objective, constrained and cost metric, in arrival order. */
+    if (sp->mo.n_obj > 1 || sp->mo.n_con > 0 || sp->cost_metric || sp->time_metric) {
+        /* Every objective, constrained, cost and time metric, in arrival order. */
         json_t *names = json_array();
         for (int k = 0; k < sp->mo.n_obj; k++) json_array_append_new(names, json_string(sp->obj_metric[k]));
         for (int c = 0; c < sp->mo.n_con; c++) json_array_append_new(names, json_string(sp->con_metric[c]));
         if (sp->cost_metric) json_array_append_new(names, json_string(sp->cost_metric));
+        if (sp->time_metric) json_array_append_new(names, json_string(sp->time_metric));
         char *txt = hf_json_dump(names);
         json_decref(names);
         sqlite3_stmt *q = store_stmt(s->st, ST_LOAD_REPORTS_NAMED);

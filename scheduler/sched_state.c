@@ -232,6 +232,8 @@ void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_
     /* The cost may also be an objective or constrained: then it fills both. */
     if (sp->cost_metric && !strcmp(name, sp->cost_metric))
         x->srch->ops->on_metric(x->srch, trial_id, SEARCH_COST_SLOT(&sp->mo), x_pos, v);
+    if (sp->time_metric && !strcmp(name, sp->time_metric))
+        x->srch->ops->on_metric(x->srch, trial_id, SEARCH_TIME_SLOT(&sp->mo), x_pos, v);
 }
 
 void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
@@ -265,14 +267,21 @@ void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
         x->best_raw = v;
         txn_emit(s, "experiment", exp_summary(x));
     }
-    if (t->state != T_RUNNING || t->kill_state >= 0) return;
+    /* The searcher and the median rule see every objective report, as the
+     * replay after a restart feeds them (one that arrives while the trial
+     * is already being stopped included); only a running trial's
+     * decision is acted on. */
     int d = SEARCH_CONTINUE;
     const char *why = x->spec.searcher_name;
     if (x->srch->ops->on_report) d = x->srch->ops->on_report(x->srch, t->id, x_pos, exp_norm(x, v));
-    if (d == SEARCH_CONTINUE && x->med) {
-        d = search_median_on_report(x->med, t->id, x_pos, exp_norm(x, v));
-        why = "median";
+    if (x->med) {
+        int dm = search_median_on_report(x->med, t->id, x_pos, exp_norm(x, v));
+        if (d == SEARCH_CONTINUE && dm == SEARCH_STOP) {
+            d = dm;
+            why = "median";
+        }
     }
+    if (t->state != T_RUNNING || t->kill_state >= 0) return;
     if (d == SEARCH_STOP) {
         atomic_fetch_add(&metrics.searcher_stops, 1);
         trial_request_kill(s, t, T_STOPPED, why);

@@ -132,6 +132,9 @@ int search_validate(const json_t *cfg, const struct search_space *sp, hf_jerr *e
         if (!hf_metric_name_ok(cm))
             return hf_jerr_set(e, "searcher", "cost_metric", "not a valid metric name ([A-Za-z0-9_.:/-], 1..64 bytes)");
     }
+    if (json_object_get(cfg, "time_metric") && strcmp(name, "asha"))
+        return hf_jerr_set(e, "searcher", "time_metric", "only with asha (rungs in seconds of training; %s has "
+                           "no rungs)", name);
     if (json_object_get(cfg, "cost_cooling")) {
         int b;
         if ((rc = hf_json_get_bool(cfg, "searcher", "cost_cooling", 0, &b, e))) return rc;

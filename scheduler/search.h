@@ -102,7 +102,8 @@ typedef struct searcher_ops {
      * searcher object names a "cost_metric" (tpe, asha with the tpe
      * sampler), every report of that metric also arrives, raw, as slot
      * SEARCH_COST_SLOT(o) = n_obj + n_con (after the constraints; with no
-     * configure call, 1). */
+     * configure call, 1); asha's "time_metric" likewise as
+     * SEARCH_TIME_SLOT(o), one after the cost's slot. */
     int  (*configure)(searcher *s, const struct search_objectives *o);
     void (*on_metric)(searcher *s, int64_t trial_id, int slot, double epoch, double value);
 } searcher_ops;
@@ -161,6 +162,9 @@ void   search_cost_add(search_cost *c, double v);
 double search_cost_mean(const search_cost *c);   /* NAN when none */
 /* The on_metric slot of the cost metric (after objectives and constraints). */
 #define SEARCH_COST_SLOT(o) ((o)->n_obj + (o)->n_con)
+/* The on_metric slot of asha's "time_metric" (rungs in its summed
+ * reports, docs/search.md "Rungs in seconds"): after the cost's. */
+#define SEARCH_TIME_SLOT(o) ((o)->n_obj + (o)->n_con + 1)
 
 /* Keys of the "searcher" object common to every algorithm; an algorithm's
  * validate rejects keys that are neither these nor its own. */

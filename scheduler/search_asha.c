@@ -59,11 +59,29 @@
  *
  * Reports must carry "epoch" for the rungs to mean epochs (a trial that
  * reports only steps is judged against budgets in steps).
+ *
+ * Rungs in seconds ("time_metric", docs/search.md "Rungs in seconds"; Ray
+ *   Tune's time_attr): a trial's resource is then the sum of its reports
+ *   of time_metric (the trainer's epoch_seconds: what each epoch cost its
+ *   slot), and bracket s has rungs min_time*eta^(s+k) below max_time, then
+ *   max_time. Every trial is granted max_epochs; the report that brings
+ *   the sum to a rung's time records the rung result there, and in promote
+ *   mode stops the trial (SIGTERM: the trainer checkpoints where it is),
+ *   which waits at that rung until it is promoted (continued with
+ *   max_epochs again) or not. A trial that completes its max_epochs has
+ *   its last value recorded for every rung above (it cannot train on).
+ *   So rungs compare configurations at equal training time rather than
+ *   equal epochs: a network that trains an epoch in 0.1 s is judged after
+ *   as many epochs as fit in the time a large one spends on one. Replay:
+ *   the sums and rung results come from the replayed reports, and a trial
+ *   waits at its highest recorded rung while it is not running, so a
+ *   rebuilt searcher holds the live one's state.
  */
 #include "search.h"
 #include "search_mo.h"
 #include "search_space.h"
 #include "hf_err.h"
+#include "hf_metric.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -87,11 +105,13 @@ typedef struct asha_trial {
     search_mo_last  mlast;         /* multi-objective: last value of every slot */
     search_mo_last *mres;          /* multi-objective: mlast at rung k, k < nres (own) */
     search_cost     cost;          /* reports of cost_metric (cost_on) */
+    double          elapsed;       /* time_on: sum of the time_metric reports */
 } asha_trial;
 
 typedef struct asha_bracket {
     int      nrungs;
     int64_t  budget[ASHA_MAX_RUNGS];
+    double   tb[ASHA_MAX_RUNGS];    /* time_on: rung k's time (time_metric's unit) */
 } asha_bracket;
 
 typedef struct asha_searcher {
@@ -113,6 +133,8 @@ typedef struct asha_searcher {
     int                  mo_on;            /* several objectives or constraints */
     int                  cost_on;          /* "cost_metric" (sampler tpe): SEARCH_COST_SLOT is the cost */
     int                  cost_cooling;     /* "cost_cooling": the cost's weight falls to 0 at max_trials */
+    int                  time_on;          /* "time_metric": rungs in its summed reports, not epochs */
+    double               min_time, max_time;
 } asha_searcher;
 
 /* Rungs of bracket s: r*eta^(s+k) while < R, then R. RET count. */
@@ -129,10 +151,25 @@ static int asha_rungs(int64_t r, int64_t R, int64_t eta, int s, int64_t *out)
     return n;
 }
 
+/* Rungs of bracket s in time: tmin*eta^(s+k) while < tmax, then tmax. */
+static int asha_rungs_time(double tmin, double tmax, int64_t eta, int s, double *out)
+{
+    int n = 0;
+    double b = tmin;
+    for (int i = 0; i < s; i++) b *= (double)eta;
+    while (b < tmax * (1 - 1e-9) && n < ASHA_MAX_RUNGS - 1) {
+        out[n++] = b;
+        b *= (double)eta;
+    }
+    out[n++] = tmax;
+    return n;
+}
+
 static int asha_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
 {
     static const char *const own[] = {"reduction_factor", "min_epochs", "brackets", "mode", "sampler",
-                                      "n_startup_trials", "cost_metric", "cost_cooling", NULL};
+                                      "n_startup_trials", "cost_metric", "cost_cooling", "time_metric",
+                                      "min_time", "max_time", NULL};
     int64_t eta = 3, r = 1, R = 0, br = 1, ns = 0;
     const char *mode = NULL, *sampler = NULL;
     int rc;
@@ -155,8 +192,31 @@ static int asha_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
      * bracket 0 (the last one runs every trial to max_epochs, as in
      * Hyperband). */
     int64_t tmp[ASHA_MAX_RUNGS];
-    int max_br = asha_rungs(r, R, eta, 0, tmp);
+    double ttmp[ASHA_MAX_RUNGS], tmin = 0, tmax = 0;
+    const char *tm = NULL;
+    if ((rc = hf_json_get_string(cfg, "searcher", "time_metric", 0, HF_METRIC_NAME_MAX, &tm, e))) return rc;
+    if (tm && !hf_metric_name_ok(tm))
+        return hf_jerr_set(e, "searcher", "time_metric", "not a valid metric name ([A-Za-z0-9_.:/-], 1..64 bytes)");
+    if (!tm && (json_object_get(cfg, "min_time") || json_object_get(cfg, "max_time")))
+        return hf_jerr_set(e, "searcher", json_object_get(cfg, "min_time") ? "min_time" : "max_time",
+                           "only with \"time_metric\" (the metric whose summed reports the rungs measure)");
+    if (tm) {
+        if ((rc = hf_json_get_number(cfg, "searcher", "min_time", 1, 1e-6, 1e9, &tmin, e))) {
+            if (!json_object_get(cfg, "min_time"))
+                hf_jerr_set(e, "searcher", "min_time", "required with \"time_metric\": the first rung's time, "
+                            "in the metric's unit (seconds for epoch_seconds)");
+            return rc;
+        }
+        tmax = tmin * (double)R / (double)r;
+        if ((rc = hf_json_get_number(cfg, "searcher", "max_time", 0, 1e-6, 1e12, &tmax, e))) return rc;
+        if (tmax <= tmin)
+            return hf_jerr_set(e, "searcher", "max_time", "must be > min_time (%g), got %g", tmin, tmax);
+    }
+    int max_br = tm ? asha_rungs_time(tmin, tmax, eta, 0, ttmp) : asha_rungs(r, R, eta, 0, tmp);
     if (max_br > ASHA_MAX_BRACKETS) max_br = ASHA_MAX_BRACKETS;
+    if (br > max_br && tm)
+        return hf_jerr_set(e, "searcher", "brackets", "at most %d with min_time %g, max_time %g and "
+                           "reduction_factor %lld", max_br, tmin, tmax, (long long)eta);
     if (br > max_br)
         return hf_jerr_set(e, "searcher", "brackets",
                            "at most %d with min_epochs %lld, max_epochs %lld and reduction_factor %lld",
@@ -202,8 +262,18 @@ static searcher *asha_create(const json_t *cfg, const search_space *sp, int goal
     if (s->min_epochs < 1 || s->min_epochs > s->max_epochs) s->min_epochs = 1;
     int64_t nb = search_cfg_int(cfg, "brackets", 1);
     s->nbrackets = nb < 1 ? 1 : nb > ASHA_MAX_BRACKETS ? ASHA_MAX_BRACKETS : (int)nb;
-    for (int b = 0; b < s->nbrackets; b++)
+    s->time_on = json_is_string(json_object_get(cfg, "time_metric"));
+    s->min_time = search_cfg_num(cfg, "min_time", 1.0);
+    if (!(s->min_time > 0)) s->min_time = 1.0;
+    s->max_time = search_cfg_num(cfg, "max_time", s->min_time * (double)s->max_epochs / (double)s->min_epochs);
+    if (!(s->max_time > s->min_time)) s->max_time = s->min_time * (double)s->eta;
+    for (int b = 0; b < s->nbrackets; b++) {
         s->br[b].nrungs = asha_rungs(s->min_epochs, s->max_epochs, s->eta, b, s->br[b].budget);
+        if (!s->time_on) continue;
+        /* Every trial is granted max_epochs; the rungs are times. */
+        s->br[b].nrungs = asha_rungs_time(s->min_time, s->max_time, s->eta, b, s->br[b].tb);
+        for (int k = 0; k < s->br[b].nrungs; k++) s->br[b].budget[k] = s->max_epochs;
+    }
     return &s->base;
 }
 
@@ -294,6 +364,9 @@ static int asha_waiting_rung(const asha_searcher *s, const asha_trial *t)
 {
     if (t->active || (t->outcome != SEARCH_COMPLETED && t->outcome != SEARCH_STOPPED) || t->stopped_by_us) return -1;
     const asha_bracket *br = &s->br[t->bracket];
+    /* In time: a trial that stopped at a rung waits at its highest one
+     * (one that completed its epochs has every rung recorded). */
+    if (s->time_on) return t->nres >= 1 && t->nres < br->nrungs ? t->nres - 1 : -1;
     int k = rung_of_budget(br, t->budget);
     return k < 0 || k >= br->nrungs - 1 || t->nres <= k ? -1 : k;
 }
@@ -389,6 +462,14 @@ end:
     return rc;
 }
 
+/* The level TPE ranks trial t's result by: its highest rung's budget, in
+ * epochs, or in milliseconds of time_metric's unit with time rungs. */
+static int64_t asha_level(const asha_searcher *s, const asha_trial *t)
+{
+    const asha_bracket *br = &s->br[t->bracket];
+    return s->time_on ? (int64_t)llround(br->tb[t->nres - 1] * 1000.0) : br->budget[t->nres - 1];
+}
+
 /* Hyperparameters of a new trial: the priors, or TPE over the rung results. */
 static json_t *asha_sample(asha_searcher *s, int64_t n_created, uint64_t *rng)
 {
@@ -402,8 +483,8 @@ static json_t *asha_sample(asha_searcher *s, int64_t n_created, uint64_t *rng)
         if (t->nres < 1 || !isfinite(t->res[t->nres - 1])) continue;
         /* The cost per epoch of the trial so far: what a new trial near it
          * would cost per epoch of whatever budget ASHA grants it. */
-        obs[n++] = (search_tpe_obs){t->hparams, s->br[t->bracket].budget[t->nres - 1], t->res[t->nres - 1],
-                                    t->index, search_cost_mean(&t->cost)};
+        obs[n++] = (search_tpe_obs){t->hparams, asha_level(s, t), t->res[t->nres - 1], t->index,
+                                    search_cost_mean(&t->cost)};
     }
     if (s->mo_on && asha_mo_levels(s, obs, n)) { free(obs); return NULL; }
     /* No constant liar: a running trial here is often a promoted, good one. */
@@ -477,8 +558,13 @@ static void asha_on_metric(searcher *base, int64_t trial_id, int slot, double ep
     asha_trial *t = asha_find(s, trial_id);
     (void)epoch;
     if (!t) return;
-    if (s->cost_on && slot == SEARCH_COST_SLOT(&s->mo)) search_cost_add(&t->cost, value);
-    else search_mo_last_set(&t->mlast, slot, value);
+    if (s->time_on && slot == SEARCH_TIME_SLOT(&s->mo)) {
+        if (isfinite(value) && value > 0) t->elapsed += value;
+    } else if (s->cost_on && slot == SEARCH_COST_SLOT(&s->mo)) {
+        search_cost_add(&t->cost, value);
+    } else {
+        search_mo_last_set(&t->mlast, slot, value);
+    }
 }
 
 static int asha_configure(searcher *base, const search_objectives *mo)
@@ -489,13 +575,21 @@ static int asha_configure(searcher *base, const search_objectives *mo)
     return 0;
 }
 
+/* Has t's report at epoch reached rung k (its epochs, or its time)? */
+static int asha_reached(const asha_searcher *s, const asha_trial *t, int k, double epoch)
+{
+    const asha_bracket *br = &s->br[t->bracket];
+    if (s->time_on) return t->elapsed >= br->tb[k] * (1 - 1e-9);
+    return epoch >= (double)br->budget[k] - 1e-9;
+}
+
 /* Record results for every rung whose budget the report reached. RET the
  * highest rung recorded by this call, or -1. */
 static int asha_record(asha_searcher *s, asha_trial *t, double epoch, double value)
 {
     const asha_bracket *br = &s->br[t->bracket];
     int hit = -1;
-    while (t->nres < br->nrungs && epoch >= (double)br->budget[t->nres] - 1e-9) {
+    while (t->nres < br->nrungs && asha_reached(s, t, t->nres, epoch)) {
         t->res[t->nres] = value;
         if (t->mres) t->mres[t->nres] = t->mlast;
         hit = t->nres++;
@@ -512,8 +606,14 @@ static int asha_on_report(searcher *base, int64_t trial_id, double epoch, double
     search_mo_last_set(&t->mlast, 0, value);
     if (t->stopped_by_us) return SEARCH_STOP;
     int k = asha_record(s, t, epoch, value);
+    const asha_bracket *br = &s->br[t->bracket];
+    if (s->time_on && k >= 0) {
+        /* A trial at its last epoch completes rather than stop. */
+        if (epoch >= (double)s->max_epochs - 1e-9) return SEARCH_CONTINUE;
+        /* Promote mode: it waits at rung k. Both modes: max_time is the end. */
+        if (!s->stop_mode || k == br->nrungs - 1) return SEARCH_STOP;
+    }
     if (s->stop_mode) {
-        const asha_bracket *br = &s->br[t->bracket];
         if (k < 0 || k >= br->nrungs - 1) return SEARCH_CONTINUE;
         int64_t nk = 0;
         for (size_t i = 0; i < s->n; i++)
@@ -539,10 +639,12 @@ static void asha_on_done(searcher *base, int64_t trial_id, int outcome, double v
     t->active = 0;
     t->outcome = outcome;
     /* A trial that ended at its budget without a report at exactly that
-     * epoch: its final value is the rung result. */
-    if (!s->stop_mode && outcome == SEARCH_COMPLETED) {
+     * epoch: its final value is the rung result. In time, a trial that
+     * completed its epochs cannot train on: its last value stands for
+     * every rung above. */
+    if ((!s->stop_mode || s->time_on) && outcome == SEARCH_COMPLETED) {
         const asha_bracket *br = &s->br[t->bracket];
-        int k = rung_of_budget(br, t->budget);
+        int k = s->time_on ? br->nrungs - 1 : rung_of_budget(br, t->budget);
         double v = isfinite(value) ? value : t->last;
         if (k >= 0 && isfinite(v))
             while (t->nres <= k) {
@@ -582,14 +684,20 @@ static json_t *asha_describe(searcher *base)
                 const asha_trial *t = &s->t[i];
                 if (t->bracket != b) continue;
                 if (t->nres > k) nres++;
+                if (s->time_on) {
+                    /* Past rung k with a result beyond it, or running towards the next. */
+                    promoted += t->nres > k + 1 || (t->active && t->nres == k + 1 && k + 1 < s->br[b].nrungs);
+                    running += t->active && t->nres == k;
+                    continue;
+                }
                 if (t->budget > s->br[b].budget[k]) promoted++;
                 if (t->active && t->budget == s->br[b].budget[k]) running++;
             }
-            json_array_append_new(rungs, json_pack("{s:I, s:I, s:I, s:I}",
-                                                   "budget", (json_int_t)s->br[b].budget[k],
-                                                   "results", (json_int_t)nres,
-                                                   "promoted", (json_int_t)promoted,
-                                                   "running", (json_int_t)running));
+            json_t *rung = json_pack("{s:I, s:I, s:I, s:I}", "budget", (json_int_t)s->br[b].budget[k],
+                                     "results", (json_int_t)nres, "promoted", (json_int_t)promoted,
+                                     "running", (json_int_t)running);
+            if (rung && s->time_on) json_object_set_new(rung, "time", json_real(s->br[b].tb[k]));
+            json_array_append_new(rungs, rung);
         }
         json_array_append_new(brs, json_pack("{s:i, s:o}", "bracket", b, "rungs", rungs));
     }
@@ -606,6 +714,7 @@ static json_t *asha_describe(searcher *base)
         json_object_set_new(d, "model", json_boolean(n >= s->n_startup));
         json_object_set_new(d, "observations", json_integer(n));
     }
+    if (d && s->time_on) json_object_set_new(d, "resource", json_string("time"));
     if (d && s->cost_on) {
         /* Rung results with a cost: the cost model applies from 2. */
         int64_t k = 0;

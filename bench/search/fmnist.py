@@ -26,6 +26,17 @@ per searcher with the same total budget of epochs:
                 (sum over rungs of eta^-k times the rung's added epochs),
                 so the cost's weight falls from 1 to 0 as the budget is
                 spent (CArBO's cost cooling)
+  asha-time   : ASHA with rungs in seconds of training ("time_metric":
+                "epoch_seconds", "min_time": --min-time (0.5), max_time
+                min_time * max_epochs / min_epochs; docs/search.md "Rungs
+                in seconds"): configurations are compared at equal
+                training time instead of equal epochs
+  asha-tpe-time : asha-time with "sampler": "tpe"
+  asha-hb     : ASHA with as many brackets as rungs (asynchronous
+                Hyperband: trial n starts at rung n mod brackets, so every
+                fourth trial of r=1, R=27, eta=3 trains 27 epochs at once),
+                the brackets Optuna's HyperbandPruner makes of the same
+                r, R and eta
 and reads every trial's val_acc history (GET /api/v1/trials/{id}/metrics).
 Epochs are counted across all trials in the order reports arrived (a
 resumed ASHA trial counts only the epochs it adds). For each run it prints
@@ -35,12 +46,13 @@ random/asha (the issue's target: asha <= 1/3 of random).
 
 Usage: fmnist.py [--seeds 1,2,3] [--budget 54] [--max-epochs 9]
                  [--min-epochs 1] [--eta 3] [--asha-mode promote|stop]
-                 [--slots 2] [--searchers random,asha,asha-stop,asha-tpe,asha-tpe-cost,asha-tpe-cool,tpe]
+                 [--slots 2] [--min-time 0.5]
+                 [--searchers random,asha,asha-stop,asha-tpe,asha-tpe-cost,asha-tpe-cool,asha-time,asha-tpe-time,tpe]
                  [--target 0.88]
 Needs $HF_BIN (default ./bin) with hyperfarm-scheduler, hyperfarm-agent,
 hyperfarm-train. Exit 2 when they are missing (bench/run: "not run").
 """
-import argparse, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, json, math, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 import urllib.request, urllib.error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -91,11 +103,22 @@ def wait_health(api, secs=15):
     raise RuntimeError("scheduler did not become healthy")
 
 
-def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, eta=3, mode="promote"):
-    if searcher in ("asha", "asha-tpe", "asha-stop", "asha-tpe-cost", "asha-tpe-cool"):
+def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, eta=3, mode="promote", min_time=0.5):
+    if searcher in ("asha", "asha-tpe", "asha-stop", "asha-tpe-cost", "asha-tpe-cool", "asha-time", "asha-tpe-time",
+                    "asha-hb"):
         sc = {"name": "asha", "max_trials": 1000, "max_epochs": max_epochs, "min_epochs": min_epochs,
               "reduction_factor": eta, "mode": "stop" if searcher == "asha-stop" else mode}
-        if searcher in ("asha-tpe", "asha-tpe-cost", "asha-tpe-cool"):
+        if searcher == "asha-hb":
+            nb, b = 1, min_epochs
+            while b * eta < max_epochs:
+                b *= eta
+                nb += 1
+            sc["brackets"] = nb + 1 if b < max_epochs else nb   # rungs r*eta^k below R, and R
+        if searcher in ("asha-time", "asha-tpe-time"):
+            # Rungs in seconds of training: the sum of the trainer's
+            # per-epoch epoch_seconds reports (docs/trainer.md).
+            sc.update({"time_metric": "epoch_seconds", "min_time": min_time})
+        if searcher in ("asha-tpe", "asha-tpe-cost", "asha-tpe-cool", "asha-tpe-time"):
             sc["sampler"] = "tpe"   # new trials from TPE over the rung results (BOHB-style)
         if searcher in ("asha-tpe-cost", "asha-tpe-cool"):
             sc["cost_metric"] = "epoch_seconds"   # the trainer's seconds per epoch (docs/trainer.md)
@@ -147,13 +170,16 @@ def epochs_used(trials):
         lat = t.get("latest") or {}
         e = lat.get("epoch")
         if isinstance(e, (int, float)):
-            used += e
+            # Whole epochs, as the reports count them: a trial stopped
+            # mid-epoch (rungs in time) reports a fractional epoch with its
+            # checkpoint, and its resumed run reports that epoch whole.
+            used += math.floor(e + 1e-9)
     return used
 
 
 def run_one(api, searcher, seed, args):
     exp = experiment("bench-%s-%d" % (searcher, seed), searcher, seed, args.budget, args.max_epochs,
-                     args.slots, args.min_epochs, args.eta, args.asha_mode)
+                     args.slots, args.min_epochs, args.eta, args.asha_mode, args.min_time)
     t_submit = time.time()
     eid = api.call("POST", "/api/v1/experiments", exp)["id"]
     t0 = time.time()
@@ -213,6 +239,8 @@ def main():
     ap.add_argument("--max-epochs", type=int, default=9)
     ap.add_argument("--min-epochs", type=int, default=1, help="ASHA's r (grace period, epochs of rung 0)")
     ap.add_argument("--eta", type=int, default=3, help="ASHA's reduction factor")
+    ap.add_argument("--min-time", type=float, default=0.5,
+                    help="asha-time: the first rung's seconds of training (max_time: x max_epochs / min_epochs)")
     ap.add_argument("--asha-mode", default="promote", choices=["promote", "stop"],
                     help="promote (the paper's ASHA) or stop (Ray Tune's ASHAScheduler)")
     ap.add_argument("--slots", type=int, default=2)

@@ -24,6 +24,12 @@ parallelism, for each seed:
   asha-tpe-cool  ours: asha-tpe-cost with "cost_cooling": true (the cost's
             weight falls from 1 to 0 as the trials the budget buys are
             created; max_trials from the budget, fmnist.py)
+  asha-time ours: ASHA with rungs in seconds of training ("time_metric":
+            "epoch_seconds", "min_time": --min-time; docs/search.md "Rungs
+            in seconds"): configurations compared at equal training time
+  asha-tpe-time  ours: asha-time with the TPE sampler
+  asha-hb   ours: ASHA with as many brackets as rungs (4 here), the
+            brackets Optuna's HyperbandPruner makes of the same r, R, eta
   tpe       ours: TPE with full-length trials (budget / R of them)
 
 Each run stops at the budget of epochs (counted over all trials in the
@@ -36,7 +42,8 @@ machine with at least 2 x parallel cores the runs do not share cores).
 
   /usr/bin/python3 bench/search/fmnist_h2h.py --seeds 1-10 --parallel 6 \\
       [--budget 243 --max-epochs 27 --min-epochs 1 --eta 3 --target 0.88] \\
-      [--methods optuna,asha,asha-stop,asha-tpe,asha-tpe-cost,asha-tpe-cool,tpe] [--json-out FILE]
+      [--methods optuna,asha,asha-stop,asha-tpe,asha-tpe-cost,asha-tpe-cool,asha-time,asha-tpe-time,asha-hb,tpe]
+      [--min-time 0.5] [--json-out FILE]
 
 Not a test: figures only. Needs $HF_BIN (default ./bin) and Optuna
 (Debian's python3-optuna: scripts/install-deps --bench).
@@ -150,7 +157,8 @@ def run_ours(method, seed, args):
     out = tempfile.mktemp(prefix="hf-h2h-%s-" % method, suffix=".json")
     cmd = [sys.executable, os.path.join(HERE, "fmnist.py"), "--seeds", str(seed), "--searchers", method,
            "--budget", str(args.budget), "--max-epochs", str(args.max_epochs), "--min-epochs", str(args.min_epochs),
-           "--eta", str(args.eta), "--slots", str(args.slots), "--target", str(args.target), "--json-out", out]
+           "--eta", str(args.eta), "--slots", str(args.slots), "--target", str(args.target), "--json-out", out,
+           "--min-time", str(args.min_time)]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0 or not os.path.exists(out):
         raise RuntimeError("fmnist.py %s seed %d failed (exit %d): %s" % (method, seed, r.returncode, r.stdout[-800:]))
@@ -180,6 +188,7 @@ def main():
     ap.add_argument("--budget", type=int, default=243)
     ap.add_argument("--max-epochs", type=int, default=27)
     ap.add_argument("--min-epochs", type=int, default=1)
+    ap.add_argument("--min-time", type=float, default=0.5, help="asha-time: the first rung's seconds of training")
     ap.add_argument("--eta", type=int, default=3)
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--target", type=float, default=0.88)

@@ -37,6 +37,9 @@
  *                       first one of the run
  *   --ckpt-bytes N      pad the checkpoint file to about N bytes (content
  *                       differs per trial and epoch), for upload tests
+ *   --report-seconds    add "epoch_seconds" (the epoch's measured wall-clock
+ *                       seconds: the sleep and the checkpoint, as the
+ *                       trainer reports it) to every metric line
  * On SIGTERM or a control file saying should_stop, it writes its
  * checkpoint and exits with 143.
  */
@@ -50,11 +53,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct opts {
     long   epochs, sleep_ms, fail_at, fail_code, flood, long_line, stderr_lines, ckpt_bytes;
-    int    fail_once, ignore_term, spawn_child, print_env, bad_metric, report_weights;
+    int    fail_once, ignore_term, spawn_child, print_env, bad_metric, report_weights, report_seconds;
     double x, lr;
 } opts;
 
@@ -122,6 +126,13 @@ static int nap(long ms)
     return hf_should_stop();
 }
 
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 int main(int argc, char **argv)
 {
     json_t *hp = json_loads(hf_hparams_json(), 0, NULL);
@@ -140,6 +151,7 @@ int main(int argc, char **argv)
     o.print_env = (int)hp_num(hp, "print_env", 0);
     o.bad_metric = (int)hp_num(hp, "bad_metric", 0);
     o.report_weights = (int)hp_num(hp, "report_weights", 0);
+    o.report_seconds = (int)hp_num(hp, "report_seconds", 0);
     o.x = hp_num(hp, "x", 0.5);
     o.lr = hp_num(hp, "lr", 0.5);
     for (int i = 1; i < argc; i++) {
@@ -161,6 +173,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--print-env")) o.print_env = 1;
         else if (!strcmp(a, "--bad-metric")) o.bad_metric = 1;
         else if (!strcmp(a, "--report-weights")) o.report_weights = 1;
+        else if (!strcmp(a, "--report-seconds")) o.report_seconds = 1;
         else if (!strcmp(a, "--x")) { o.x = atof(v); i++; }
         else if (!strcmp(a, "--lr")) { o.lr = atof(v); i++; }
         else {
@@ -217,6 +230,7 @@ int main(int argc, char **argv)
     if (start > 0)
         printf("resuming after epoch %ld from %s (w %.17g, written by trial %ld)\n", start, ck, from.w, from.trial);
     for (long e = start + 1; e <= o.epochs; e++) {
+        double t0 = mono_s();
         if (nap(o.sleep_ms) && !o.ignore_term) goto stopped;
         if (e == o.fail_at && (!o.fail_once || attempt <= 1)) {
             fprintf(stderr, "fake_trial: failing at epoch %ld with code %ld\n", e, o.fail_code);
@@ -238,6 +252,8 @@ int main(int argc, char **argv)
                      cur.w, from.epoch, from.w, from.trial);
         else if (o.report_weights)
             snprintf(extra, sizeof extra, ", \"w\": %.17g", cur.w);
+        if (o.report_seconds)
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"epoch_seconds\": %.6f", mono_s() - t0);
         printf("HYPERFARM {\"step\": %ld, \"epoch\": %ld, \"val_acc\": %.6f, \"train_loss\": %.6f%s, "
                "\"checkpoint\": \"%s\"}\n", e * 100, e, val, loss, extra, path);
         if (o.bad_metric) printf("HYPERFARM {\"val_acc\": oops}\n");
