@@ -714,7 +714,14 @@ static json_t *asha_describe(searcher *base)
         json_object_set_new(d, "model", json_boolean(n >= s->n_startup));
         json_object_set_new(d, "observations", json_integer(n));
     }
-    if (d && s->time_on) json_object_set_new(d, "resource", json_string("time"));
+    if (d && s->time_on) {
+        /* Trials that report the objective but not time_metric never reach
+         * a rung (they train to max_epochs): a misnamed metric shows here. */
+        int64_t untimed = 0;
+        for (size_t i = 0; i < s->n; i++) untimed += isfinite(s->t[i].last) && !(s->t[i].elapsed > 0);
+        json_object_set_new(d, "resource", json_string("time"));
+        json_object_set_new(d, "without_time", json_integer(untimed));
+    }
     if (d && s->cost_on) {
         /* Rung results with a cost: the cost model applies from 2. */
         int64_t k = 0;

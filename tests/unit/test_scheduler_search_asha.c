@@ -660,6 +660,7 @@ static void test_time_rungs(void **state)
     d = ops->describe(s);
     assert_int_equal(rung_field(d, 0, 0, "results"), 3);
     assert_int_equal(rung_field(d, 0, 1, "results"), 0);
+    assert_int_equal(json_integer_value(json_object_get(d, "without_time")), 0);
     json_decref(d);
     /* The best at 0.5 s is trial 1 (0.7 after 3 epochs), though trial 3
      * had the best single epoch: it is continued with 27 epochs. */
@@ -715,6 +716,12 @@ static void test_time_rungs(void **state)
     assert_int_equal(time_epoch(ops, s, 1, 1, 1.0, 0.5), SEARCH_CONTINUE);
     assert_int_equal(time_epoch(ops, s, 1, 2, 1.0, 0.6), SEARCH_CONTINUE);
     assert_int_equal(time_epoch(ops, s, 1, 3, 1.0, 0.7), SEARCH_STOP);
+    /* A trial that reports no time reaches no rung; describe() counts it. */
+    for (int64_t e = 1; e <= 5; e++) assert_int_equal(ops->on_report(s, 2, (double)e, 0.9), SEARCH_CONTINUE);
+    d = ops->describe(s);
+    assert_int_equal(json_integer_value(json_object_get(d, "without_time")), 1);
+    assert_int_equal(rung_field(d, 0, 0, "results"), 1);
+    json_decref(d);
     ops->destroy(s);
     json_decref(c);
     search_space_free(sp);
