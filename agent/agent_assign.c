@@ -11,6 +11,7 @@
 #include "agent_assign.h"
 #include "hf_buf.h"
 #include "hf_err.h"
+#include "hf_metric.h"
 #include "hf_log.h"
 #include "hf_time.h"
 
@@ -238,7 +239,7 @@ agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
 {
     agent_spec *s = NULL;
     json_t *argv = NULL, *env = NULL, *gpus = NULL;
-    const char *ck = NULL, *cf = NULL;
+    const char *ck = NULL, *cf = NULL, *pm = NULL;
 
     hf_jerr_clear(e);
     if (!json_is_object(a)) {
@@ -262,8 +263,13 @@ agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
     if (hf_json_get_int(a, path, "slots", 0, 0, 1 << 20, &s->slots, e)
         || hf_json_get_int(a, path, "rank", 0, 0, 100000, &s->rank, e)
         || hf_json_get_int(a, path, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &s->grace_ms, e)
-        || hf_json_get_bool(a, path, "prompt_reports", 0, &s->prompt_reports, e))
+        || hf_json_get_string(a, path, "prompt_metric", 0, sizeof s->prompt_metric - 1, &pm, e))
         goto fail;
+    if (pm && !hf_metric_name_ok(pm)) {
+        hf_jerr_set(e, path, "prompt_metric", "not a valid metric name");
+        goto fail;
+    }
+    if (pm) snprintf(s->prompt_metric, sizeof s->prompt_metric, "%s", pm);
     if (parse_launcher(a, path, s, e) || parse_context(a, path, s, e)) goto fail;
     /* copy_checkpoint_from: optional string or null (PBT exploit). */
     json_t *cfj = json_object_get(a, "copy_checkpoint_from");

@@ -35,8 +35,9 @@ typedef struct agent_spec {
     int64_t trial_id, attempt, experiment_id;
     int64_t rank;                         /* worker rank of a multi-worker trial (0) */
     int64_t grace_ms;                     /* this trial's grace period, < 0 = agent default */
-    int     prompt_reports;               /* "prompt_reports": a metric line sends a heartbeat at once
-                                             (the searcher may stop the trial on it) */
+    char    prompt_metric[65];            /* "prompt_metric" (a metric name, "" = none): a metric line
+                                             with it sends a heartbeat at once (the searcher may stop
+                                             the trial on that report) */
     char  **argv;                         /* NULL-terminated, owned */
     char  **env;                          /* "NAME=value", NULL-terminated, owned */
     char    checkpoint_dir[AGENT_PATH_MAX];   /* relative to workdir */

@@ -214,6 +214,24 @@ static void *fetch_main(void *arg)
     return NULL;
 }
 
+/* Is the file sp's restore would be written to the trial's own checkpoint,
+ * reported here at a later step than the restore's? The store lags behind
+ * the newest report while its upload is under way, and a trial that is
+ * continued at once (an ASHA promotion, a restart) on the agent that ran
+ * it would get an older checkpoint written over its newer file of the same
+ * name (a program that keeps one file, say checkpoint.pt) and train those
+ * epochs again. Then the local file is kept and nothing is fetched. */
+static int restore_older_than_local(agent *ag, const agent_spec *sp, int64_t *local_step)
+{
+    char path[2048], dest[3 * AGENT_PATH_MAX];
+    struct stat a, b;
+    if (sp->restore_trial != sp->trial_id || !agent_upload_newest(ag->up, sp->trial_id, local_step, path, sizeof path))
+        return 0;
+    snprintf(dest, sizeof dest, "%s/%s/%s", ag->workdir, sp->checkpoint_dir, sp->restore_name);
+    return *local_step > sp->restore_step && stat(path, &a) == 0 && stat(dest, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 /* Fetch sp's restore in the background; sp is taken. A duplicate of an
  * assignment being fetched is dropped. */
 static void fetch_start(agent *ag, agent_spec *sp)
@@ -343,8 +361,21 @@ static void handle_inbox(agent *ag, int stopping)
                 continue;
             }
             r->assign[k] = NULL;   /* taken */
-            if (sp->has_restore) fetch_start(ag, sp);   /* then start_or_prepare (fetch_reap) */
-            else start_or_prepare(ag, sp);
+            int64_t local_step = 0;
+            if (sp->has_restore && restore_older_than_local(ag, sp, &local_step)) {
+                char note[512];
+                int nn = snprintf(note, sizeof note, "[hyperfarm-agent] kept its own checkpoint %s of step %lld here "
+                                  "(the store's newest, step %lld, is older: its upload was under way)",
+                                  sp->restore_name, (long long)local_step, (long long)sp->restore_step);
+                hf_info("trial %lld attempt %lld: %s", (long long)sp->trial_id, (long long)sp->attempt, note + 18);
+                agent_outbox_log(ag->ob, sp->trial_id, sp->attempt, hf_wall_ms(), AGENT_STREAM_STDERR, note,
+                                 (size_t)nn < sizeof note ? (size_t)nn : sizeof note - 1);
+                start_or_prepare(ag, sp);
+            } else if (sp->has_restore) {
+                fetch_start(ag, sp);   /* then start_or_prepare (fetch_reap) */
+            } else {
+                start_or_prepare(ag, sp);
+            }
         }
         agent_reply_free(r);
     }
@@ -493,8 +524,9 @@ static void serve(agent *ag)
         agent_outbox_get_stats(ag->ob, &st);
         if (st.events > 0 && (st.events != prev.events || st.sent_events != prev.sent_events)) urge(ag);
         prev = st;
-        /* a report a searcher may stop the trial on: deliver it now, so the
-         * stop comes back in this heartbeat's reply (docs/agent.md) */
+        /* a report a searcher may stop the trial on (its prompt_metric):
+         * deliver it now, so the stop comes back in this heartbeat's reply
+         * (docs/agent.md) */
         uint64_t prompt = agent_sup_prompt_reports(ag->sup);
         if (prompt != prompt_prev) urge(ag);
         prompt_prev = prompt;

@@ -33,7 +33,7 @@ enum { TRIAL_RUNNING = 0, TRIAL_STOPPING };
 
 typedef struct agent_trial {
     int64_t  trial_id, attempt, rank, grace_ms;
-    int      prompt;              /* prompt_reports: count its metric lines in prompt_reports */
+    char     prompt_metric[65];   /* "": none; else count its reports of it in prompt_reports */
     pid_t    pid;                 /* also the process group id */
     int      fd[2];               /* stdout, stderr read ends; -1 once closed */
     hf_buf   line[2];             /* partial line per stream */
@@ -68,7 +68,7 @@ struct agent_sup {
      * must not run a second time. A real retry always has a new attempt. */
     int64_t       done[AGENT_DONE_KEYS][3];
     unsigned      ndone;
-    uint64_t      prompt_reports;   /* metric lines queued of trials with prompt_reports */
+    uint64_t      prompt_reports;   /* reports queued of a trial's prompt_metric */
 };
 
 static int done_has(const agent_sup *s, int64_t trial_id, int64_t attempt, int64_t rank)
@@ -293,7 +293,7 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
     t->attempt = sp->attempt;
     t->rank = sp->rank;
     t->grace_ms = sp->grace_ms;
-    t->prompt = sp->prompt_reports;
+    snprintf(t->prompt_metric, sizeof t->prompt_metric, "%s", sp->prompt_metric);
     t->pid = c.pid;
     for (int i = 0; i < 2; i++) {
         t->fd[i] = c.fd[i];
@@ -374,8 +374,9 @@ static void ship_line(agent_sup *s, agent_trial *t, int stream, char *line, size
             t->metrics++;
             if (agent_outbox_metric(s->ob, t->trial_id, t->attempt, now, &rep))
                 hf_error("cannot queue a metric: out of memory");
-            else if (t->prompt)
-                s->prompt_reports++;
+            else if (t->prompt_metric[0])
+                for (size_t i = 0; i < rep.n; i++)
+                    if (!strcmp(rep.m[i].name, t->prompt_metric)) { s->prompt_reports++; break; }
             note_checkpoint(s, t, &rep);
             return;
         }

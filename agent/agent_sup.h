@@ -100,9 +100,9 @@ int agent_sup_poll(agent_sup *s, int timeout_ms, int extra_fd);
 
 /* Trials currently supervised (running or being stopped). */
 int agent_sup_count(const agent_sup *s);
-/* Metric lines queued so far of trials assigned with "prompt_reports"
- * (a searcher may stop them on any report): the main loop heartbeats at
- * once when it grows, instead of at the next interval. */
+/* Reports queued so far that carry their trial's "prompt_metric" (the
+ * objective a searcher may stop the trial on): the main loop heartbeats
+ * at once when it grows, instead of at the next interval. */
 uint64_t agent_sup_prompt_reports(const agent_sup *s);
 /* pid of a supervised trial attempt, or -1. */
 pid_t agent_sup_pid(const agent_sup *s, int64_t trial_id, int64_t attempt);

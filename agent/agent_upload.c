@@ -69,6 +69,8 @@ typedef struct up_dir {
     char    dir[2048];
     int     running;                  /* ranks of the trial running here */
     int64_t exited_mono;              /* when the last one exited, 0 = running or never */
+    int64_t newest_step;              /* the newest checkpoint a rank reported here, -1 = none */
+    char    newest_path[2048];
 } up_dir;
 
 struct agent_upload {
@@ -160,6 +162,8 @@ void agent_upload_set_gate(agent_upload *u, int (*delivered)(void *ctx, uint64_t
     pthread_mutex_unlock(&u->mu);
 }
 
+static up_dir *dir_find(agent_upload *u, int64_t trial_id);
+
 void agent_upload_note_checkpoint(agent_upload *u, int64_t trial_id, int64_t attempt, int64_t step, const char *path)
 {
     agent_upload_note_checkpoint_after(u, trial_id, attempt, step, path, 0);
@@ -190,6 +194,11 @@ void agent_upload_note_checkpoint_after(agent_upload *u, int64_t trial_id, int64
     if (rc) hf_warn("checkpoint %s of trial %lld: cannot write its upload record in %s (%s): an agent restart "
                     "before it is uploaded loses it", path, (long long)trial_id, u->dir, hf_strerror(rc));
     pthread_mutex_lock(&u->mu);
+    up_dir *d = dir_find(u, trial_id);
+    if (d && j->step >= d->newest_step) {
+        d->newest_step = j->step;
+        snprintf(d->newest_path, sizeof d->newest_path, "%s", path);
+    }
     if (u->nq >= AGENT_UPLOAD_MAX) {
         /* full: drop this trial's oldest waiting report, else the oldest of all */
         size_t k = 0;
@@ -215,6 +224,19 @@ static up_dir *dir_find(agent_upload *u, int64_t trial_id)
     return NULL;
 }
 
+int agent_upload_newest(agent_upload *u, int64_t trial_id, int64_t *step, char *path, size_t pathlen)
+{
+    pthread_mutex_lock(&u->mu);
+    up_dir *d = dir_find(u, trial_id);
+    int found = d && d->newest_step >= 0;
+    if (found) {
+        *step = d->newest_step;
+        snprintf(path, pathlen, "%s", d->newest_path);
+    }
+    pthread_mutex_unlock(&u->mu);
+    return found;
+}
+
 void agent_upload_note_start(agent_upload *u, int64_t trial_id, const char *dir)
 {
     pthread_mutex_lock(&u->mu);
@@ -223,6 +245,7 @@ void agent_upload_note_start(agent_upload *u, int64_t trial_id, const char *dir)
         d = &u->dirs[u->ndirs++];
         memset(d, 0, sizeof *d);
         d->trial_id = trial_id;
+        d->newest_step = -1;
     }
     if (d) {
         snprintf(d->dir, sizeof d->dir, "%s", dir);

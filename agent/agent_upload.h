@@ -70,6 +70,11 @@ void agent_upload_note_start(agent_upload *u, int64_t trial_id, const char *dir)
 /* A rank of trial_id exited; others_here: ranks of it still running here. */
 void agent_upload_note_exit(agent_upload *u, int64_t trial_id, const char *dir, int others_here);
 
+/* The newest checkpoint (highest step) a rank of trial_id reported here
+ * since it last started here, while its directory is kept: OUT its step
+ * and path. RET 1, or 0 when there is none. */
+int agent_upload_newest(agent_upload *u, int64_t trial_id, int64_t *step, char *path, size_t pathlen);
+
 /* Reports waiting or in progress, and delivered so far. */
 void agent_upload_stats(agent_upload *u, int64_t *pending, int64_t *done, int64_t *dropped);
 

@@ -42,7 +42,7 @@ typedef struct exp_spec {
     const char *cost_metric;     /* searcher.cost_metric (tpe, asha + tpe sampler), NULL when absent:
                                     fed to the searcher as slot SEARCH_COST_SLOT(&mo) */
     int         prompt_reports;  /* the searcher or the median rule may stop a trial on any report:
-                                    assignments say "prompt_reports" (docs/protocol.md) */
+                                    assignments name the objective as "prompt_metric" (docs/protocol.md) */
     const char *time_metric;     /* searcher.time_metric (asha: rungs in its summed reports), NULL when
                                     absent: fed to the searcher as slot SEARCH_TIME_SLOT(&mo) */
     const char *searcher_name;

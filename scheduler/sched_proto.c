@@ -322,7 +322,7 @@ json_t *proto_assignment(sched *s, trial *t, trial_rank *tr)
                            "experiment_id", (json_int_t)x->id, "rank", tr->rank, "argv", x->spec.argv, "env", env,
                            "checkpoint_dir", ckdir, "slots", tr->slots, "gpus", gpus,
                            "grace_ms", (json_int_t)x->spec.grace_ms);
-    if (x->spec.prompt_reports) json_object_set_new(as, "prompt_reports", json_true());
+    if (x->spec.prompt_reports) json_object_set_new(as, "prompt_metric", json_string(x->spec.metric));
     /* Launcher trials: rank 0 runs the command (mpirun) with a host file
      * of the placement, one entry per agent in rank order with as many
      * slots as ranks placed there; the other ranks hold their slots. */

@@ -9,8 +9,8 @@
  * environment entries, and relative checkpoint paths without "..";
  * rejected assignments become well-formed start_failed events.
  */
-// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_time.c common/hf_log.c common/hf_buf.c agent/agent_assign.c agent/agent_fs.c
-// FUZZ_LIBS: -ljansson -lpthread
+// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_time.c common/hf_log.c common/hf_buf.c common/hf_metric.c agent/agent_assign.c agent/agent_fs.c
+// FUZZ_LIBS: -ljansson -lpthread -lm
 #include "agent/agent_assign.h"
 #include "hf_err.h"
 #include "hf_log.h"

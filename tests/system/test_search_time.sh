@@ -12,12 +12,19 @@
 #      "stop requested") soon after the report whose summed epoch_seconds
 #      reached a rung (0.2, 0.6 or 1.8 s): within 0.3 s of training, though
 #      agents heartbeat only every second here (--heartbeat-fast-ms 1000):
-#      the assignments say "prompt_reports", so the agent sends each report
-#      at once and the stop comes back in that heartbeat's reply (measured:
+#      the assignments name the objective as "prompt_metric", so the agent
+#      sends each report of it at once and the stop comes back in that
+#      heartbeat's reply (measured:
 #      at most one 20 ms epoch past the rung); a 20 ms trial's first rung
-#      came after several epochs and a 150 ms trial's after 2;
+#      came after more epochs than any 150 ms trial's;
 #   2. a promoted trial continued from its checkpoint: its val_acc epochs
-#      are 1, 2, ... n with none repeated or skipped, across its runs;
+#      are 1, 2, ... n with none repeated or skipped, across its runs. The
+#      checkpoints are padded to 200 kB (--ckpt-bytes), so a promotion
+#      often comes while the upload of the stopped run's last checkpoint
+#      is still under way and the store's newest is older: the agent then
+#      keeps the trial's newer local file of the same name (fake_trial
+#      keeps one file) rather than restoring the older one over it, which
+#      would repeat epochs (docs/agent.md, "Checkpoints travel");
 #   3. the searcher's rungs: 9 results at 0.2 s, 3 at 0.6 s, 1 at 1.8 s
 #      (one in three promoted), "resource": "time";
 #   4. after another kill -9 and restart the replayed searcher's state
@@ -37,7 +44,7 @@ exp=$(jq -n --arg prog "$HF_BIN/tests/fake_trial" '{
              reduction_factor: 3, time_metric: "epoch_seconds", min_time: 0.2, max_time: 1.8},
   hyperparameters: {x: {type: "uniform", min: 0, max: 1}, lr: {type: "log", min: 0.01, max: 1},
                     sleep_ms: {type: "categorical", values: [20, 150]}},
-  trial: {command: [$prog, "--report-seconds"], max_restarts: 0}
+  trial: {command: [$prog, "--report-seconds", "--ckpt-bytes", "200000"], max_restarts: 0}
 }')
 id=$(hf_submit "$exp")
 hf_log "submitted experiment $id"
@@ -53,6 +60,7 @@ jq -e '.state == "COMPLETED"' <<<"$x" >/dev/null || hf_fail "experiment: $(jq -c
 # ---- 1 and 2: stops at the rung times, continued from checkpoints ------------
 trials=$(hf_get "/api/v1/experiments/$id/trials")
 hf_assert_eq "$(jq '.trials | length' <<<"$trials")" 9 "9 trials"
+firsts=()
 for t in $(jq -r '.trials[].id' <<<"$trials"); do
   m=$(hf_get "/api/v1/trials/$t/metrics?limit=10000")
   eps=$(jq -c '[.metrics[] | select(.name == "val_acc") | .epoch]' <<<"$m")
@@ -70,10 +78,18 @@ for t in $(jq -r '.trials[].id' <<<"$trials"); do
     all(to_entries[]; .value >= $h[.key] and ($s[$h[.key]:.value] | add // 0) < 0.3)' <<<"$stops" >/dev/null ||
     hf_fail "trial $t ($sleep_ms ms): runs stopped at epochs $stops, rungs reached at epochs $hits (seconds $secs)"
   first=$(jq 'first' <<<"$hits")
-  if [[ $sleep_ms == 20 ]]; then (( first >= 4 )) || hf_fail "trial $t (20 ms): first rung at epoch $first"
-  else (( first == 2 )) || hf_fail "trial $t (150 ms): first rung at epoch $first"; fi
+  firsts+=("$sleep_ms $first")
   hf_log "trial $t: sleep $sleep_ms ms, rungs at epochs $hits, runs stopped at epochs $stops"
 done
+# Equal time, unequal epochs: every 20 ms trial reached the first rung at a
+# later epoch than any 150 ms trial (how many depends on the machine's load).
+cheap=$(printf '%s\n' "${firsts[@]}" | awk '$1 == 20 { if (m == "" || $2 < m) m = $2 } END { print m }')
+dear=$(printf '%s\n' "${firsts[@]}" | awk '$1 == 150 { if ($2 > m) m = $2 } END { print m + 0 }')
+[[ -n $cheap && $dear -gt 0 ]] || hf_fail "the sweep drew only one of the two costs: ${firsts[*]}"
+(( cheap > dear )) || hf_fail "a 20 ms trial reached the first rung at epoch $cheap, a 150 ms one at $dear"
+hf_log "ok: first rung after at least $cheap epochs of 20 ms, at most $dear of 150 ms"
+kept=$(grep -c "kept its own checkpoint" "$HF_TMP/agent-a1.log" || true)
+hf_log "promotions that kept the newer local checkpoint over the store's older one: $kept"
 hf_log "ok: every run stopped within 0.3 s of training after its summed seconds reached a rung, epochs contiguous across runs"
 jq -e 'all(.trials[]; .state == "STOPPED")' <<<"$trials" >/dev/null ||
   hf_fail "not every trial ended STOPPED (at a rung or at max_time): $(jq -c '[.trials[].state]' <<<"$trials")"

@@ -347,8 +347,9 @@ static void test_reply_parse(void **state)
 {
     (void)state;
     json_t *r = json_loads("{\"assign\": ["
-        "{\"trial_id\":5,\"attempt\":1,\"argv\":[\"a\"],\"checkpoint_dir\":\"e/5/ck\"},"
+        "{\"trial_id\":5,\"attempt\":1,\"argv\":[\"a\"],\"checkpoint_dir\":\"e/5/ck\",\"prompt_metric\":\"val_acc\"},"
         "{\"trial_id\":6,\"attempt\":2,\"argv\":[\"a\"],\"checkpoint_dir\":\"/abs\"},"
+        "{\"trial_id\":7,\"attempt\":1,\"argv\":[\"a\"],\"checkpoint_dir\":\"e/7/ck\",\"prompt_metric\":\"a b\"},"
         "{\"argv\":[\"a\"]},"
         "17],"
         "\"kill\": [{\"trial_id\":3,\"attempt\":1,\"reason\":\"asha\",\"grace_ms\":100},"
@@ -359,7 +360,10 @@ static void test_reply_parse(void **state)
     assert_int_equal(agent_reply_parse(r, &out, &e), 0);
     assert_int_equal(out.nassign, 1);
     assert_int_equal(out.assign[0]->trial_id, 5);
-    assert_int_equal(json_array_size(out.rejected), 1);   /* trial 6; the others name no trial */
+    assert_string_equal(out.assign[0]->prompt_metric, "val_acc");
+    assert_int_equal(json_array_size(out.rejected), 2);   /* trials 6 and 7; the others name no trial */
+    assert_non_null(strstr(json_string_value(json_object_get(json_array_get(out.rejected, 1), "error")),
+                           "assign[2].prompt_metric"));
     json_t *rej = json_array_get(out.rejected, 0);
     assert_int_equal(json_integer_value(json_object_get(rej, "trial_id")), 6);
     assert_int_equal(json_integer_value(json_object_get(rej, "attempt")), 2);

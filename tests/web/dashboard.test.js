@@ -36,6 +36,9 @@ const asha = {
   hyperparameters: { x: { type: 'uniform', min: -1, max: 1 }, lr: { type: 'log', min: 0.01, max: 1 },
     arch: { type: 'categorical', values: ['small', 'residual-wide-512x4-dropout'] } },
   trial: { command: [FAKE, '--sleep-ms', '60'] },
+  // The long value is drawn for certain (not only when the random draws
+  // and TPE happen to pick it: once in a run they did not).
+  warm_start: { enqueue: [{ x: 0.5, lr: 0.1, arch: 'residual-wide-512x4-dropout' }] },
 };
 const sweep = {
   name: 'web-random', objective: { metric: 'val_acc', goal: 'maximize' },
