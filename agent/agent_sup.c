@@ -329,16 +329,20 @@ static void trial_stop(agent_sup *s, agent_trial *t, int64_t grace_ms, const cha
     }
     t->state = TRIAL_STOPPING;
     t->kill_deadline = deadline;
+    /* No grace: SIGKILL before the control file says stop, so a trial
+     * polling that file cannot exit on its own first (a supersede must
+     * end the old attempt by the signal, however loaded the machine). */
+    if (grace_ms == 0) {
+        kill(-t->pid, SIGKILL);
+        t->killed_hard = 1;
+    }
     int rc = agent_fs_write_control(t->control, 1, reason);
     if (rc) hf_warn("trial %lld: cannot write %s: %s", (long long)t->trial_id, t->control, hf_strerror(rc));
     hf_info("trial %lld attempt %lld rank %lld: stopping (%s), SIGTERM to group %d, grace %lld ms",
             (long long)t->trial_id, (long long)t->attempt, (long long)t->rank, reason, (int)t->pid,
             (long long)grace_ms);
     trial_note(s, t, "stop requested (%s): SIGTERM, SIGKILL after %lld ms", reason, (long long)grace_ms);
-    if (grace_ms == 0) {
-        kill(-t->pid, SIGKILL);
-        t->killed_hard = 1;
-    } else kill(-t->pid, SIGTERM);
+    if (grace_ms != 0) kill(-t->pid, SIGTERM);
 }
 
 int agent_sup_kill(agent_sup *s, int64_t trial_id, int64_t attempt, int64_t grace_ms, const char *reason)
