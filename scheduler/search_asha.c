@@ -137,21 +137,8 @@ typedef struct asha_searcher {
     double               min_time, max_time;
 } asha_searcher;
 
-/* Rungs of bracket s: r*eta^(s+k) while < R, then R. RET count. */
-static int asha_rungs(int64_t r, int64_t R, int64_t eta, int s, int64_t *out)
-{
-    int n = 0;
-    double b = (double)r;
-    for (int i = 0; i < s; i++) b *= (double)eta;
-    while (b < (double)R && n < ASHA_MAX_RUNGS - 1) {
-        out[n++] = (int64_t)b;
-        b *= (double)eta;
-    }
-    out[n++] = R;
-    return n;
-}
-
-/* Rungs of bracket s in time: tmin*eta^(s+k) while < tmax, then tmax. */
+/* Rungs of bracket s: tmin*eta^(s+k) while < tmax, then tmax (time_metric's
+ * unit, or epochs through asha_rungs). RET count. */
 static int asha_rungs_time(double tmin, double tmax, int64_t eta, int s, double *out)
 {
     int n = 0;
@@ -162,6 +149,15 @@ static int asha_rungs_time(double tmin, double tmax, int64_t eta, int s, double 
         b *= (double)eta;
     }
     out[n++] = tmax;
+    return n;
+}
+
+/* Rungs of bracket s in epochs: r*eta^(s+k) while < R, then R. RET count. */
+static int asha_rungs(int64_t r, int64_t R, int64_t eta, int s, int64_t *out)
+{
+    double t[ASHA_MAX_RUNGS];
+    int n = asha_rungs_time((double)r, (double)R, eta, s, t);
+    for (int k = 0; k < n; k++) out[k] = (int64_t)t[k];
     return n;
 }
 
