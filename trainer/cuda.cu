@@ -783,26 +783,27 @@ fail:
     return HF_EIO;
 }
 
-extern "C" int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y,
-                                        int B, int scale_B, double *loss, int *hits)
+/* Upload x (B, in) and y (B), run the forward pass under ctx and the
+ * softmax cross-entropy (dlogits scaled by inv into dact[L]). */
+static int forward_xent(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y, int B, float inv)
 {
-    int L = c->n_layers, C = c->n_classes;
-    double sum = 0;
-    int h = 0;
-    tr_layer_ctx train;
-    memset(&train, 0, sizeof train);
-    train.train = 1;
-    if (!ctx) ctx = &train;
-    if (B <= 0 || B > c->max_batch) return HF_EINVAL;
+    int L = c->n_layers;
     CK(cudaMemcpy(c->act[0], x, (size_t)B * tr_shape_size(c->lay[0].in) * sizeof(float), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(c->y, y, B * sizeof(int32_t), cudaMemcpyHostToDevice));
     for (int i = 0; i < L; i++)
         if (layer_forward(c, i, ctx, B)) return HF_EIO;
-    k_softmax_xent<<<blocks(B, 64), 64>>>(c->act[L], c->y, B, C, c->dact[L], 1.0f / (float)(scale_B > 0 ? scale_B : B),
-                                         c->rowloss, c->rowhit);
+    k_softmax_xent<<<blocks(B, 64), 64>>>(c->act[L], c->y, B, c->n_classes, c->dact[L], inv, c->rowloss, c->rowhit);
     CK(cudaGetLastError());
-    for (int i = L - 1; i >= 0; i--)
-        if (layer_backward(c, i, ctx, B, i > c->first_param)) return HF_EIO;
+    return 0;
+fail:
+    return HF_EIO;
+}
+
+/* The batch's mean loss and correct rows from the per-row results. */
+static int row_sums(tr_cuda *c, int B, double *loss, int *hits)
+{
+    double sum = 0;
+    int h = 0;
     CK(cudaMemcpy(c->h_rowloss, c->rowloss, B * sizeof(double), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(c->h_rowhit, c->rowhit, B * sizeof(int), cudaMemcpyDeviceToHost));
     for (int r = 0; r < B; r++) { sum += c->h_rowloss[r]; h += c->h_rowhit[r]; }
@@ -811,6 +812,30 @@ extern "C" int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, con
     return 0;
 fail:
     return HF_EIO;
+}
+
+extern "C" int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y,
+                                        int B, int scale_B, double *loss, int *hits)
+{
+    tr_layer_ctx train;
+    memset(&train, 0, sizeof train);
+    train.train = 1;
+    if (!ctx) ctx = &train;
+    if (B <= 0 || B > c->max_batch) return HF_EINVAL;
+    if (forward_xent(c, ctx, x, y, B, 1.0f / (float)(scale_B > 0 ? scale_B : B))) return HF_EIO;
+    for (int i = c->n_layers - 1; i >= 0; i--)
+        if (layer_backward(c, i, ctx, B, i > c->first_param)) return HF_EIO;
+    return row_sums(c, B, loss, hits);
+}
+
+extern "C" int tr_cuda_infer(tr_cuda *c, const float *x, const int32_t *y, int B, double *loss, int *hits)
+{
+    tr_layer_ctx eval;
+    memset(&eval, 0, sizeof eval);   /* train = 0: no dropout, BN running statistics (tr_model_infer) */
+    if (B <= 0 || B > c->max_batch) return HF_EINVAL;
+    /* dact[L] is scratch here: the next training step overwrites it */
+    if (forward_xent(c, &eval, x, y, B, 1.0f / (float)B)) return HF_EIO;
+    return row_sums(c, B, loss, hits);
 }
 
 extern "C" int tr_cuda_step(tr_cuda *c, const float *params, const float *x, const int32_t *y, int B, int scale_B,

@@ -54,6 +54,12 @@ int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x
     return HF_EUNSUP;
 }
 
+int tr_cuda_infer(tr_cuda *c, const float *x, const int32_t *y, int B, double *loss, int *hits)
+{
+    (void)c; (void)x; (void)y; (void)B; (void)loss; (void)hits;
+    return HF_EUNSUP;
+}
+
 int tr_cuda_get(tr_cuda *c, float *grads, float *logits, int B)
 {
     (void)c; (void)grads; (void)logits; (void)B;

@@ -59,6 +59,11 @@ int tr_cuda_store(tr_cuda *c, float *params, float *bufs, tr_optim *o);
  * tr_softmax_xent. RET 0, HF_EINVAL (bad B) or HF_EIO (CUDA error, logged). */
 int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y, int B,
                              int scale_B, double *loss, int *hits);
+/* Inference on the device params (no dropout, BN running statistics, as
+ * tr_model_infer): x (B, in) and y (B) are uploaded; *loss the batch's mean
+ * cross-entropy, *hits its correct rows. The device gradient is untouched.
+ * RET 0, HF_EINVAL (bad B) or HF_EIO (CUDA error, logged). */
+int tr_cuda_infer(tr_cuda *c, const float *x, const int32_t *y, int B, double *loss, int *hits);
 /* Download the gradient (n_params) and/or the last logits (B, classes). */
 int tr_cuda_get(tr_cuda *c, float *grads, float *logits, int B);
 /* Upload a gradient (n_params) (tests; a reduced gradient). */

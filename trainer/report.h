@@ -16,6 +16,7 @@
 #define TR_REPORT_H
 
 #include "data.h"
+#include "device.h"
 #include "model.h"
 #include "options.h"
 
@@ -56,15 +57,19 @@ void tr_report_ckpt(const char *path, int64_t step, double epoch);
  * epoch + 1, train loss/accuracy from s, lr of the last step (schedule of
  * spe steps per epoch), samples_per_s as given, val_loss/val_acc on val
  * (when it has rows) and test_acc on test (with --eval-test, or at the
- * last epoch), evaluated with m. Logs "epoch e/target: ... samples/s
- * <where>". The caller adds the checkpoint and prints rep.
+ * last epoch), evaluated with m, on gpu when it is not NULL (tr_evaluate).
+ * Logs "epoch e/target: ... samples/s <where>". The caller adds the
+ * checkpoint and prints rep.
  */
-void tr_report_epoch(tr_report *rep, tr_model *m, const tr_options *o, const tr_dataset *val,
+void tr_report_epoch(tr_report *rep, tr_model *m, tr_cuda *gpu, const tr_options *o, const tr_dataset *val,
                      const tr_dataset *test, int epoch, int target, int64_t step, int64_t spe,
                      const tr_epoch_sums *s, double samples_per_s, const char *where);
 
 /* Mean loss and accuracy of m over ds in batches of m->max_batch
- * (inference mode: no dropout, BN running stats). */
-void tr_evaluate(tr_model *m, const tr_dataset *ds, double *loss, double *acc);
+ * (inference mode: no dropout, BN running stats). With gpu (may be NULL)
+ * the forward passes run on the device's copy of the model (tr_cuda_infer);
+ * should one fail, the evaluation is redone on the CPU with m, which the
+ * caller has synced, and a warning says so. */
+void tr_evaluate(tr_model *m, tr_cuda *gpu, const tr_dataset *ds, double *loss, double *acc);
 
 #endif

@@ -197,7 +197,7 @@ int tr_train_main(const tr_options *o)
             goto end;
         }
         if (!gpu) hf_warn("device auto: %s; training on the CPU", err);
-        else hf_info("training step (all layers, clipping, optimizer) on the GPU; evaluation on the CPU");
+        else hf_info("training step (all layers, clipping, optimizer) and evaluation on the GPU");
     }
     hf_info("model %s: %zu parameters; %d train / %d val / %d test samples; %lld steps per epoch; %d BLAS threads",
             r.m->desc, r.m->n_params, r.train.n, r.val.n, r.test_view.n, (long long)r.spe, tr_blas_get_threads());
@@ -265,7 +265,7 @@ int tr_train_main(const tr_options *o)
         char where[32];
         snprintf(where, sizeof where, "(%.1f s)", train_time);
         tr_epoch_sums sums = {r.loss_sum, r.loss_count, r.correct, r.seen};
-        tr_report_epoch(&rep, r.m, o, &r.val, &r.test_view, r.epoch, target, r.step, r.spe, &sums,
+        tr_report_epoch(&rep, r.m, gpu, o, &r.val, &r.test_view, r.epoch, target, r.step, r.spe, &sums,
                         busy > 0 ? samples / busy : NAN, where);
         r.loss_sum = 0;
         r.loss_count = r.correct = r.seen = 0;
