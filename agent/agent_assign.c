@@ -336,7 +336,7 @@ static int parse_kill(const json_t *k, const char *p, agent_killreq *kr)
 int agent_reply_parse(const json_t *reply, agent_reply *out, hf_jerr *e)
 {
     json_t *assign = NULL, *kill = NULL;
-    int64_t iv = 0;
+    int64_t iv = 0, gap = 0;
     char p[64];
 
     memset(out, 0, sizeof *out);
@@ -344,9 +344,11 @@ int agent_reply_parse(const json_t *reply, agent_reply *out, hf_jerr *e)
     if (!json_is_object(reply)) return hf_jerr_set(e, "", NULL, "reply must be an object");
     if (hf_json_get_array(reply, "", "assign", 0, AGENT_MAX_ASSIGN, &assign, e)
         || hf_json_get_array(reply, "", "kill", 0, AGENT_MAX_ASSIGN, &kill, e)
-        || hf_json_get_int(reply, "", "heartbeat_interval_ms", 0, 10, 3600000, &iv, e))
+        || hf_json_get_int(reply, "", "heartbeat_interval_ms", 0, 10, 3600000, &iv, e)
+        || hf_json_get_int(reply, "", "report_gap_ms", 0, 1, 3600000, &gap, e))
         return HF_EINVAL;
     out->interval_ms = iv;
+    out->report_gap_ms = gap;
     if (!(out->rejected = json_array())) return hf_jerr_set(e, "", NULL, "out of memory");
     size_t na = json_array_size(assign), nk = json_array_size(kill);
     if ((na && !(out->assign = calloc(na, sizeof *out->assign)))

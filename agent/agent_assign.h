@@ -84,6 +84,7 @@ typedef struct agent_reply {
     size_t         nkill;
     json_t        *rejected;   /* start_failed events for invalid assignments (array, owned) */
     int64_t        interval_ms;   /* 0 = not given */
+    int64_t        report_gap_ms; /* least gap of report-triggered heartbeats; 0 = not given */
 } agent_reply;
 
 /* Validate a heartbeat reply (borrowed).

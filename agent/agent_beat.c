@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #define AGENT_BACKOFF_MAX_MS   5000
-#define AGENT_URGENT_GAP_MS    20      /* min gap between event-triggered heartbeats */
 #define AGENT_POLL_BACKOFF_MAX 30000   /* long-poll retry cap */
 #define AGENT_POLL_HB_WAIT_MS  2000    /* after "pending": wait for the heartbeat that fetches it */
 #define AGENT_CACHED_LIST_MAX  1024    /* object hashes listed to the scheduler (newest first) */
@@ -37,11 +36,12 @@ static void set_agent_id(agent *ag, int64_t id)
     pthread_mutex_unlock(&ag->mu);
 }
 
-/* Wait up to ms or until woken (urgent/stop). Caller holds mu. */
-static void wait_locked(agent *ag, int64_t ms)
+/* Wait up to ms or until woken: stop, urgent (when on_urgent), a report
+ * urge (when on_report). Caller holds mu. */
+static void wait_locked(agent *ag, int64_t ms, int on_urgent, int on_report)
 {
     struct timespec ts = hf_deadline(CLOCK_REALTIME, ms);
-    while (!ag->stop && !ag->urgent)
+    while (!ag->stop && !(on_urgent && ag->urgent) && !(on_report && ag->report_urgent))
         if (pthread_cond_timedwait(&ag->cv, &ag->mu, &ts) == ETIMEDOUT) break;
 }
 
@@ -172,6 +172,11 @@ static void hb_on_reply(agent *ag, hb_state *h, const json_t *reply)
     }
     for (size_t i = 0; i < json_array_size(r.rejected); i++)
         agent_outbox_event(ag->ob, json_incref(json_array_get(r.rejected, i)));
+    if (r.report_gap_ms > 0) {
+        pthread_mutex_lock(&ag->mu);
+        ag->report_gap_ms = r.report_gap_ms;
+        pthread_mutex_unlock(&ag->mu);
+    }
     if (r.interval_ms > 0 && !ag->cfg->heartbeat_ms) {
         pthread_mutex_lock(&ag->mu);
         ag->interval_ms = r.interval_ms;
@@ -205,30 +210,32 @@ static void hb_on_failure(agent *ag, hb_state *h, int rc)
     if (h->backoff > AGENT_BACKOFF_MAX_MS) h->backoff = AGENT_BACKOFF_MAX_MS;
 }
 
-/* Sleep until the next heartbeat is due: the interval, the backoff, a
- * short gap while a backlog drains, or at once (after a short gap that
- * lets a burst go in one batch) when the main loop urged. */
+/* Sleep until the next heartbeat is due: the interval, the backoff (an
+ * urge ends it), a short gap while a backlog over a batch drains, or
+ * sooner when the main loop urged: an event AGENT_URGENT_GAP_MS after the
+ * last heartbeat (a burst goes in one batch), a prompt_metric report the
+ * scheduler's report_gap_ms after it (that bounds a farm's
+ * report-triggered heartbeats as the interval bounds the others). */
 static void hb_wait_next(agent *ag, hb_state *h)
 {
     pthread_mutex_lock(&ag->mu);
-    int64_t wait = h->iv;
-    if (h->backoff) wait = h->backoff;
-    else if (agent_outbox_pending(ag->ob)) wait = AGENT_URGENT_GAP_MS;   /* backlog: keep draining */
-    if (!h->backoff && ag->urgent) {
-        int64_t since = hf_mono_ms() - h->last_send;
-        wait = since >= AGENT_URGENT_GAP_MS ? 0 : AGENT_URGENT_GAP_MS - since;
-    }
-    ag->urgent = 0;
-    if (wait > 0) wait_locked(ag, wait);
-    if (!h->backoff && ag->urgent) {
-        /* woken for an event: a short gap so a burst goes in one batch */
-        int64_t since = hf_mono_ms() - h->last_send;
-        if (since < AGENT_URGENT_GAP_MS) {
-            ag->urgent = 0;
-            wait_locked(ag, AGENT_URGENT_GAP_MS - since);
+    if (h->backoff) {
+        ag->urgent = 0;
+        wait_locked(ag, h->backoff, 1, 0);
+    } else {
+        /* a backlog over one batch's limits: keep draining; what arrived
+         * while a batch was under way waits for the interval (or an urge) */
+        int64_t due = hf_mono_ms() + (h->mark.more ? AGENT_URGENT_GAP_MS : h->iv);
+        for (;;) {
+            int64_t t = due, now = hf_mono_ms();
+            if (ag->urgent && h->last_send + AGENT_URGENT_GAP_MS < t) t = h->last_send + AGENT_URGENT_GAP_MS;
+            if (ag->report_urgent && h->last_send + ag->report_gap_ms < t) t = h->last_send + ag->report_gap_ms;
+            if (ag->stop || t <= now) break;
+            wait_locked(ag, t - now, !ag->urgent, !ag->report_urgent);
         }
     }
     ag->urgent = 0;
+    ag->report_urgent = 0;
     pthread_mutex_unlock(&ag->mu);
 }
 

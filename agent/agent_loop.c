@@ -383,10 +383,11 @@ static void handle_inbox(agent *ag, int stopping)
     handle_prepared(ag);
 }
 
-static void urge(agent *ag)
+static void urge(agent *ag, int report)
 {
     pthread_mutex_lock(&ag->mu);
-    ag->urgent = 1;
+    if (report) ag->report_urgent = 1;
+    else ag->urgent = 1;
     pthread_cond_signal(&ag->cv);
     pthread_mutex_unlock(&ag->mu);
 }
@@ -522,24 +523,25 @@ static void serve(agent *ag)
         /* a trial started or ended: tell the scheduler soon */
         agent_outbox_stats st;
         agent_outbox_get_stats(ag->ob, &st);
-        if (st.events > 0 && (st.events != prev.events || st.sent_events != prev.sent_events)) urge(ag);
+        if (st.events > 0 && (st.events != prev.events || st.sent_events != prev.sent_events)) urge(ag, 0);
         prev = st;
         /* a report a searcher may stop the trial on (its prompt_metric):
          * deliver it now, so the stop comes back in this heartbeat's reply
-         * (docs/agent.md) */
+         * (docs/agent.md), at most once per the scheduler's report_gap_ms */
         uint64_t prompt = agent_sup_prompt_reports(ag->sup);
-        if (prompt != prompt_prev) urge(ag);
+        if (prompt != prompt_prev) urge(ag, 1);
         prompt_prev = prompt;
         if (stopping && agent_sup_count(ag->sup) == 0 && !ag->fetches && agent_prep_pending(ag->prep) == 0) break;
     }
 
     /* last heartbeat(s): deliver the exit events */
     int64_t t0 = hf_mono_ms();
-    urge(ag);
+    urge(ag, 0);
     while (hf_mono_ms() - t0 < AGENT_FINAL_FLUSH_MS) {
         agent_outbox_stats st;
         agent_outbox_get_stats(ag->ob, &st);
         if (st.events == 0 && st.metrics == 0) break;
+        urge(ag, 0);   /* heartbeats 20 ms apart until they are delivered */
         hf_sleep_ms(20);
     }
     hf_info("stopped after %lld ms", (long long)(hf_mono_ms() - stop_started));
@@ -592,6 +594,7 @@ int agent_run(const agent_cfg *cfg)
     atomic_init(&ag.cancel, 0);
     make_instance(ag.instance, sizeof ag.instance);
     ag.interval_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 1000;
+    ag.report_gap_ms = AGENT_URGENT_GAP_MS;
 
     if ((rc = start_up(&ag, cfg))) goto end;
     if (pthread_create(&hb, NULL, agent_hb_main, &ag)) {

@@ -22,6 +22,8 @@
 
 /* An assignment with a "restore", waiting for its checkpoint to be
  * fetched (one thread each) before the main loop starts it. */
+#define AGENT_URGENT_GAP_MS 20   /* min gap between event-triggered heartbeats */
+
 typedef struct fetch_job {
     struct agent     *ag;
     agent_spec       *sp;           /* owned */
@@ -50,7 +52,9 @@ typedef struct agent {
     pthread_mutex_t  mu;               /* guards everything below */
     pthread_cond_t   cv;
     int              stop;             /* heartbeat thread: exit now */
-    int              urgent;           /* heartbeat thread: send soon */
+    int              urgent;           /* heartbeat thread: send soon (an event, the doorbell) */
+    int              report_urgent;    /* ... send once report_gap_ms after the last (a prompt_metric report) */
+    int64_t          report_gap_ms;    /* from the scheduler's replies (AGENT_URGENT_GAP_MS until then) */
     agent_reply     *inbox;            /* replies waiting for the main loop */
     size_t           ninbox, capinbox;
     int64_t          interval_ms;

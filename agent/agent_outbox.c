@@ -361,6 +361,7 @@ json_t *agent_outbox_take(agent_outbox *ob, agent_outbox_mark *mark)
         goto end;
     body = json_pack("{s:O, s:O, s:O, s:O}", "running", ob->running, "events", ev,
                      "metrics", me, "logs", lo);
+    mark->more = ob->events.n > mark->n_events || ob->metrics.n > mark->n_metrics || ob->logs.n > mark->n_logs;
 end:
     pthread_mutex_unlock(&ob->mu);
     json_decref(ev);
@@ -385,15 +386,6 @@ void agent_outbox_ack(agent_outbox *ob, const agent_outbox_mark *mark)
     ack_list(&ob->metrics, mark->last_metric, &ob->st.sent_metrics);
     ack_list(&ob->logs, mark->last_log, &ob->st.sent_logs);
     pthread_mutex_unlock(&ob->mu);
-}
-
-int agent_outbox_pending(agent_outbox *ob)
-{
-    pthread_mutex_lock(&ob->mu);
-    int any = ob->events.n || ob->metrics.n || ob->logs.n;
-    for (int i = 0; i < OB_NOTICES && !any; i++) any = ob->notice[i].dropped != 0;
-    pthread_mutex_unlock(&ob->mu);
-    return any;
 }
 
 void agent_outbox_get_stats(agent_outbox *ob, agent_outbox_stats *st)

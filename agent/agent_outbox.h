@@ -51,6 +51,7 @@ typedef struct agent_outbox_stats {
 typedef struct agent_outbox_mark {
     uint64_t last_event, last_metric, last_log;   /* highest seq taken, 0 = none */
     size_t   n_events, n_metrics, n_logs;
+    int      more;        /* the outbox held more than the batch's limits took */
 } agent_outbox_mark;
 
 enum { AGENT_STREAM_STDOUT = 0, AGENT_STREAM_STDERR = 1 };
@@ -82,8 +83,6 @@ json_t *agent_outbox_take(agent_outbox *ob, agent_outbox_mark *mark);
 /* Remove the items of a batch the scheduler acknowledged. Items dropped in
  * the meantime are simply no longer there. */
 void agent_outbox_ack(agent_outbox *ob, const agent_outbox_mark *mark);
-/* Anything queued (events, metrics or logs)? */
-int agent_outbox_pending(agent_outbox *ob);
 /* The sequence number of the newest item queued (0 = none yet): a metric
  * report's own when called right after agent_outbox_metric on the same
  * thread. */

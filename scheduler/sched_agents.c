@@ -420,10 +420,10 @@ static int hb_reply(sched *s, hb_ctx *c, const json_t *running, json_t **out)
     atomic_fetch_add(&metrics.metric_points, c->points);
     atomic_fetch_add(&metrics.log_lines, c->nlogs);
     atomic_fetch_add(&metrics.items_dropped, c->dropped);
-    *out = json_pack("{sososIs{sIsIsI}}", "assign", assign, "kill", kill, "heartbeat_interval_ms",
+    *out = json_pack("{sososIsIs{sIsIsI}}", "assign", assign, "kill", kill, "heartbeat_interval_ms",
                      (json_int_t)(busy || json_array_size(kill) ? s->hb_fast_eff : s->hb_idle_eff),
-                     "rejected", "metrics", (json_int_t)c->rej_metrics, "points", (json_int_t)c->rej_points,
-                     "logs", (json_int_t)c->rej_logs);
+                     "report_gap_ms", (json_int_t)s->hb_report_gap, "rejected", "metrics",
+                     (json_int_t)c->rej_metrics, "points", (json_int_t)c->rej_points, "logs", (json_int_t)c->rej_logs);
     return 0;
 }
 
@@ -501,7 +501,10 @@ end:
 /* ---------- tick ---------- */
 
 /* Heartbeat load stays near heartbeat_rate/s however many agents there
- * are; the doorbell keeps dispatch prompt regardless. */
+ * are; the doorbell keeps dispatch prompt regardless. The heartbeats an
+ * agent sends at once for a report a searcher may stop on (prompt_metric)
+ * are spaced by the same scaled interval, at least 20 ms, so they add at
+ * most another heartbeat_rate/s (docs/protocol.md). */
 static void tick_scale_heartbeats(sched *s)
 {
     int64_t alive = 0, scaled = 0;
@@ -510,6 +513,7 @@ static void tick_scale_heartbeats(sched *s)
     if (scaled > s->cfg.agent_timeout_ms / 4) scaled = s->cfg.agent_timeout_ms / 4;
     s->hb_fast_eff = s->cfg.heartbeat_fast_ms > scaled ? s->cfg.heartbeat_fast_ms : scaled;
     s->hb_idle_eff = s->cfg.heartbeat_ms > scaled ? s->cfg.heartbeat_ms : scaled;
+    s->hb_report_gap = scaled > SCHED_REPORT_GAP_MIN_MS ? scaled : SCHED_REPORT_GAP_MIN_MS;
 }
 
 /* a has been silent past agent_timeout_ms: LOST, its ranks end. */

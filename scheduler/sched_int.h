@@ -60,6 +60,7 @@ extern const char *const exp_state_names[E__N];
 enum { R_NEW = 0, R_SENT = 1, R_STARTED = 2 };
 
 #define TRIAL_SIG_N  24       /* words of a trial view's signature (sched_views.c) */
+#define SCHED_REPORT_GAP_MIN_MS 20   /* report_gap_ms at a small farm (the agent's event gap) */
 
 typedef struct trial_rank {
     int64_t    agent_id;
@@ -186,6 +187,7 @@ struct sched {
     int64_t         pass_free;      /* free slots of alive agents in this pass, -1 = recount */
     trial         **dirty;  size_t ndirty, cdirty;
     int64_t         hb_fast_eff, hb_idle_eff;   /* intervals scaled to the number of agents */
+    int64_t         hb_report_gap;              /* least gap of report-triggered heartbeats (same scaling) */
     /* Group commit of heartbeats (see txn_end_grouped): a heartbeat that
      * finds others queued for the lock leaves its transaction open for them
      * and waits for the commit that ends its generation before it answers. */

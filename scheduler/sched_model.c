@@ -265,6 +265,7 @@ int sched_new(const sched_config *cfg, store *st, events_hub *ev, sched **out, c
     s->next_port = s->cfg.port_base;
     s->hb_fast_eff = s->cfg.heartbeat_fast_ms;
     s->hb_idle_eff = s->cfg.heartbeat_ms;
+    s->hb_report_gap = SCHED_REPORT_GAP_MIN_MS;
     int rc = sched_load(s, err, errlen);
     if (rc) { sched_free(s); return rc; }
     *out = s;

@@ -354,7 +354,7 @@ static void test_reply_parse(void **state)
         "17],"
         "\"kill\": [{\"trial_id\":3,\"attempt\":1,\"reason\":\"asha\",\"grace_ms\":100},"
         "{\"trial_id\":4}, {\"trial_id\":\"x\"}, {\"trial_id\":8,\"reason\":null}],"
-        "\"heartbeat_interval_ms\": 250}", 0, NULL);
+        "\"heartbeat_interval_ms\": 250, \"report_gap_ms\": 500}", 0, NULL);
     agent_reply out;
     hf_jerr e;
     assert_int_equal(agent_reply_parse(r, &out, &e), 0);
@@ -376,13 +376,28 @@ static void test_reply_parse(void **state)
     assert_int_equal(out.kill[1].attempt, 0);
     assert_string_equal(out.kill[2].reason, "scheduler");
     assert_int_equal(out.interval_ms, 250);
+    assert_int_equal(out.report_gap_ms, 500);
     agent_reply_free(&out);
     json_decref(r);
 
-    static const char *const bad[] = {"[]", "{\"assign\": 3}", "{\"kill\": {}}", "{\"heartbeat_interval_ms\": -5}"};
+    /* an older scheduler sends no report_gap_ms: 0 = keep the agent's own */
+    r = json_loads("{\"assign\": [], \"kill\": [], \"heartbeat_interval_ms\": 250}", 0, NULL);
+    assert_int_equal(agent_reply_parse(r, &out, &e), 0);
+    assert_int_equal(out.report_gap_ms, 0);
+    agent_reply_free(&out);
+    json_decref(r);
+
+    static const struct { const char *body, *field; } bad[] = {
+        {"[]", ""}, {"{\"assign\": 3}", "assign"}, {"{\"kill\": {}}", "kill"},
+        {"{\"heartbeat_interval_ms\": -5}", "heartbeat_interval_ms"},
+        {"{\"report_gap_ms\": 0}", "report_gap_ms"}, {"{\"report_gap_ms\": \"20\"}", "report_gap_ms"},
+        {"{\"report_gap_ms\": 3600001}", "report_gap_ms"},
+    };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        r = json_loads(bad[i], JSON_DECODE_ANY, NULL);
+        r = json_loads(bad[i].body, JSON_DECODE_ANY, NULL);
         assert_int_not_equal(agent_reply_parse(r, &out, &e), 0);
+        if (strcmp(e.field, bad[i].field))
+            fail_msg("%s: error names '%s', not '%s'", bad[i].body, e.field, bad[i].field);
         agent_reply_free(&out);
         json_decref(r);
     }

@@ -501,6 +501,34 @@ static void test_flood_and_long_lines(void **state)
     (void)saw_long;
 }
 
+/* mark.more: set only when the outbox held more than one batch's limits
+ * took (the heartbeat thread then drains at once); items queued after the
+ * take do not set it (they wait for the interval or an urge). */
+static void take_expect(agent_outbox *ob, size_t n_logs, int more, const char *line_before_ack)
+{
+    agent_outbox_mark m;
+    json_t *b = agent_outbox_take(ob, &m);
+    assert_non_null(b);
+    assert_int_equal(m.n_logs, n_logs);
+    assert_int_equal(m.more, more);
+    if (line_before_ack)
+        assert_int_equal(agent_outbox_log(ob, 1, 1, 0, 0, line_before_ack, strlen(line_before_ack)), 0);
+    json_decref(b);
+    agent_outbox_ack(ob, &m);
+}
+
+static void test_outbox_more(void **state)
+{
+    (void)state;
+    agent_outbox *ob = agent_outbox_new(NULL);
+    assert_non_null(ob);
+    for (int i = 0; i < AGENT_BATCH_LOGS + 1; i++) assert_int_equal(agent_outbox_log(ob, 1, 1, i, 0, "x", 1), 0);
+    take_expect(ob, AGENT_BATCH_LOGS, 1, NULL);
+    take_expect(ob, 1, 0, "later");   /* "later" is queued while that batch is under way */
+    take_expect(ob, 1, 0, NULL);
+    agent_outbox_free(ob);
+}
+
 static void test_long_line_truncated(void **state)
 {
     fixture *fx = *state;
@@ -626,6 +654,7 @@ int main(void)
     hf_log_set_level(HF_LOG_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_validation),
+        cmocka_unit_test(test_outbox_more),
         cmocka_unit_test_setup_teardown(test_env_cwd_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_code_and_exec_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_graceful, setup, teardown),

@@ -297,6 +297,52 @@ static void test_stale_attempt_keeps_slot(void **state)
     store_close(s);
 }
 
+/* report_gap_ms, the least gap between an agent's heartbeats for prompt
+ * reports, scales with the farm as the interval does: alive agents x 1000
+ * / heartbeat_rate, at least 20 ms (docs/protocol.md). */
+static void test_report_gap_scales(void **state)
+{
+    (void)state;
+    char path[320], name[16];
+    store *s = NULL;
+    sched *c = NULL;
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.heartbeat_rate = 10;            /* heartbeats a second for the whole farm */
+    cfg.agent_timeout_ms = 60000;
+    snprintf(path, sizeof path, "%s/gap.db", dir);
+    unit_open_core(path, &cfg, &s, &c);
+    int64_t a1 = unit_register(c, "a1", 1);
+    json_t *out = hb_body(c, a1, "{\"running\": []}");
+    assert_int_equal(json_integer_value(json_object_get(out, "report_gap_ms")), 20);   /* before a tick */
+    json_decref(out);
+    sched_tick(c);
+    out = hb_body(c, a1, "{\"running\": []}");
+    assert_int_equal(json_integer_value(json_object_get(out, "report_gap_ms")), 100);  /* 1 x 1000 / 10 */
+    json_decref(out);
+    for (int i = 2; i <= 8; i++) {
+        snprintf(name, sizeof name, "a%d", i);
+        unit_register(c, name, 1);
+    }
+    sched_tick(c);
+    out = hb_body(c, a1, "{\"running\": []}");
+    assert_int_equal(json_integer_value(json_object_get(out, "report_gap_ms")), 800);  /* 8 x 1000 / 10 */
+    json_decref(out);
+    sched_free(c);
+    store_close(s);
+
+    sched_config_defaults(&cfg);        /* the default 1000/s: a small farm gets the floor */
+    snprintf(path, sizeof path, "%s/gap2.db", dir);
+    unit_open_core(path, &cfg, &s, &c);
+    a1 = unit_register(c, "a1", 1);
+    sched_tick(c);
+    out = hb_body(c, a1, "{\"running\": []}");
+    assert_int_equal(json_integer_value(json_object_get(out, "report_gap_ms")), 20);
+    json_decref(out);
+    sched_free(c);
+    store_close(s);
+}
+
 static void test_promotion_before_new_trial(void **state)
 {
     (void)state;
@@ -505,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_created_only_when_placeable),
         cmocka_unit_test(test_promotion_before_new_trial),
         cmocka_unit_test(test_mpirun_launcher),
+        cmocka_unit_test(test_report_gap_scales),
         cmocka_unit_test(test_stale_attempt_keeps_slot),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
