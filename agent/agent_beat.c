@@ -210,29 +210,27 @@ static void hb_on_failure(agent *ag, hb_state *h, int rc)
     if (h->backoff > AGENT_BACKOFF_MAX_MS) h->backoff = AGENT_BACKOFF_MAX_MS;
 }
 
-/* Sleep until the next heartbeat is due: the interval, the backoff (an
- * urge ends it), a short gap while a backlog over a batch drains, or
- * sooner when the main loop urged: an event AGENT_URGENT_GAP_MS after the
- * last heartbeat (a burst goes in one batch), a prompt_metric report the
- * scheduler's report_gap_ms after it (that bounds a farm's
- * report-triggered heartbeats as the interval bounds the others). */
+/* Sleep until the next heartbeat is due: the interval, the backoff, a
+ * short gap while a backlog over a batch drains, or sooner when the main
+ * loop urged: an event AGENT_URGENT_GAP_MS after the last heartbeat (a
+ * burst goes in one batch; during a backoff at once), a prompt_metric
+ * report the scheduler's report_gap_ms after the last heartbeat or
+ * attempt (that bounds a farm's report-triggered heartbeats, and its
+ * retries while the scheduler is away, as the interval bounds the
+ * others). What arrived while a batch was under way waits for the
+ * interval or an urge. */
 static void hb_wait_next(agent *ag, hb_state *h)
 {
     pthread_mutex_lock(&ag->mu);
-    if (h->backoff) {
-        ag->urgent = 0;
-        wait_locked(ag, h->backoff, 1, 0);
-    } else {
-        /* a backlog over one batch's limits: keep draining; what arrived
-         * while a batch was under way waits for the interval (or an urge) */
-        int64_t due = hf_mono_ms() + (h->mark.more ? AGENT_URGENT_GAP_MS : h->iv);
-        for (;;) {
-            int64_t t = due, now = hf_mono_ms();
-            if (ag->urgent && h->last_send + AGENT_URGENT_GAP_MS < t) t = h->last_send + AGENT_URGENT_GAP_MS;
-            if (ag->report_urgent && h->last_send + ag->report_gap_ms < t) t = h->last_send + ag->report_gap_ms;
-            if (ag->stop || t <= now) break;
-            wait_locked(ag, t - now, !ag->urgent, !ag->report_urgent);
-        }
+    int64_t due = hf_mono_ms() + (h->backoff ? h->backoff : h->mark.more ? AGENT_URGENT_GAP_MS : h->iv);
+    if (h->backoff) ag->urgent = ag->report_urgent = 0;   /* only urges after the failure shorten it */
+    for (;;) {
+        int64_t t = due, now = hf_mono_ms();
+        int64_t ev = h->backoff ? now : h->last_send + AGENT_URGENT_GAP_MS;
+        if (ag->urgent && ev < t) t = ev;
+        if (ag->report_urgent && h->last_send + ag->report_gap_ms < t) t = h->last_send + ag->report_gap_ms;
+        if (ag->stop || t <= now) break;
+        wait_locked(ag, t - now, !ag->urgent, !ag->report_urgent);
     }
     ag->urgent = 0;
     ag->report_urgent = 0;
