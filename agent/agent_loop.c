@@ -536,12 +536,11 @@ static void serve(agent *ag)
 
     /* last heartbeat(s): deliver the exit events */
     int64_t t0 = hf_mono_ms();
-    urge(ag, 0);
     while (hf_mono_ms() - t0 < AGENT_FINAL_FLUSH_MS) {
+        urge(ag, 0);   /* at least one; then 20 ms apart until they are delivered */
         agent_outbox_stats st;
         agent_outbox_get_stats(ag->ob, &st);
         if (st.events == 0 && st.metrics == 0) break;
-        urge(ag, 0);   /* heartbeats 20 ms apart until they are delivered */
         hf_sleep_ms(20);
     }
     hf_info("stopped after %lld ms", (long long)(hf_mono_ms() - stop_started));

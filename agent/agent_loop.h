@@ -20,10 +20,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* An assignment with a "restore", waiting for its checkpoint to be
- * fetched (one thread each) before the main loop starts it. */
 #define AGENT_URGENT_GAP_MS 20   /* min gap between event-triggered heartbeats */
 
+/* An assignment with a "restore", waiting for its checkpoint to be
+ * fetched (one thread each) before the main loop starts it. */
 typedef struct fetch_job {
     struct agent     *ag;
     agent_spec       *sp;           /* owned */

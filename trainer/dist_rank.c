@@ -73,8 +73,8 @@ void dist_report_epoch(tr_rank *r, const dist_optstate *os, const dist_pos *pos,
                        double train_time, const char *where, tr_report *rep, char *path, size_t pathlen)
 {
     double t0 = hf_mono_s();
-    tr_report_epoch(rep, r->m, NULL, r->o, &r->val, &r->test_view, pos->epoch, r->target, pos->step, r->spe, &pos->sums,
-                    samples_per_s, where);
+    tr_report_epoch(rep, r->m, NULL, r->o, &r->val, &r->test_view, pos->epoch, r->target, pos->step, r->spe,
+                    &pos->sums, samples_per_s, where);
     tr_epoch_sums none = {0};
     if (dist_ckpt_save(r, os, pos->epoch + 1, 0, pos->step, &none, path, pathlen) == 0) rep->checkpoint = path;
     rep->epoch_seconds = train_time + (hf_mono_s() - t0);
