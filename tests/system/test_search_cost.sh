@@ -48,8 +48,18 @@ hf_get "/api/v1/experiments/$id" | hf_jq_assert '.state == "COMPLETED" and .coun
 # ---- 1. the costs come back with a restart -----------------------------------
 hf_stop_scheduler KILL
 hf_restart_scheduler
-hf_get "/api/v1/experiments/$id" | hf_jq_assert '.searcher_state.observations == 20
-  and .searcher_state.observations_with_cost == 20' "the replayed searcher has all 20 costs"
+st=$(hf_get "/api/v1/experiments/$id")
+if ! jq -e '.searcher_state.observations == 20 and .searcher_state.observations_with_cost == 20' \
+     >/dev/null <<<"$st"; then
+  # Seen once and not reproduced since (360 runs): leave what explains it.
+  hf_log "searcher_state: $(jq -c .searcher_state <<<"$st")"
+  hf_log "per trial in the store (idx state f-rows sec-rows):"
+  sqlite3 "$HF_DB" "SELECT t.idx, t.state, (SELECT count(*) FROM metrics m WHERE m.trial_id = t.id AND m.name = 'f'),
+    (SELECT count(*) FROM metrics m WHERE m.trial_id = t.id AND m.name = 'sec') FROM trials t
+    WHERE t.experiment_id = $id ORDER BY t.idx" | while read -r l; do hf_log "  $l"; done
+  hf_fail "the replayed searcher does not have all 20 costs"
+fi
+hf_log "ok: the replayed searcher has all 20 costs"
 
 # ---- 2. the cheap peak -------------------------------------------------------
 trials=$(hf_get "/api/v1/experiments/$id/trials")
