@@ -153,6 +153,21 @@ def experiment(name, searcher, seed, budget, max_epochs, slots, min_epochs=1, et
     }
 
 
+# Anytime figure (docs/search.md, "Seed by seed"): the best val_acc found
+# by these seconds after the start, counting only reports within the
+# epoch budget; a run that spent its budget sooner keeps its final best.
+ANYTIME_S = (5, 10, 20, 40)
+
+
+def best_at(points):
+    """points: (seconds since the start, val_acc) in arrival order, within
+    the budget. RET {"5": best by 5 s, ...}, 0.0 where nothing came yet."""
+    out = {}
+    for t in ANYTIME_S:
+        out[str(t)] = max([v for at, v in points if at <= t], default=0.0)
+    return out
+
+
 def metrics_of(api, tid, name="val_acc"):
     out, after = [], 0
     while True:
@@ -204,7 +219,7 @@ def run_one(api, searcher, seed, args):
         for m in metrics_of(api, t["id"]):
             reports.append((m["seq"], t["id"], m.get("epoch"), m["value"], m.get("time", 0) / 1000.0))
     reports.sort()
-    last_epoch, cum, first, first_s, best = {}, 0, None, None, 0.0
+    last_epoch, cum, first, first_s, best, points = {}, 0, None, None, 0.0, []
     for seq, tid, ep, v, at in reports:
         ep = ep if isinstance(ep, (int, float)) else last_epoch.get(tid, 0) + 1
         cum += max(0.0, ep - last_epoch.get(tid, 0))
@@ -212,11 +227,12 @@ def run_one(api, searcher, seed, args):
         if cum > args.budget + 1e-9:
             break
         best = max(best, v)
+        points.append((at - t_submit, v))   # the agent's clock: same machine
         if first is None and v >= args.target:
             first = cum
-            first_s = at - t_submit      # the agent's clock: same machine
+            first_s = at - t_submit
     res = {"searcher": searcher, "seed": seed, "trials": len(trials), "epochs": min(cum, args.budget),
-           "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall}
+           "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall, "best_at": best_at(points)}
     if searcher in ("asha-tpe-cost", "asha-tpe-cool"):
         # Evidence that the cost reached the model: the searcher's count of
         # observations with a cost, and what its trials cost per epoch.

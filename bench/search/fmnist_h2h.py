@@ -36,7 +36,10 @@ Each run stops at the budget of epochs (counted over all trials in the
 order the reports arrived, as fmnist.py counts). Printed per run: epochs
 and wall-clock seconds until val_acc first reached the target (0.88), and
 the best val_acc within the budget; then per method the medians over
-seeds, and the ratios optuna/ours. Runs of different (method, seed) pairs
+seeds, and the ratios optuna/ours; then seed by seed (paired): the
+geometric mean of optuna's figure over ours with a bootstrap 90 %
+interval, the seeds each is better on, and the best val_acc found by 5,
+10, 20 and 40 s (--json-out keeps these per run as "best_at"). Runs of different (method, seed) pairs
 go --parallel at a time, each with its own processes and temp dir (on a
 machine with at least 2 x parallel cores the runs do not share cores).
 
@@ -48,13 +51,13 @@ machine with at least 2 x parallel cores the runs do not share cores).
 Not a test: figures only. Needs $HF_BIN (default ./bin) and Optuna
 (Debian's python3-optuna: scripts/install-deps --bench).
 """
-import argparse, concurrent.futures, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time
+import argparse, concurrent.futures, json, math, os, random, shutil, statistics, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 HF_BIN = os.environ.get("HF_BIN", os.path.join(ROOT, "bin"))
 sys.path.insert(0, HERE)
-from fmnist import SPACE  # noqa: E402  (the same space as our runs)
+from fmnist import ANYTIME_S, SPACE, best_at  # noqa: E402  (the same space and figures as our runs)
 
 
 def suggest(trial):
@@ -148,7 +151,8 @@ def run_optuna(seed, args):
             if first is None and v >= args.target:
                 first, first_s = cum, at
         return {"method": "optuna", "seed": seed, "trials": st["trials"], "epochs": st["epochs"],
-                "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall}
+                "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall,
+                "best_at": best_at([(at, v) for at, _, v in st["reports"]])}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -269,7 +273,51 @@ def main():
                 if ot_ is not None and (ut_ is None or ut_ > ot_):
                     lost.append("%d (%.0f s vs %s)" % (s, ot_, fmt(ut_)))
             print("%s slower than optuna to the target on seeds: %s" % (m, ", ".join(lost) or "none"))
+        paired(res, methods, seeds, args.budget)
     return 0
+
+
+# A run that never reached the target counts as the whole budget and this
+# many seconds (longer than any run's whole budget on the 2-core machine).
+NOT_REACHED_S = 200.0
+
+
+def paired(res, methods, seeds, budget, resamples=4000):
+    """Seed by seed (docs/search.md): each seed gives both methods the same
+    luck, so compare per seed: the geometric mean of Optuna's figure over
+    ours with a bootstrap 90 % interval over seeds, how many seeds we are
+    better on, and the best val_acc found by fixed times (ANYTIME_S)."""
+    by = {(r["method"], r["seed"]): r for r in res}
+    rng = random.Random(1)
+    for m in methods:
+        if m == "optuna":
+            continue
+        pairs = [(by[("optuna", s)], by[(m, s)]) for s in seeds if ("optuna", s) in by and (m, s) in by]
+        if len(pairs) < 2:
+            continue
+        print("%s against optuna, %d seeds paired (not reached: %d epochs, %.0f s):"
+              % (m, len(pairs), budget, NOT_REACHED_S))
+        for key, miss, what in (("to_target", budget, "epochs to target"), ("s_to_target", NOT_REACHED_S,
+                                                                            "seconds to target")):
+            logs = []
+            for o, u in pairs:
+                a, b = (x[key] if x[key] is not None else miss for x in (o, u))
+                logs.append(math.log(max(a, 1e-3) / max(b, 1e-3)))
+            boot = sorted(math.exp(statistics.fmean(rng.choices(logs, k=len(logs)))) for _ in range(resamples))
+            print("  %-18s %.2fx (90%% interval %.2f-%.2f), %s better on %d of %d seeds"
+                  % (what, math.exp(statistics.fmean(logs)), boot[int(0.05 * resamples)],
+                     boot[int(0.95 * resamples) - 1], m, sum(x > 0 for x in logs), len(logs)))
+        d = [u["best"] - o["best"] for o, u in pairs]
+        print("  %-18s %+.4f mean, %+.4f median, better on %d, worse on %d"
+              % ("best val_acc", statistics.fmean(d), statistics.median(d), sum(x > 0 for x in d),
+                 sum(x < 0 for x in d)))
+        for t in ANYTIME_S:
+            d = [u["best_at"][str(t)] - o["best_at"][str(t)] for o, u in pairs if "best_at" in o and "best_at" in u]
+            if d:
+                print("  best by %3d s      %+.4f median (optuna %.4f, %s %.4f), better on %d, worse on %d"
+                      % (t, statistics.median(d), statistics.median(o["best_at"][str(t)] for o, _ in pairs),
+                         m, statistics.median(u["best_at"][str(t)] for _, u in pairs), sum(x > 0 for x in d),
+                         sum(x < 0 for x in d)))
 
 
 if __name__ == "__main__":
