@@ -47,6 +47,11 @@ machine with at least 2 x parallel cores the runs do not share cores).
       [--budget 243 --max-epochs 27 --min-epochs 1 --eta 3 --target 0.88] \\
       [--methods optuna,asha,asha-stop,asha-tpe,asha-tpe-cost,asha-tpe-cool,asha-time,asha-tpe-time,asha-hb,tpe]
       [--min-time 0.5] [--json-out FILE]
+  /usr/bin/python3 bench/search/fmnist_h2h.py --report FILE... [--methods M,..] [--seeds A-B]
+
+--report runs nothing and prints the figures of saved runs, e.g. the 60
+seeds of Optuna against BOHB in docs/search.md:
+bench/search/results/h2h-optuna-bohb-seeds-1-60.json.
 
 Not a test: figures only. Needs $HF_BIN (default ./bin) and Optuna
 (Debian's python3-optuna: scripts/install-deps --bench).
@@ -187,8 +192,8 @@ def fmt(x, digits=0):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", default="1-10")
-    ap.add_argument("--methods", default="optuna,asha,asha-tpe,tpe")
+    ap.add_argument("--seeds", help="default 1-10 (--report: every seed saved)")
+    ap.add_argument("--methods", help="default optuna,asha,asha-tpe,tpe (--report: every method saved)")
     ap.add_argument("--budget", type=int, default=243)
     ap.add_argument("--max-epochs", type=int, default=27)
     ap.add_argument("--min-epochs", type=int, default=1)
@@ -198,7 +203,13 @@ def main():
     ap.add_argument("--target", type=float, default=0.88)
     ap.add_argument("--parallel", type=int, default=1, help="runs at once (each uses --slots cores)")
     ap.add_argument("--json-out")
+    ap.add_argument("--report", nargs="+", metavar="JSON",
+                    help="run nothing: print the figures of runs saved by --json-out (a later file's run of the "
+                         "same method and seed replaces an earlier one's)")
     args = ap.parse_args()
+    if args.report:
+        return report(args)
+    args.seeds, args.methods = args.seeds or "1-10", args.methods or "optuna,asha,asha-tpe,tpe"
     if not os.access(os.path.join(HF_BIN, "hyperfarm-train"), os.X_OK):
         print("fmnist_h2h: %s/hyperfarm-train not built" % HF_BIN)
         return 2
@@ -235,6 +246,37 @@ def main():
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(res, f, indent=1)
+    summarize(res, methods, seeds, args.budget)
+    return 0
+
+
+def report(args):
+    """--report: the figures of saved runs, every method and seed in them
+    unless --methods/--seeds were given."""
+    runs = {}
+    for fn in args.report:
+        try:
+            with open(fn) as f:
+                for r in json.load(f):
+                    r["method"] = r.get("method") or r["searcher"]
+                    runs[(r["method"], r["seed"])] = r
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            print("fmnist_h2h: %s: not a --json-out file of runs (%s)" % (fn, e))
+            return 2
+    methods = sorted({m for m, _ in runs}, key=lambda m: (m != "optuna", m))
+    seeds = sorted({s for _, s in runs})
+    if args.methods:
+        methods = args.methods.split(",")
+    if args.seeds:
+        seeds = seeds_of(args.seeds)
+    res = [r for (m, s), r in runs.items() if m in methods and s in seeds]
+    print("fmnist_h2h: %d saved runs from %s; methods %s; %d seeds" % (len(res), ", ".join(args.report),
+                                                                      ",".join(methods), len(seeds)))
+    summarize(res, methods, seeds, args.budget)
+    return 0
+
+
+def summarize(res, methods, seeds, budget):
     inf = float("inf")
     print()
     print("%-9s %6s %16s %14s %10s %8s" % ("method", "runs", "median epochs", "median s", "median", "reached"))
@@ -273,13 +315,24 @@ def main():
                 if ot_ is not None and (ut_ is None or ut_ > ot_):
                     lost.append("%d (%.0f s vs %s)" % (s, ot_, fmt(ut_)))
             print("%s slower than optuna to the target on seeds: %s" % (m, ", ".join(lost) or "none"))
-        paired(res, methods, seeds, args.budget)
-    return 0
+        paired(res, methods, seeds, budget)
 
 
 # A run that never reached the target counts as the whole budget and this
 # many seconds (longer than any run's whole budget on the 2-core machine).
 NOT_REACHED_S = 200.0
+
+
+def wilcoxon_p(d):
+    """", Wilcoxon signed-rank p = ..." where SciPy is installed, else ""."""
+    try:
+        import warnings
+        from scipy.stats import wilcoxon
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # ties: SciPy says it uses the normal approximation
+            return ", Wilcoxon signed-rank p = %.2g" % wilcoxon(d).pvalue
+    except (ImportError, ValueError):
+        return ""
 
 
 def paired(res, methods, seeds, budget, resamples=4000):
@@ -304,20 +357,21 @@ def paired(res, methods, seeds, budget, resamples=4000):
                 a, b = (x[key] if x[key] is not None else miss for x in (o, u))
                 logs.append(math.log(max(a, 1e-3) / max(b, 1e-3)))
             boot = sorted(math.exp(statistics.fmean(rng.choices(logs, k=len(logs)))) for _ in range(resamples))
-            print("  %-18s %.2fx (90%% interval %.2f-%.2f), %s better on %d of %d seeds"
+            print("  %-18s %.2fx (90%% interval %.2f-%.2f), %s better on %d of %d seeds%s"
                   % (what, math.exp(statistics.fmean(logs)), boot[int(0.05 * resamples)],
-                     boot[int(0.95 * resamples) - 1], m, sum(x > 0 for x in logs), len(logs)))
+                     boot[int(0.95 * resamples) - 1], m, sum(x > 0 for x in logs), len(logs), wilcoxon_p(logs)))
         d = [u["best"] - o["best"] for o, u in pairs]
-        print("  %-18s %+.4f mean, %+.4f median, better on %d, worse on %d"
+        print("  %-18s %+.4f mean, %+.4f median, better on %d, worse on %d%s"
               % ("best val_acc", statistics.fmean(d), statistics.median(d), sum(x > 0 for x in d),
-                 sum(x < 0 for x in d)))
-        for t in ANYTIME_S:
-            d = [u["best_at"][str(t)] - o["best_at"][str(t)] for o, u in pairs if "best_at" in o and "best_at" in u]
-            if d:
-                print("  best by %3d s      %+.4f median (optuna %.4f, %s %.4f), better on %d, worse on %d"
-                      % (t, statistics.median(d), statistics.median(o["best_at"][str(t)] for o, _ in pairs),
-                         m, statistics.median(u["best_at"][str(t)] for _, u in pairs), sum(x > 0 for x in d),
-                         sum(x < 0 for x in d)))
+                 sum(x < 0 for x in d), wilcoxon_p(d)))
+        timed = [(o["best_at"], u["best_at"]) for o, u in pairs if "best_at" in o and "best_at" in u]
+        for t in ANYTIME_S if timed else ():
+            k = str(t)
+            d = [u[k] - o[k] for o, u in timed]
+            print("  best by %3d s      %+.4f median (optuna %.4f, %s %.4f), better on %d, worse on %d of %d"
+                  % (t, statistics.median(d), statistics.median(o[k] for o, _ in timed), m,
+                     statistics.median(u[k] for _, u in timed), sum(x > 0 for x in d), sum(x < 0 for x in d),
+                     len(d)))
 
 
 if __name__ == "__main__":
