@@ -229,8 +229,7 @@ def run_one(api, searcher, seed, args):
         best = max(best, v)
         points.append((at - t_submit, v))   # the agent's clock: same machine
         if first is None and v >= args.target:
-            first = cum
-            first_s = at - t_submit
+            first, first_s = cum, points[-1][0]
     res = {"searcher": searcher, "seed": seed, "trials": len(trials), "epochs": min(cum, args.budget),
            "to_target": first, "s_to_target": first_s, "best": best, "wall_s": wall, "best_at": best_at(points)}
     if searcher in ("asha-tpe-cost", "asha-tpe-cool"):

@@ -39,9 +39,10 @@ the best val_acc within the budget; then per method the medians over
 seeds, and the ratios optuna/ours; then seed by seed (paired): the
 geometric mean of optuna's figure over ours with a bootstrap 90 %
 interval, the seeds each is better on, and the best val_acc found by 5,
-10, 20 and 40 s (--json-out keeps these per run as "best_at"). Runs of different (method, seed) pairs
-go --parallel at a time, each with its own processes and temp dir (on a
-machine with at least 2 x parallel cores the runs do not share cores).
+10, 20 and 40 s (--json-out keeps these per run as "best_at"). Runs of
+different (method, seed) pairs go --parallel at a time, each with its own
+processes and temp dir (on a machine with at least 2 x parallel cores the
+runs do not share cores).
 
   /usr/bin/python3 bench/search/fmnist_h2h.py --seeds 1-10 --parallel 6 \\
       [--budget 243 --max-epochs 27 --min-epochs 1 --eta 3 --target 0.88] \\
@@ -56,7 +57,8 @@ bench/search/results/h2h-optuna-bohb-seeds-1-60.json.
 Not a test: figures only. Needs $HF_BIN (default ./bin) and Optuna
 (Debian's python3-optuna: scripts/install-deps --bench).
 """
-import argparse, concurrent.futures, json, math, os, random, shutil, statistics, subprocess, sys, tempfile, threading, time
+import argparse, concurrent.futures, json, math, os, random, shutil, statistics, subprocess, sys, tempfile, threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
