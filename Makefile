@@ -66,7 +66,7 @@ endif
 O   := build/$(VARIANT)
 BIN := $(if $(SANITIZE),$(O)/bin,bin)
 
-PKGS := jansson sqlite3 libmicrohttpd gnutls libcurl zlib libarchive openblas
+PKGS := jansson sqlite3 libmicrohttpd gnutls libcurl zlib libarchive openblas libpcre2-8
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -179,6 +179,9 @@ $(filter $(BIN)/bench/search_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIB
 # bench/ckpt_*.c drive the agent's checkpoint transfers: libagent too.
 $(filter $(BIN)/bench/ckpt_%,$(BENCH_BIN)): $(O)/libagent.a
 $(filter $(BIN)/bench/ckpt_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
+# bench/sandbox_*.c drive the agent's trial spawn and sandbox: libagent too.
+$(filter $(BIN)/bench/sandbox_%,$(BENCH_BIN)): $(O)/libagent.a
+$(filter $(BIN)/bench/sandbox_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
 
 # tests/unit/test_<module>_<what>.c links lib<module> and common.
 # test_agent_objects also runs a real scheduler HTTP server in-process.

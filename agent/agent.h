@@ -38,6 +38,10 @@ typedef struct agent_cfg {
     int         checkpoint_upload;  /* 0: checkpoints are not uploaded (stay on this disk) */
     int64_t     keep_trial_dirs_s;  /* a finished trial's directory is removed this long after its
                                        exit once its checkpoints are uploaded (< 0: never) */
+    const char *sandbox;        /* on | off: trials in a bwrap sandbox (docs/agent.md "Sandbox") */
+    const char *sandbox_bind;   /* "PATH[:ro],...": host paths trials see */
+    const char *trial_user;     /* agent root: the user trials run as */
+    const char *bwrap;          /* the bwrap program */
     const char *log_level, *log_format, *config;
     int         print_config;
 } agent_cfg;

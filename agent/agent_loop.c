@@ -80,17 +80,24 @@ static int read_token(const char *path, char *out, size_t outlen)
         p[strcspn(p, "\r\n")] = '\0';
         while (*p == ' ' || *p == '\t') p++;
         if (*p == '#' || *p == '\0') continue;
-        if (!strncmp(p, "user:", 5)) continue;        /* a shared token file: take the agent's */
+        /* a scheduler's token file: take the agent's line */
+        if (!strncmp(p, "user:", 5) || !strncmp(p, "admin:", 6) || !strncmp(p, "viewer:", 7)) continue;
         if (!strncmp(p, "agent:", 6)) p += 6;
         size_t n = strlen(p);
         while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) p[--n] = '\0';
+        char *sp = strrchr(p, ' '), *tab = strrchr(p, '\t');   /* "agent:NAME TOKEN": the token */
+        if (tab > sp) sp = tab;
+        if (sp) {
+            p = sp + 1;
+            n = strlen(p);
+        }
         if (n == 0 || n >= outlen) continue;
         memcpy(out, p, n + 1);
         rc = HF_OK;
         break;
     }
     fclose(f);
-    if (rc) hf_error("--token-file %s: no token (a line 'TOKEN' or 'agent:TOKEN')", path);
+    if (rc) hf_error("--token-file %s: no token (a line 'TOKEN', 'agent:TOKEN' or 'agent:NAME TOKEN')", path);
     return rc;
 }
 
@@ -406,6 +413,41 @@ static void install_signals(agent *ag)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* The trials' sandbox (docs/agent.md "Sandbox"): one per process, set up
+ * and probed at start-up, so that a machine where bwrap is missing or
+ * cannot create namespaces fails here with the reason, not at each trial.
+ * RET 0 or an HF_E* code (logged). */
+static agent_sandbox sandbox;
+
+static int sandbox_start(agent_sup *sup, const agent_cfg *cfg, const char *workdir)
+{
+    char exe[AGENT_PATH_MAX], err[1024];
+    int rc;
+    if (!strcmp(cfg->sandbox, "off")) {
+        hf_warn("--sandbox off: trials run as this agent's user and can read its token file, its configuration "
+                "and every trial's files (docs/agent.md, Sandbox)");
+        return HF_OK;
+    }
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        hf_error("--sandbox on: cannot find the agent's own binary (/proc/self/exe): %s", strerror(errno));
+        return HF_EIO;
+    }
+    exe[n] = '\0';
+    agent_sandbox_cfg sc = {.workdir = workdir, .self_exe = exe, .token_file = cfg->token_file,
+                            .config = cfg->config, .binds = cfg->sandbox_bind, .trial_user = cfg->trial_user,
+                            .bwrap = cfg->bwrap};
+    if ((rc = agent_sandbox_init(&sandbox, &sc, err, sizeof err)) || (rc = agent_sandbox_probe(&sandbox, err, sizeof err))) {
+        hf_error("%s", err);
+        return rc;
+    }
+    agent_sup_set_sandbox(sup, &sandbox);
+    hf_info("trials run in a sandbox (%s%s%s, %d extra paths, data cache %s)", sandbox.bwrap,
+            sandbox.drop ? " as user " : " in a user namespace", sandbox.drop ? sandbox.user : "", sandbox.nbinds,
+            sandbox.cache[0] ? sandbox.cache : "off");
+    return HF_OK;
+}
+
 /* Everything before the threads start: the work directory (created, made
  * absolute), the agent binary's directory, the token, GPUs, slots, name
  * and advertised host; then the outbox, supervisor, wake pipe, HTTP
@@ -455,6 +497,7 @@ static int start_up(agent *ag, const agent_cfg *cfg)
         rc = HF_ENOMEM;
         goto end;
     }
+    if ((rc = sandbox_start(ag->sup, cfg, workdir))) goto end;
     snprintf(ag->workdir, sizeof ag->workdir, "%s", workdir);
     if ((rc = agent_objects_open(workdir, cfg->scheduler, token[0] ? token : NULL, cfg->cache_mb << 20, &ag->objs, err,
                                  sizeof err))) {

@@ -9,6 +9,7 @@
  * locks may be held at the moment of the fork.
  */
 #include "agent_spawn.h"
+#include "agent_sandbox.h"
 #include "hf_buf.h"
 #include "hf_err.h"
 #include "hf_log.h"
@@ -58,27 +59,81 @@ static const char *env_get(char *const *env, const char *name)
     return NULL;
 }
 
-/* Build the child's environment: base, minus names the spec or the agent
- * set, plus the spec's env, plus the agent's variables. */
-char **agent_spawn_env(char *const *base, const char *self_dir, const agent_spec *sp, const char *ckpt,
-                       const char *control, const char *hostfile, char ***strs_out, const char **path_out)
+/* The agent's own variables a trial inherits (docs/agent.md, "Sandbox"):
+ * an allow-list, so that no secret of the agent (its token, its token
+ * file's path, HYPERFARM_AGENT_*) reaches a trial, whatever the operator
+ * exported. Names ending in '_' are prefixes. */
+static const char *const env_allow[] = {
+    "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "SHELL", "LD_LIBRARY_PATH",
+    "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "CUDA_HOME",
+    "HYPERFARM_URL", "HYPERFARM_CA_FILE", "HYPERFARM_DATA_CACHE", "HYPERFARM_LOG_FORMAT",
+    "HYPERFARM_KEEP_OPENBLAS_CORETYPE", "HYPERFARM_DIST_",
+    "LC_", "OMP_", "OPENBLAS_", "GOTO_", "MKL_", "BLIS_", "KMP_", "CUDA_", "CUBLAS_", "CUDNN_", "NCCL_",
+    "NVIDIA_", "TORCH_", "OMPI_", "PMIX_", "PRTE_", "OPAL_", "UCX_", "ASAN_", "UBSAN_", "LSAN_", "TSAN_", "MSAN_",
+    NULL};
+/* Words that mark a secret even under an allowed prefix. */
+static const char *const env_secret[] = {"TOKEN", "SECRET", "PASSW", "CREDENTIAL", "_KEY", NULL};
+
+/* May the agent's variable e (NAME=...) pass to a trial? */
+static int env_allowed(const char *e)
 {
-    size_t nenv = 0, nsp = 0, k = 0, ns = 0;
+    const char *eq = strchr(e, '=');
+    if (!eq) return 0;
+    size_t n = (size_t)(eq - e);
+    int ok = 0;
+    for (int i = 0; env_allow[i] && !ok; i++) {
+        size_t l = strlen(env_allow[i]);
+        ok = env_allow[i][l - 1] == '_' ? n > l && !strncmp(e, env_allow[i], l)
+                                         : n == l && !strncmp(e, env_allow[i], l);
+    }
+    for (int i = 0; env_secret[i] && ok; i++) {
+        size_t l = strlen(env_secret[i]);
+        for (size_t j = 0; j + l <= n && ok; j++)
+            if (!strncmp(e + j, env_secret[i], l)) ok = 0;
+    }
+    return ok;
+}
+
+#define ENV_STRS 12
+
+/* Build the child's environment: the allowed part of base (with the
+ * sandbox's HOME, USER, LOGNAME and data cache in place of the agent's),
+ * minus names the spec or the agent set, plus the spec's env, plus the
+ * agent's variables. */
+char **agent_spawn_env(char *const *base, const char *self_dir, const agent_spec *sp, const char *ckpt,
+                       const char *control, const char *hostfile, const agent_spawn_sbenv *sbe, char ***strs_out,
+                       const char **path_out)
+{
+    size_t nenv = 0, nsp = 0, k = 0, ns = 0, nsb = 0;
     while (base[nenv]) nenv++;
     while (sp->env[nsp]) nsp++;
-    char **envp = calloc(nenv + nsp + 8, sizeof *envp);
-    char **strs = calloc(8, sizeof *strs);
+    char **envp = calloc(nenv + nsp + ENV_STRS + 1, sizeof *envp);
+    char **strs = calloc(ENV_STRS, sizeof *strs);
     char gpus[AGENT_MAX_GPUS * 4 + 1] = "";
     const char *oldpath = env_get(base, "PATH");
     if (!envp || !strs) goto fail;
 
-    for (size_t i = 0; i < nenv; i++) {
-        const char *e = base[i];
+    if (sbe) {
+        if (asprintf(&strs[ns++], "HOME=%s", sbe->home) < 0) goto fail;
+        if (sbe->user && asprintf(&strs[ns++], "USER=%s", sbe->user) < 0) goto fail;
+        if (sbe->user && asprintf(&strs[ns++], "LOGNAME=%s", sbe->user) < 0) goto fail;
+        if (asprintf(&strs[ns++], "HYPERFARM_DATA_CACHE=%s", sbe->cache && *sbe->cache ? sbe->cache : "off") < 0)
+            goto fail;
+        if (asprintf(&strs[ns++], "TMPDIR=/tmp") < 0) goto fail;
+        nsb = ns;
+    }
+    /* the agent's allowed variables, then the sandbox's: each unless
+     * the spec or the agent sets it, or (for base) the sandbox does */
+    for (size_t i = 0; i < nenv + nsb; i++) {
+        const char *e = i < nenv ? base[i] : strs[i - nenv];
         const char *eq = strchr(e, '=');
+        if (!eq || (i < nenv && !env_allowed(e))) continue;
         int shadowed = env_agent_owned(e);
-        for (size_t j = 0; j < nsp && !shadowed && eq; j++)
+        for (size_t j = 0; j < nsp && !shadowed; j++)
             shadowed = strncmp(sp->env[j], e, (size_t)(eq - e) + 1) == 0;
-        if (!shadowed) envp[k++] = base[i];
+        for (size_t j = 0; i < nenv && j < nsb && !shadowed; j++)
+            shadowed = strncmp(strs[j], e, (size_t)(eq - e) + 1) == 0;
+        if (!shadowed) envp[k++] = (char *)e;
     }
     for (size_t j = 0; j < nsp; j++)
         if (!env_agent_owned(sp->env[j])) envp[k++] = sp->env[j];
@@ -96,12 +151,12 @@ char **agent_spawn_env(char *const *base, const char *self_dir, const agent_spec
     } else if (asprintf(&strs[ns++], "PATH=%s", oldpath ? oldpath : DEFAULT_PATH) < 0)
         goto fail;
     *path_out = strs[ns - 1] + 5;
-    for (size_t i = 0; i < ns; i++) envp[k++] = strs[i];
+    for (size_t i = nsb; i < ns; i++) envp[k++] = strs[i];
     envp[k] = NULL;
     *strs_out = strs;
     return envp;
 fail:
-    for (size_t i = 0; strs && i < 8; i++) free(strs[i]);
+    for (size_t i = 0; strs && i < ENV_STRS; i++) free(strs[i]);
     free(strs);
     free(envp);
     return NULL;
@@ -127,12 +182,15 @@ int agent_spawn_default_threads(long cpus, long slots)
 
 /* ------------------------------------------------------------- argv */
 
-/* Find prog on the PATH value path; write the full name to out. RET 0 or errno. */
-static int path_lookup(const char *prog, const char *path, char *out, size_t outlen)
+/* Find prog on the PATH value path, skipping the directories a sandbox
+ * does not show (sb NULL: none); write the full name to out. RET 0 or
+ * errno (EXDEV: a name with a '/' outside the sandbox). */
+static int path_lookup(const char *prog, const char *path, const agent_sandbox *sb, const char *dir, char *out,
+                       size_t outlen)
 {
     if (strchr(prog, '/')) {
         snprintf(out, outlen, "%s", prog);
-        return 0;
+        return sb && !agent_sandbox_visible(sb, prog, dir) ? EXDEV : 0;
     }
     int err = ENOENT;
     const char *p = path ? path : DEFAULT_PATH;
@@ -142,7 +200,8 @@ static int path_lookup(const char *prog, const char *path, char *out, size_t out
         struct stat st;
         if (len == 0) snprintf(out, outlen, "%s", prog);          /* empty entry = cwd */
         else snprintf(out, outlen, "%.*s/%s", (int)len, p, prog);
-        if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (sb && !agent_sandbox_visible(sb, out, dir)) { /* not inside: a host-only PATH entry */
+        } else if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
             if (access(out, X_OK) == 0) return 0;
             err = EACCES;
         }
@@ -251,6 +310,8 @@ typedef struct child_args {
     const char        *dir, *prog;
     char *const       *argv, *const *envp;
     int                hold;
+    int                sandbox;   /* prog is bwrap (agent_sandbox.h) */
+    int                argsfd;    /* bwrap's --args descriptor, -1 = none */
 } child_args;
 
 /* The child after fork: never returns. Async-signal-safe calls only (the
@@ -267,12 +328,24 @@ static void spawn_child_init(const child_args *a)
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < 65; sig++) sigaction(sig, &dfl, NULL);
     sigemptyset(&all);
+    if (a->sandbox) {
+        /* bwrap does not forward signals: blocked here, the SIGTERM sent
+         * to the trial's group leaves bwrap running until the trial (whose
+         * helper unblocks it) exits; a dead agent SIGKILLs bwrap, and
+         * --die-with-parent everything inside (agent_sandbox.h). */
+        sigaddset(&all, SIGTERM);
+        sigaddset(&all, SIGINT);
+        sigaddset(&all, SIGHUP);
+        sigaddset(&all, SIGQUIT);
+    }
     sigprocmask(SIG_SETMASK, &all, NULL);
     setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_PDEATHSIG, a->sandbox ? SIGKILL : SIGTERM);
+    if (a->argsfd >= 0 && fcntl(a->argsfd, F_SETFD, 0) < 0) code = errno;   /* bwrap reads it */
     if (getppid() != a->parent) _exit(127);   /* the agent died before prctl */
     int nul = open("/dev/null", O_RDONLY);
-    if (nul < 0 || dup2(nul, 0) < 0 || dup2(a->out, 1) < 0 || dup2(a->err, 2) < 0) code = errno;
+    if (code) {
+    } else if (nul < 0 || dup2(nul, 0) < 0 || dup2(a->out, 1) < 0 || dup2(a->err, 2) < 0) code = errno;
     else if (chdir(a->dir)) code = errno;
     if (!code && a->hold) {
         /* A holder: no program, so no exec closes the agent's fds
@@ -346,10 +419,11 @@ end:
     return rc;
 }
 
-int agent_spawn(const char *workdir, const char *self_dir, const agent_spec *sp, agent_child *c, char *err,
-                size_t errlen)
+int agent_spawn(const char *workdir, const char *self_dir, const agent_sandbox *sb, const agent_spec *sp,
+                agent_child *c, char *err, size_t errlen)
 {
-    char ckpt[AGENT_PATH_MAX], **envp = NULL, **strs = NULL, **argv = NULL;
+    char ckpt[AGENT_PATH_MAX], **envp = NULL, **strs = NULL, **argv = NULL, **sbargv = NULL, **sbshort = NULL;
+    int argsfd = -1;
     const char *path = NULL;
     int rc;
 
@@ -358,29 +432,55 @@ int agent_spawn(const char *workdir, const char *self_dir, const agent_spec *sp,
     c->fd[0] = c->fd[1] = -1;
     err[0] = '\0';
     if ((rc = spawn_files(workdir, sp, c, ckpt, sizeof ckpt, err, errlen))) goto end;
+    if (sb && !sp->hold && (rc = agent_sandbox_own(sb, c->dir, err, errlen))) goto end;
     if (c->hostfile[0] && !(argv = argv_subst(sp->argv, c->hostfile))) {
         snprintf(err, errlen, "argv: out of memory or an argument over %d bytes", AGENT_ARG_MAX);
         rc = HF_ENOMEM;
         goto end;
     }
+    agent_spawn_sbenv sbe = {.home = c->dir, .user = sb && sb->drop ? sb->user : NULL,
+                             .cache = sb ? sb->cache : NULL};
     if (!(envp = agent_spawn_env(environ, self_dir, sp, ckpt, c->control, c->hostfile[0] ? c->hostfile : NULL,
-                                 &strs, &path))) {
+                                 sb && !sp->hold ? &sbe : NULL, &strs, &path))) {
         snprintf(err, errlen, "out of memory");
         rc = HF_ENOMEM;
         goto end;
     }
-    int perr = sp->hold ? 0 : path_lookup(sp->argv[0], path, c->prog, sizeof c->prog);
+    int perr = sp->hold ? 0 : path_lookup(sp->argv[0], path, sb, c->dir, c->prog, sizeof c->prog);
     if (sp->hold) snprintf(c->prog, sizeof c->prog, "(holding %lld slots for mpirun)", (long long)sp->slots);
+    if (perr == EXDEV) {
+        snprintf(err, errlen, "execvp %s: outside the trial sandbox (docs/agent.md, Sandbox): the agent must "
+                 "bind its directory with --sandbox-bind", sp->argv[0]);
+        rc = HF_ECHILD;
+        goto end;
+    }
     if (perr) {
-        snprintf(err, errlen, "execvp %s: %s", sp->argv[0], strerror(perr));
+        snprintf(err, errlen, "execvp %s: %s%s", sp->argv[0], strerror(perr),
+                 sb && perr == ENOENT ? " (looked up on the PATH entries the trial sandbox shows)" : "");
         rc = HF_ECHILD;
         goto end;
     }
     child_args a = {.dir = c->dir, .prog = c->prog, .argv = argv ? argv : sp->argv, .envp = envp,
-                    .hold = sp->hold};
+                    .hold = sp->hold, .argsfd = -1};
+    if (sb && !sp->hold) {
+        if (!(sbargv = agent_sandbox_argv(sb, c->dir, c->prog, a.argv)) ||
+            !(sbshort = agent_sandbox_argv_fd(sbargv, &argsfd))) {
+            snprintf(err, errlen, "sandbox: out of memory or descriptors");
+            rc = HF_ENOMEM;
+            goto end;
+        }
+        a.prog = sbshort[0];
+        a.argv = sbshort;
+        a.argsfd = argsfd;
+        a.sandbox = 1;
+        c->sandboxed = 1;
+    }
     rc = spawn_fork(&a, sp, c, err, errlen);
 end:
-    for (int i = 0; strs && i < 8; i++) free(strs[i]);
+    if (argsfd >= 0) close(argsfd);
+    agent_sandbox_argv_free(sbshort);
+    agent_sandbox_argv_free(sbargv);
+    for (int i = 0; strs && i < ENV_STRS; i++) free(strs[i]);
     free(strs);
     free(envp);
     argv_free(argv);

@@ -12,12 +12,17 @@
  *     parent), in <workdir>/<dirname of checkpoint_dir>, with stdin from
  *     /dev/null, default signal dispositions, an empty signal mask, and the
  *     trial environment of docs/guide.md ("Writing a trial") on top of the
- *     agent's own: the scheduler's env, then the variables the agent owns
+ *     allowed part of the agent's own (docs/agent.md "Sandbox": no token,
+ *     token file or HYPERFARM_AGENT_*): the scheduler's env, then the variables the agent owns
  *     (HYPERFARM_CHECKPOINT_DIR, HYPERFARM_CONTROL_FILE, HYPERFARM_ATTEMPT,
  *     HYPERFARM_HOSTFILE, CUDA_VISIBLE_DEVICES, PATH), which the
  *     scheduler's env cannot override;
  *   - gets SIGTERM if the agent dies (PR_SET_PDEATHSIG), so no orphan
  *     keeps running after an agent crash;
+ *   - with a sandbox (agent_sandbox.h), is bwrap running the program
+ *     through the agent's --sandbox-exec helper: bwrap starts with SIGTERM,
+ *     SIGINT, SIGHUP and SIGQUIT blocked (it does not forward them; the
+ *     helper unblocks them for the trial) and PR_SET_PDEATHSIG=SIGKILL;
  *   - (a holder rank of an mpirun-launcher trial: a forked placeholder that
  *     closes every inherited descriptor and only waits for its SIGTERM; no
  *     program is run, see agent_spec).
@@ -29,6 +34,7 @@
 
 #include "agent_assign.h"
 #include "agent_fs.h"
+#include "agent_sandbox.h"
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -41,6 +47,8 @@ typedef struct agent_child {
     char  control[AGENT_PATH_MAX];    /* control.json */
     char  hostfile[AGENT_PATH_MAX];   /* "" unless rank 0 of an mpirun-launcher trial */
     char  prog[AGENT_PATH_MAX];       /* the program executed (a description for a holder) */
+    int   sandboxed;                  /* pid is bwrap's (agent_sandbox.h): an exit code 129..192 is
+                                         the trial's death by signal code - 128 */
     int   copy_rc;                    /* copy_checkpoint_from: 0 = copied or none, else HF_E* */
     char  copy_err[512];              /* why the copy failed */
 } agent_child;
@@ -48,14 +56,16 @@ typedef struct agent_child {
 /* Prepare the trial's files (checkpoint directory, PBT checkpoint copy,
  * control.json with should_stop false, mpirun host file) and start it.
  * IN  workdir: absolute; self_dir: directory put first on the trial's PATH
- *     ("" = none); sp: the assignment (borrowed).
+ *     ("" = none); sb: the sandbox to run it in (NULL: none, --sandbox off;
+ *     a holder never runs in one: it runs no program); sp: the assignment
+ *     (borrowed).
  * OUT c: the process; its fds belong to the caller (close them). A failed
  *     PBT copy is not an error: c->copy_rc says so, the trial starts anyway.
  * RET 0; HF_EINVAL (bad or too long path), HF_ENOMEM, HF_EIO (pipes),
  *     HF_ECHILD (program not found, fork or exec failed), or the HF_E* of
  *     a file operation, with a message in err; nothing runs then. */
-int agent_spawn(const char *workdir, const char *self_dir, const agent_spec *sp, agent_child *c, char *err,
-                size_t errlen);
+int agent_spawn(const char *workdir, const char *self_dir, const agent_sandbox *sb, const agent_spec *sp,
+                agent_child *c, char *err, size_t errlen);
 
 /* Export OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = max(1, cpus / slots)
  * into the agent's own environment, each only where it is unset, so that
@@ -67,15 +77,26 @@ int agent_spawn(const char *workdir, const char *self_dir, const agent_spec *sp,
  * before any thread starts (setenv). RET 0 or -1 (setenv failed). */
 int agent_spawn_default_threads(long cpus, long slots);
 
+/* What the sandbox sets in a trial's environment, in place of the agent's
+ * own values (the scheduler's env may still set them). */
+typedef struct agent_spawn_sbenv {
+    const char *home;    /* HOME: the trial's directory */
+    const char *user;    /* USER and LOGNAME: the trial user; NULL = the agent's */
+    const char *cache;   /* HYPERFARM_DATA_CACHE; NULL or "" = "off" */
+} agent_spawn_sbenv;
+
 /* The environment of a trial (exposed for tests).
- * IN  base: the agent's own environment (NULL-terminated, borrowed);
- *     self_dir as above; ckpt, control: absolute paths; hostfile: NULL or
- *     the host file's path.
+ * IN  base: the agent's own environment (NULL-terminated, borrowed), of
+ *     which only allowed names pass (docs/agent.md "Sandbox": no token,
+ *     no token file, no HYPERFARM_AGENT_*); self_dir as above; ckpt,
+ *     control: absolute paths; hostfile: NULL or the host file's path;
+ *     sbe: NULL without a sandbox.
  * OUT *strs: the strings built here (NULL-terminated, owned: free each,
  *     then the array); *path: the trial's PATH value (points into *strs).
  * RET the NULL-terminated envp (the array is owned, its strings are
  *     borrowed from base, sp and *strs), or NULL on OOM. */
 char **agent_spawn_env(char *const *base, const char *self_dir, const agent_spec *sp, const char *ckpt,
-                       const char *control, const char *hostfile, char ***strs, const char **path);
+                       const char *control, const char *hostfile, const agent_spawn_sbenv *sbe, char ***strs,
+                       const char **path);
 
 #endif

@@ -41,6 +41,7 @@ typedef struct agent_trial {
     int      state;
     int      reaped;
     int      exit_code, signal;
+    int      sandboxed;           /* pid is bwrap's: exit codes 129..192 are signals (agent_spawn.h) */
     int64_t  kill_deadline;       /* monotonic ms, 0 = none */
     int      killed_hard;
     int64_t  reaped_at;           /* monotonic ms */
@@ -58,6 +59,7 @@ struct agent_sup {
     agent_sup_hooks hooks;
     char          workdir[AGENT_PATH_MAX];
     char          self_dir[AGENT_PATH_MAX];
+    const agent_sandbox *sb;            /* NULL: trials run without a sandbox */
     int64_t       grace_ms;
     agent_trial  *t[AGENT_MAX_TRIALS];
     int           n;
@@ -102,6 +104,8 @@ static void on_sigchld(int sig)
 }
 
 /* ------------------------------------------------------------- table */
+
+void agent_sup_set_sandbox(agent_sup *s, const agent_sandbox *sb) { s->sb = sb; }
 
 agent_sup *agent_sup_new(const char *workdir, const char *self_dir, int64_t grace_ms, agent_outbox *ob)
 {
@@ -288,7 +292,8 @@ int agent_sup_start(agent_sup *s, const agent_spec *sp, char *err, size_t errlen
         rc = HF_ENOMEM;
         goto fail;
     }
-    if ((rc = agent_spawn(s->workdir, s->self_dir, sp, &c, err, errlen))) goto fail;
+    if ((rc = agent_spawn(s->workdir, s->self_dir, s->sb, sp, &c, err, errlen))) goto fail;
+    t->sandboxed = c.sandboxed;
     t->trial_id = sp->trial_id;
     t->attempt = sp->attempt;
     t->rank = sp->rank;
@@ -476,7 +481,10 @@ static void reap(agent_sup *s, agent_trial *t)
     if (waitpid(t->pid, &st, 0) != t->pid) return;
     t->reaped = 1;
     t->reaped_at = hf_mono_ms();
-    if (WIFEXITED(st)) {
+    if (WIFEXITED(st) && t->sandboxed && WEXITSTATUS(st) > 128 && WEXITSTATUS(st) <= 128 + 64) {
+        t->exit_code = WEXITSTATUS(st);      /* bwrap reports a death by signal N as 128 + N */
+        t->signal = t->exit_code - 128;
+    } else if (WIFEXITED(st)) {
         t->exit_code = WEXITSTATUS(st);
         t->signal = 0;
     } else {

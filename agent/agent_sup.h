@@ -29,6 +29,7 @@
 
 #include "agent_assign.h"
 #include "agent_outbox.h"
+#include "agent_sandbox.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +49,9 @@ typedef struct agent_sup agent_sup;
  * RET NULL on failure. */
 agent_sup *agent_sup_new(const char *workdir, const char *self_dir, int64_t grace_ms,
                          agent_outbox *ob);
+/* Run the trials started from now on in sandbox sb (borrowed: it must
+ * outlive the sup; NULL: no sandbox, the default). */
+void agent_sup_set_sandbox(agent_sup *s, const agent_sandbox *sb);
 /* Frees memory and closes pipes; trials still running are SIGKILLed.
  * Accepts NULL. */
 void agent_sup_free(agent_sup *s);

@@ -4,14 +4,17 @@
  *   hyperfarm-agent --scheduler URL [--name NAME] [--slots N] [--gpus auto|none|0,1,..]
  *                   [--workdir DIR] [--token-file F] [--ca-file F] [--heartbeat-ms N]
  *                   [--grace-ms N] [--log-level L] [--log-format text|json] [--config F]
+ *                   [--sandbox on|off] [--sandbox-bind PATH[:ro]]... [--trial-user USER]
  *                   [--print-config]
  */
 #include "agent.h"
+#include "agent_sandbox.h"
 #include "hf_config.h"
 #include "hf_err.h"
 #include "hf_log.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv)
@@ -38,6 +41,10 @@ int main(int argc, char **argv)
         {"cache-mb", "HYPERFARM_AGENT_CACHE_MB", HF_CFG_INT, &c.cache_mb, "10240", 1, 100000000, "object cache bound (MiB): checkpoints and contexts by hash, least recently used removed first"},
         {"checkpoint-upload", "HYPERFARM_CHECKPOINT_UPLOAD", HF_CFG_BOOL, &c.checkpoint_upload, "true", 0, -1, "upload the checkpoints trials report to the scheduler's store (--no-checkpoint-upload: they stay on this disk only, as before issue 15; a trial moved elsewhere then starts from scratch)"},
         {"keep-trial-dirs-s", NULL, HF_CFG_INT, &c.keep_trial_dirs_s, "600", -1, 100000000, "remove a finished trial's directory this many seconds after it exited, once its checkpoints are uploaded (-1: never)"},
+        {"sandbox", "HYPERFARM_AGENT_SANDBOX", HF_CFG_STR, &c.sandbox, "on", 0, -1, "on | off: run each trial in a bubblewrap sandbox that shows it only the system, its own directory and the --sandbox-bind paths (docs/agent.md, Sandbox)"},
+        {"sandbox-bind", "HYPERFARM_AGENT_SANDBOX_BIND", HF_CFG_STR, &c.sandbox_bind, NULL, 0, -1, "host path trials see, PATH or PATH:ro (data sets, code); repeatable, or a comma-separated list"},
+        {"trial-user", "HYPERFARM_AGENT_TRIAL_USER", HF_CFG_STR, &c.trial_user, "nobody", 0, -1, "when the agent runs as root: the unprivileged user trials run as"},
+        {"bwrap", "HYPERFARM_AGENT_BWRAP", HF_CFG_STR, &c.bwrap, "bwrap", 0, -1, "the bubblewrap program (on PATH, else /usr/bin/bwrap)"},
         {"log-level", "HYPERFARM_LOG_LEVEL", HF_CFG_STR, &c.log_level, "info", 0, -1, "debug | info | warn | error"},
         {"log-format", "HYPERFARM_LOG_FORMAT", HF_CFG_STR, &c.log_format, "text", 0, -1, "text | json"},
         {"config", "HYPERFARM_AGENT_CONFIG", HF_CFG_STR, &c.config, NULL, 0, -1, "config file of 'name = value' lines"},
@@ -47,8 +54,25 @@ int main(int argc, char **argv)
     const char *synopsis = "hyperfarm-agent --scheduler URL [--name NAME] [--slots N] [--gpus auto|none|0,1,..] "
                            "[--workdir DIR] [--token-file F] [options]";
 
+    /* inside a trial's sandbox: become the trial (agent_sandbox.h) */
+    if (argc > 1 && !strcmp(argv[1], "--sandbox-exec")) return agent_sandbox_exec_main(argc, argv);
     hf_log_init("hyperfarm-agent");
+    /* --sandbox-bind may be given several times: the flags, joined with
+     * ',', replace the config file's and the environment's list */
+    static char *binds;   /* lives as long as c */
+    size_t blen = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *v = NULL;
+        if (!strcmp(argv[i], "--sandbox-bind") && i + 1 < argc) v = argv[i + 1];
+        else if (!strncmp(argv[i], "--sandbox-bind=", 15)) v = argv[i] + 15;
+        if (!v) continue;
+        char *nb = realloc(binds, blen + strlen(v) + 2);
+        if (!nb) { fprintf(stderr, "hyperfarm-agent: out of memory\n"); return 1; }
+        binds = nb;
+        blen += (size_t)sprintf(binds + blen, "%s%s", blen ? "," : "", v);
+    }
     int rc = hf_config_parse(opts, argc, argv, &npos, err, sizeof err);
+    if (binds) c.sandbox_bind = binds;
     if (rc == 1) {
         hf_config_usage(stdout, synopsis, opts);
         return 0;
@@ -67,6 +91,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(c.log_format, "text") && strcmp(c.log_format, "json")) {
         fprintf(stderr, "hyperfarm-agent: --log-format: expected text or json, got '%s'\n", c.log_format);
+        return 2;
+    }
+    if (strcmp(c.sandbox, "on") && strcmp(c.sandbox, "off")) {
+        fprintf(stderr, "hyperfarm-agent: --sandbox: expected on or off, got '%s'\n", c.sandbox);
         return 2;
     }
     if (strncmp(c.scheduler, "http://", 7) && strncmp(c.scheduler, "https://", 8)) {

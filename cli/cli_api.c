@@ -6,6 +6,7 @@
  * is the first thing a new user meets ("is the scheduler running? where?").
  */
 #include "cli.h"
+#include "cli_fmt.h"
 #include "hf_err.h"
 
 #include <string.h>
@@ -54,8 +55,12 @@ int cli_api_answer(cli_ctx *ctx, const char *method, const char *path, long stat
     *resp = NULL;
     int code = cli_exit_for_status(status);
     if (code != CLI_OK) {
+        /* The scheduler's words may quote what a user sent: cleaned. */
+        char msg_buf[1024], field_buf[256];
         const char *msg = json_string_value(json_object_get(r, "error"));
         const char *field = json_string_value(json_object_get(r, "field"));
+        if (msg) msg = (cli_fmt_clean(msg_buf, sizeof msg_buf, msg), msg_buf);
+        if (field) field = (cli_fmt_clean(field_buf, sizeof field_buf, field), field_buf);
         if (field && *field) fprintf(ctx->err, "error: %s: %s\n", field, msg ? msg : "rejected");
         else fprintf(ctx->err, "error: %s %s: %s (HTTP %ld)\n", method, path,
                      msg ? msg : "unexpected response", status);

@@ -177,7 +177,11 @@ static json_t *pick_row(const json_t *list, int64_t step)
 static void file_name(const json_t *row, char *out, size_t len)
 {
     const char *n = json_string_value(json_object_get(row, "name"));
-    if (n && *n && strlen(n) < 200 && !strchr(n, '/') && strcmp(n, ".") && strcmp(n, "..") && n[0] != '.')
+    char shown[256];
+    /* A name the cleaner would change (control characters, escapes, not
+     * UTF-8) is no file name either. */
+    if (n && *n && strlen(n) < 200 && !strchr(n, '/') && strcmp(n, ".") && strcmp(n, "..") && n[0] != '.' &&
+        cli_clean_text(shown, sizeof shown, n, strlen(n), 0) == strlen(n) && !strcmp(shown, n))
         snprintf(out, len, "%s", n);
     else
         snprintf(out, len, "ckpt-%012" PRId64 ".hfck", num(row, "step"));

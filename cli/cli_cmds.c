@@ -42,6 +42,14 @@ static const char *jstr(const json_t *o, const char *k)
     return s ? s : "";
 }
 
+/* Member k of o as it may be shown (cli_fmt_clean: one line, no control
+ * characters) in buf. RET buf. */
+static const char *jtext(char *buf, size_t size, const json_t *o, const char *k)
+{
+    cli_fmt_clean(buf, size, jstr(o, k));
+    return buf;
+}
+
 int cli_bad_id(cli_ctx *ctx, const char *what, const char *s)
 {
     fprintf(ctx->err, "error: '%s' is not %s id (a positive integer%s)\n", s,
@@ -286,17 +294,18 @@ static void print_pareto_head(cli_ctx *ctx, const json_t *pareto)
 {
     size_t i;
     json_t *o;
+    char m[256];
     fprintf(ctx->out, "  objectives");
     json_array_foreach(json_object_get(pareto, "objectives"), i, o)
         fprintf(ctx->out, "%s %simize %s", i ? "," : "", !strncmp(jstr(o, "goal"), "min", 3) ? "min" : "max",
-                jstr(o, "metric"));
+                jtext(m, sizeof m, o, "metric"));
     fputc('\n', ctx->out);
     json_array_foreach(json_object_get(pareto, "constraints"), i, o) {
         char lo[64] = "", hi[64] = "";
         cli_fmt_json_scalar(lo, sizeof lo, json_object_get(o, "min"));
         cli_fmt_json_scalar(hi, sizeof hi, json_object_get(o, "max"));
         fprintf(ctx->out, "  constraint %s%s%s%s%s\n", json_is_number(json_object_get(o, "min")) ? lo : "",
-                json_is_number(json_object_get(o, "min")) ? " <= " : "", jstr(o, "metric"),
+                json_is_number(json_object_get(o, "min")) ? " <= " : "", jtext(m, sizeof m, o, "metric"),
                 json_is_number(json_object_get(o, "max")) ? " <= " : "",
                 json_is_number(json_object_get(o, "max")) ? hi : "");
     }
@@ -331,18 +340,20 @@ int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
         goto end;
     }
     cli_counts cn;
-    char bar[64], buf[512], dur[32], ago[32];
+    char bar[64], buf[512], dur[32], ago[32], name[512], state[64], searcher[64];
     json_t *cfg = json_object_get(exp, "config");
     json_t *scfg = json_object_get(cfg, "searcher");
     cli_counts_from_json(&cn, json_object_get(exp, "counts"));
     int64_t max = jint(exp, "max_trials");
-    fprintf(ctx->out, "experiment %" PRId64 "  %s  %s\n", jint(exp, "id"), jstr(exp, "name"), jstr(exp, "state"));
-    fprintf(ctx->out, "  searcher   %s", jstr(exp, "searcher"));
+    fprintf(ctx->out, "experiment %" PRId64 "  %s  %s\n", jint(exp, "id"), jtext(name, sizeof name, exp, "name"),
+            jtext(state, sizeof state, exp, "state"));
+    fprintf(ctx->out, "  searcher   %s", jtext(searcher, sizeof searcher, exp, "searcher"));
     if (max > 0) fprintf(ctx->out, ", max %" PRId64 " trials", max);
     if (jint(scfg, "max_concurrent_trials") > 0)
         fprintf(ctx->out, ", %" PRId64 " at once", jint(scfg, "max_concurrent_trials"));
     fputc('\n', ctx->out);
-    fmt_objective(buf, sizeof buf, exp);
+    fmt_objective(name, sizeof name, exp);
+    cli_fmt_clean(buf, sizeof buf, name);   /* the metric's name is the user's */
     if (pareto) print_pareto_head(ctx, pareto);
     else fprintf(ctx->out, "  objective  %simize %s\n", !strncmp(buf, "min", 3) ? "min" : "max", buf + 4);
     cli_fmt_bar(bar, sizeof bar, &cn, max, 30);
@@ -366,11 +377,12 @@ int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
         int64_t bid = jint(best, "trial_id");
         size_t i;
         json_t *tr;
-        char num[64], hp[1024] = "";
+        char num[64], hp[1024] = "", shown[1024];
         cli_fmt_json_scalar(num, sizeof num, json_object_get(best, "value"));
         json_array_foreach(json_object_get(trials, "trials"), i, tr)
             if (jint(tr, "id") == bid) cli_fmt_hparams(hp, sizeof hp, json_object_get(tr, "hparams"));
-        fprintf(ctx->out, "  best       trial %" PRId64 ": %s = %s  %s\n", bid, buf + 4, num, hp);
+        cli_fmt_clean(shown, sizeof shown, hp);
+        fprintf(ctx->out, "  best       trial %" PRId64 ": %s = %s  %s\n", bid, buf + 4, num, shown);
     } else {
         fprintf(ctx->out, "  best       - (no trial has reported %s yet)\n", buf + 4);
     }
@@ -397,6 +409,9 @@ static void log_emit(cli_ctx *ctx, json_t *entry)
 {
     if (ctx->o.json) {
         json_dumpf(entry, ctx->out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        fputc('\n', ctx->out);
+    } else if (ctx->out_tty) {   /* docs/cli.md: the trial's bytes, but no escape sequence reaches a terminal */
+        cli_put_text(ctx->out, jstr(entry, "line"), CLI_CLEAN_MULTILINE);
         fputc('\n', ctx->out);
     } else {
         fprintf(ctx->out, "%s\n", jstr(entry, "line"));

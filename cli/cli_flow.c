@@ -145,7 +145,10 @@ int cli_cmd_tag(cli_ctx *ctx, int argc, char **argv)
         size_t i;
         json_t *t;
         fprintf(ctx->out, "experiment %" PRId64 " tags:", id);
-        json_array_foreach(json_object_get(resp, "tags"), i, t) fprintf(ctx->out, " %s", json_string_value(t));
+        json_array_foreach(json_object_get(resp, "tags"), i, t) {
+            fputc(' ', ctx->out);
+            cli_put_text(ctx->out, json_string_value(t), 0);
+        }
         fputc('\n', ctx->out);
     }
     json_decref(resp);

@@ -4,6 +4,11 @@
  * Widths are counted in UTF-8 code points (names and hyperparameter values
  * may hold non-ASCII text); a truncated cell is cut on a code-point
  * boundary and ends with "~" so the reader sees it was cut.
+ *
+ * Text that users wrote (names, notes, tags, descriptions, errors, log
+ * lines, URLs) reaches the terminal only through cli_clean_text, the one
+ * cleaner (docs/cli.md, "Text from the scheduler"): escape sequences
+ * vanish whole, other control characters become spaces.
  */
 #include "cli_fmt.h"
 #include "hf_err.h"
@@ -42,16 +47,146 @@ void cli_table_maxw(cli_table *t, int col, int width)
     if (col >= 0 && col < t->ncols) t->maxw[col] = width;
 }
 
-int cli_table_cell(cli_table *t, const char *s)
+/* ---------- the cleaner ---------- */
+
+/* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0. */
+static size_t u8_len(const unsigned char *s, size_t n)
+{
+    size_t len;
+    unsigned cp;
+    if (s[0] < 0x80) return 1;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) { len = 2; cp = s[0] & 0x1F; }
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF) { len = 3; cp = s[0] & 0x0F; }
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4) { len = 4; cp = s[0] & 0x07; }
+    else return 0;
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return len;
+}
+
+/* The code point of a well-formed sequence of len bytes. */
+static unsigned u8_cp(const unsigned char *s, size_t len)
+{
+    static const unsigned char lead_mask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+    unsigned cp = s[0] & lead_mask[len];
+    for (size_t i = 1; i < len; i++) cp = cp << 6 | (s[i] & 0x3F);
+    return cp;
+}
+
+/* Skip the escape sequence whose introducer (ESC, or a C1 control of
+ * ilen bytes) is at s[i]; kind: '[' CSI, ']' 'P' 'X' '^' '_' control
+ * strings, 0 for ESC (the next byte tells). RET the index after the
+ * sequence (n: an unfinished one runs to the end of the text). */
+static size_t skip_escape(const unsigned char *s, size_t n, size_t i, size_t ilen, int kind)
+{
+    i += ilen;
+    if (!kind) {
+        if (i >= n) return n;
+        unsigned char c = s[i];
+        if (c == '[' || c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_') {
+            kind = c;
+            i++;
+        } else {
+            while (i < n && s[i] >= 0x20 && s[i] <= 0x2F) i++;   /* intermediates, e.g. ESC ( B */
+            return i < n && s[i] >= 0x30 && s[i] <= 0x7E ? i + 1 : i;
+        }
+    }
+    if (kind == '[') {   /* parameters and intermediates, then one final byte */
+        while (i < n && s[i] >= 0x20 && s[i] <= 0x3F) i++;
+        return i < n && s[i] >= 0x40 && s[i] <= 0x7E ? i + 1 : i;
+    }
+    for (; i < n; i++) {   /* a control string ends at BEL, ESC \ or ST (U+009C) */
+        if (s[i] == 0x07) return i + 1;
+        if (s[i] == 0x1B) return i + 1 < n && s[i + 1] == '\\' ? i + 2 : i;
+        if (s[i] == 0xC2 && i + 1 < n && s[i + 1] == 0x9C) return i + 2;
+    }
+    return n;
+}
+
+size_t cli_clean_text(char *buf, size_t size, const char *text, size_t len, int flags)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t o = 0, i = 0;
+    if (!size) return 0;
+    while (text && i < len && s[i]) {
+        unsigned char c = s[i];
+        const char *put;
+        size_t plen = 1, step = 1;
+        if (c == 0x1B) {
+            i = skip_escape(s, len, i, 1, 0);
+            continue;
+        }
+        if (c < 0x20 || c == 0x7F) {
+            put = (flags & CLI_CLEAN_MULTILINE) && (c == '\n' || c == '\t') ? (const char *)&s[i] : " ";
+        } else if (c < 0x80) {
+            put = (const char *)&s[i];
+        } else if (!(step = u8_len(s + i, len - i))) {
+            put = "?";   /* not UTF-8: a lone byte may be a C1 control to some terminals */
+            step = 1;
+        } else {
+            unsigned cp = u8_cp(s + i, step);
+            if (cp <= 0x9F) {   /* C1 controls; CSI, OSC and the other string introducers start sequences */
+                int kind = cp == 0x9B ? '[' : cp == 0x9D ? ']' : cp == 0x90 ? 'P' : cp == 0x98 ? 'X'
+                         : cp == 0x9E ? '^' : cp == 0x9F ? '_' : 0;
+                i = kind ? skip_escape(s, len, i, step, kind) : i + step;
+                continue;
+            }
+            /* Bidirectional overrides and isolates reorder what follows
+             * them on screen: text that reads unlike what it is. */
+            if ((cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069)) {
+                i += step;
+                continue;
+            }
+            put = (const char *)&s[i];
+            plen = step;
+        }
+        if (o + plen + 1 > size) break;   /* never split a character */
+        memcpy(buf + o, put, plen);
+        o += plen;
+        i += step;
+    }
+    buf[o] = 0;
+    return o;
+}
+
+void cli_put_text(FILE *f, const char *s, int flags)
+{
+    char small[1024];
+    size_t len = s ? strlen(s) : 0;
+    /* The cleaned text is never longer than the text ('?' replaces one
+     * byte): one buffer, so no escape sequence is cut in two. */
+    char *buf = len < sizeof small ? small : malloc(len + 1);
+    if (!buf) {
+        fputs("(text not shown: out of memory)", f);
+        return;
+    }
+    cli_clean_text(buf, len + 1, s, len, flags);
+    fputs(buf, f);
+    if (buf != small) free(buf);
+}
+
+int cli_table_cell(cli_table *t, const char *raw)
 {
     if (t->overflow) return HF_ETOOBIG;
-    if (!s || !*s) s = "-";
+    size_t rn = raw ? strlen(raw) : 0;
+    char small[1024], *big = NULL;
+    char *s = rn < sizeof small ? small : (big = malloc(rn + 1));
+    if (!s) return HF_ENOMEM;
+    cli_clean_text(s, rn + 1, raw, rn, 0);   /* widths are counted on what is shown */
+    if (!*s) strcpy(s, "-");
     size_t n = strlen(s);
     if (t->cells.len + n + 1 > t->cells.max) {
         t->overflow = 1;
+        free(big);
         return HF_ETOOBIG;
     }
     int rc = hf_buf_add(&t->cells, s, n + 1);   /* keep the NUL as separator */
+    free(big);
     if (rc) return rc;
     if (++t->row_open == t->ncols) {
         t->row_open = 0;
@@ -120,13 +255,7 @@ static void put_tsv(FILE *f, const char *s) { put_clean(f, s, strlen(s)); }
 
 void cli_fmt_clean(char *buf, size_t size, const char *s)
 {
-    size_t n = 0;
-    if (!size) return;
-    for (; s && *s && n + 1 < size; s++) {
-        unsigned char ch = (unsigned char)*s;
-        buf[n++] = (char)(ch < 0x20 || ch == 0x7f ? ' ' : ch);
-    }
-    buf[n] = 0;
+    cli_clean_text(buf, size, s, s ? strlen(s) : 0, 0);
 }
 
 void cli_table_print(const cli_table *t, FILE *f, int tsv)

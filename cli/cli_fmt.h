@@ -52,8 +52,21 @@ void cli_table_print(const cli_table *t, FILE *f, int tsv);
 
 /* "850ms", "12s", "3m05s", "1h02m", "2d03h". Negative -> "-". */
 void cli_fmt_duration(char *buf, size_t size, int64_t ms);
-/* s with control characters replaced by spaces (server text printed
- * outside a table: it never moves the cursor), cut to size. */
+/* Text that users wrote, made safe for a terminal (docs/cli.md "Text from
+ * the scheduler"): escape sequences (ESC [ ... / ESC ] ... BEL or ST /
+ * ESC x, and their C1 forms U+009B, U+009D, ...) are removed whole, other
+ * C1 controls and bidirectional overrides (U+202A-E, U+2066-9) removed, C0
+ * controls and DEL become spaces — except newline and tab with
+ * CLI_CLEAN_MULTILINE — and bytes that are not UTF-8 become '?'. Reads at
+ * most len bytes of text (stops at a NUL; NULL is ""), writes at most
+ * size - 1 bytes and a NUL, never splitting a character. RET the length
+ * written. */
+#define CLI_CLEAN_MULTILINE 1
+size_t cli_clean_text(char *buf, size_t size, const char *text, size_t len, int flags);
+/* cli_clean_text of all of s, written to f (no length limit). */
+void cli_put_text(FILE *f, const char *s, int flags);
+/* cli_clean_text of s on one line (newlines and tabs become spaces), cut
+ * to size: server text printed outside a table never moves the cursor. */
 void cli_fmt_clean(char *buf, size_t size, const char *s);
 /* "just now", "5s ago", "3m ago", "2h ago", "3d ago"; t <= 0 -> "-". */
 void cli_fmt_ago(char *buf, size_t size, int64_t now_ms, int64_t t_ms);

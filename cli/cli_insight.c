@@ -70,9 +70,10 @@ int cli_cmd_importance(cli_ctx *ctx, int argc, char **argv)
         size_t i;
         json_t *nm;
         fprintf(ctx->out, "param\timportance\n");
-        json_array_foreach(names, i, nm)
-            fprintf(ctx->out, "%s\t%.6f\n", json_string_value(nm),
-                    json_number_value(json_object_get(imp, json_string_value(nm))));
+        json_array_foreach(names, i, nm) {
+            cli_put_text(ctx->out, json_string_value(nm), 0);
+            fprintf(ctx->out, "\t%.6f\n", json_number_value(json_object_get(imp, json_string_value(nm))));
+        }
     } else {
         int64_t n = json_integer_value(json_object_get(resp, "trials"));
         if (json_array_size(names) == 0) {
@@ -93,7 +94,7 @@ int cli_cmd_importance(cli_ctx *ctx, int argc, char **argv)
                 char bar[256], name[40];
                 double v = json_number_value(json_object_get(imp, json_string_value(nm)));
                 cli_importance_bar(bar, sizeof bar, v, 40);
-                cli_fmt_json_scalar(name, sizeof name, nm);
+                cli_fmt_clean(name, sizeof name, json_string_value(nm));
                 fprintf(ctx->out, "  %-*.*s  %5.3f  %s\n", w, w, name, v, bar);
             }
         }
@@ -281,11 +282,13 @@ int cli_logs_grep(cli_ctx *ctx, int argc, char **argv)
             if (ctx->o.json) {
                 json_dumpf(l, ctx->out, JSON_COMPACT | JSON_PRESERVE_ORDER);
                 fputc('\n', ctx->out);
-            } else if (exp) {
-                fprintf(ctx->out, "t%" PRId64 ": %s\n", (int64_t)json_integer_value(json_object_get(l, "trial_id")),
-                        json_string_value(json_object_get(l, "line")));
             } else {
-                fprintf(ctx->out, "%s\n", json_string_value(json_object_get(l, "line")));
+                /* docs/cli.md: the trial's bytes, cleaned when they go to a terminal. */
+                const char *line = json_string_value(json_object_get(l, "line"));
+                if (exp) fprintf(ctx->out, "t%" PRId64 ": ", (int64_t)json_integer_value(json_object_get(l, "trial_id")));
+                if (ctx->out_tty) cli_put_text(ctx->out, line, CLI_CLEAN_MULTILINE);
+                else fputs(line ? line : "", ctx->out);
+                fputc('\n', ctx->out);
             }
             printed++;
         }

@@ -56,12 +56,15 @@ int cli_watch_line(char *buf, size_t size, const json_t *exp, int with_bar)
         snprintf(best, sizeof best, "%s (trial %" PRId64 ")", num, jint(b, "trial_id"));
     }
     int64_t total = max > 0 ? max : cli_counts_done(&c) + c.running + c.queued + c.paused;
+    char metric[128], state[32];
+    cli_fmt_clean(metric, sizeof metric, jstr(obj, "metric"));
+    cli_fmt_clean(state, sizeof state, jstr(exp, "state"));
     return snprintf(buf, size,
                     "exp %" PRId64 " %s%s%s  %" PRId64 "/%" PRId64 " done  %" PRId64 " running  %" PRId64
                     " queued  %" PRId64 " failed  best %s %s",
-                    jint(exp, "id"), jstr(exp, "state"), with_bar ? " " : "", bar,
+                    jint(exp, "id"), state, with_bar ? " " : "", bar,
                     cli_counts_done(&c), total, c.running, c.queued + c.paused, c.failed,
-                    *jstr(obj, "metric") ? jstr(obj, "metric") : "objective", best);
+                    *metric ? metric : "objective", best);
 }
 
 static int term_cols(void)
@@ -119,17 +122,16 @@ static void print_summary(cli_ctx *ctx, const json_t *exp)
         fprintf(ctx->out, "no trial reported the objective\n");
         return;
     }
-    char path[96], num[64], hp[1024] = "";
+    char path[96], num[64], hp[1024] = "", shown[1024], metric[256];
     json_t *tr = NULL;
     int64_t tid = jint(b, "trial_id");
     snprintf(path, sizeof path, "/api/v1/trials/%" PRId64, tid);
     if (cli_api(ctx, "GET", path, NULL, &tr) == CLI_OK)
         cli_fmt_hparams(hp, sizeof hp, json_object_get(tr, "hparams"));
     cli_fmt_json_scalar(num, sizeof num, json_object_get(b, "value"));
-    fprintf(ctx->out, "best trial %" PRId64 ": %s = %s  %s\n", tid,
-            *jstr(json_object_get(exp, "objective"), "metric") ? jstr(json_object_get(exp, "objective"), "metric")
-                                                               : "objective",
-            num, hp);
+    cli_fmt_clean(shown, sizeof shown, hp);
+    cli_fmt_clean(metric, sizeof metric, jstr(json_object_get(exp, "objective"), "metric"));
+    fprintf(ctx->out, "best trial %" PRId64 ": %s = %s  %s\n", tid, *metric ? metric : "objective", num, shown);
     json_decref(tr);
 }
 

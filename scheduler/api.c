@@ -13,13 +13,19 @@
  * route (a checkpoint upload) is not buffered: api_route_begin opens its
  * upload at the first call, chunks are written to it, and on_completed
  * aborts it (removing its temp file) when the request ended before the
- * last call committed it.
+ * last call committed it. Each step also tells the guard (api_guard.h)
+ * where the connection is — headers complete, body bytes, request done —
+ * for its header deadline, body rate and half-open share; a request with
+ * ambiguous framing (two Content-Length headers, or one beside
+ * Transfer-Encoding) is refused at the first call.
  */
 #include "scheduler/api_int.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
+#include "scheduler/api_guard.h"
+#include "scheduler/logpool.h"
 #include "scheduler/metrics.h"
 #include "scheduler/webfs.h"
 
@@ -31,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -82,6 +89,39 @@ static enum MHD_Result serve_static(api *a, struct MHD_Connection *c, const char
 
 /* ---------- libmicrohttpd callbacks ---------- */
 
+typedef struct hdr_count {
+    int content_length, transfer_encoding;
+} hdr_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    (void)value;
+    hdr_count *n = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) n->content_length++;
+    else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) n->transfer_encoding++;
+    return MHD_YES;
+}
+
+/* A request whose framing two parsers could read differently (two
+ * Content-Length headers, or Content-Length beside Transfer-Encoding) is
+ * refused before its body: libmicrohttpd would take the first length and
+ * a proxy in front might take another (request smuggling). RET 1 with
+ * the 400 queued in *ret. */
+static int framing_refused(struct MHD_Connection *c, enum MHD_Result *ret)
+{
+    hdr_count n = {0, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &n);
+    if (n.content_length > 1)
+        *ret = api_send_err(c, 400, "Content-Length", "more than one Content-Length header: send exactly one");
+    else if (n.content_length && n.transfer_encoding)
+        *ret = api_send_err(c, 400, "Content-Length",
+                            "Content-Length together with Transfer-Encoding: send one or the other");
+    else
+        return 0;
+    return 1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -94,14 +134,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq->t0_us = hf_mono_us();
         *con_cls = rq;
         enum MHD_Result ret;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        api_guard_headers(a->guard, c, te || (cl && strtoull(cl, NULL, 10) > 0));
+        if (framing_refused(c, &ret)) {
+            rq->answered = 1;
+            return ret;
+        }
         if (api_route_begin(a, c, url, method, rq, &ret)) return ret;
         unsigned max = api_route_body_max(url, method);
         hf_buf_init(&rq->body, max);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > API_ABSURD_BODY)
             return api_send_err(c, 413, NULL, "request body larger than %u bytes", max);
         return MHD_YES;
     }
+    if (*upload_size) api_guard_body(a->guard, c, *upload_size);
+    else api_guard_body_done(a->guard, c);
     if (*upload_size && rq->streamed) {
         /* A failed write keeps its error for the last call (507) and
          * reads the rest of the body into nothing. */
@@ -130,11 +178,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)c;
     api *a = cls;
     req *rq = *con_cls;
+    api_guard_request_done(a->guard, c);
     if (!rq) return;
     if (rq->parked) doorbell_unpark(a->bell, &rq->w);
+    logjob_release(rq->search);   /* cancels a search not yet answered */
     if (!rq->is_wait && !rq->streamed) metrics_observe(&metrics.request_latency, hf_mono_us() - rq->t0_us);
     if (rq->up && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
         hf_info("checkpoint upload interrupted (libmicrohttpd termination code %d): its temp file is removed", (int)toe);
@@ -240,6 +289,8 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
     a->cr = cfg->cr;
     a->wh = cfg->wh;
     a->imp = importance_cache_new();
+    a->lp = logpool_new(st);
+    if (!a->lp) { rc = HF_ENOMEM; goto fail; }
     if (!a->imp) { rc = HF_ENOMEM; goto fail; }
     if (api_parse_listen(cfg->listen, host, sizeof host, &port)) {
         snprintf(err, errlen, "--listen %s: expected ADDR:PORT", cfg->listen ? cfg->listen : "");
@@ -289,11 +340,20 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
      * at most max_conns_per_ip connections, and a connection whose request
      * stops arriving is closed after request_timeout_s. Parked /wait
      * long-polls and idle SSE streams are suspended connections, which
-     * libmicrohttpd does not time out. */
+     * libmicrohttpd does not time out. A trickling crowd is the guard's
+     * (api_guard.h): header deadline, body rate, half-open share. */
+    unsigned max_conns = conn_limit();
+    api_guard_config gc = {.max_conns = max_conns,
+                           .header_timeout_s = cfg->header_timeout_s > 0 ? cfg->header_timeout_s : API_HEADER_TIMEOUT_S,
+                           .min_body_rate = cfg->min_body_rate > 0 ? cfg->min_body_rate
+                                            : cfg->min_body_rate < 0 ? 0 : API_MIN_BODY_RATE};
+    if (!(a->guard = api_guard_new(&gc))) { rc = HF_ENOMEM; goto fail; }
     a->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, a,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->threads > 0 ? cfg->threads : 4),
-                            MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
+                            MHD_OPTION_CONNECTION_LIMIT, max_conns,
+                            MHD_OPTION_NOTIFY_CONNECTION, api_guard_notify, a->guard,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(cfg->max_conns_per_ip > 0 ? cfg->max_conns_per_ip : 0),
                             MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)(cfg->request_timeout_s > 0 ? cfg->request_timeout_s : API_REQUEST_TIMEOUT_S),
@@ -324,7 +384,10 @@ void api_stop(api *a)
     if (!a) return;
     atomic_store(&a->stopping, 1);
     if (a->bell) doorbell_expire(a->bell, INT64_MAX);   /* no suspended /wait left for MHD_stop_daemon */
+    logpool_stop(a->lp);   /* every search ends and its connection is resumed */
     if (a->d) MHD_stop_daemon(a->d);
+    logpool_free(a->lp);
+    api_guard_free(a->guard);   /* after the daemon: every connection is closed */
     importance_cache_free(a->imp);
     free(a->web_root);
     free(a->cert);

@@ -34,6 +34,10 @@ typedef struct api_config {
                                     * headers or body stop arriving, or keep-alive between requests
                                     * (parked long-polls and event streams are suspended: exempt);
                                     * 0 = API_REQUEST_TIMEOUT_S */
+    int         header_timeout_s;  /* seconds from accept (or the end of the previous request) to a
+                                    * complete request header; 0 = API_HEADER_TIMEOUT_S (api_guard.h) */
+    int         min_body_rate;     /* bytes/s a body must average once header_timeout_s have passed
+                                    * since its headers; 0 = API_MIN_BODY_RATE, < 0 = no minimum */
     ckstore    *ck;            /* the checkpoint store (not owned); NULL = its routes answer 503 */
     ckretain   *cr;            /* its retention (not owned); NULL = no usage figures, no freeing */
     struct webhook_svc *wh;    /* webhooks (not owned); NULL = its routes answer 503 */

@@ -12,6 +12,8 @@
  *                 route (the checkpoint store's too: ckstore.h)
  *   api_stream.c  the two answers that outlive their call: the SSE event
  *                 stream and the agents' long-poll /wait
+ *   api_guard.c   header deadline, body rate, half-open share of the
+ *                 connection table, event streams per token (api_guard.h)
  *
  * A request goes: first call (headers) -> a req context whose body buffer
  * is bounded by the route's limit (api_route_body_max); body chunks ->
@@ -49,7 +51,9 @@ struct api {
     ckstore    *ck;             /* NULL: the checkpoint routes answer 503 */
     ckretain   *cr;             /* NULL: no checkpoint_bytes, deletes free no objects */
     importance_cache *imp;      /* GET /experiments/{id}/importance answers (importance.h) */
+    struct api_guard *guard;    /* header deadline, body rate, half-open share, SSE per token (api_guard.h) */
     struct webhook_svc *wh;     /* webhooks (webhook.h); NULL: their routes answer 503 */
+    struct logpool *lp;         /* the log-search threads (logpool.h) */
     atomic_int  stopping;       /* /wait answers at once from now on */
 };
 
@@ -65,6 +69,7 @@ typedef struct req {
                                   not counted in the latency histogram */
     int     answered;          /* a response was queued at the first call */
     ckstore_upload *up;        /* the upload being received, or NULL */
+    struct logjob *search;     /* a ?grep= search handed to a->lp (suspended until done), or NULL */
 } req;
 
 /* ---- api_http.c: answers ---- */
@@ -112,6 +117,7 @@ typedef struct api_call {
     int         begin;   /* F_STREAM: 1 at the first call (headers only), 0 at the last */
     json_t     *body;    /* the parsed body of an F_JSON route (owned by api_route_serve), else NULL */
     const char *user;    /* the token's user name (auth.h); "local" without a token file */
+    int         role;    /* the token's role (auth.h enum auth_role); AUTH_ADMIN without a token file */
     hf_jerr     e;       /* cleared; the core's error for api_send_rc */
 } api_call;
 

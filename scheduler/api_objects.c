@@ -9,6 +9,12 @@
  * Invariant: nothing a client sends becomes visible before ckstore has
  * verified its size and SHA-256 and made it durable; refusals answer
  * before a byte of the body is read where the headers suffice.
+ *
+ * With a token file, a checkpoint is stored only for the agent its
+ * attempt was assigned to (sched_ckpt_may_store, docs/protocol.md
+ * "Agent tokens"): 403 when the token does not speak for the agent
+ * the request names, 409 when the attempt is not (or no longer) that
+ * agent's; decided from the headers, so nothing reaches the store.
  */
 #include "scheduler/api_int.h"
 
@@ -122,6 +128,19 @@ static int upload_commit(api_call *k, ckstore_info *info, enum MHD_Result *ret)
     return 1;
 }
 
+/* An agent token's authority over the checkpoint info names (its trial
+ * k->id, attempt, step and uploading agent). RET 0 (info->agent_id = the
+ * agent found), or 1 with *ret the 403/404/409. Without a token file there
+ * is no agent identity to check (one trusted operator). */
+static int ckpt_refused(api_call *k, ckstore_info *info, enum MHD_Result *ret)
+{
+    if (k->role != AUTH_AGENT) return 0;
+    int rc = sched_ckpt_may_store(k->a->s, k->id, info->attempt, info->step, k->user, &info->agent_id, &k->e);
+    if (rc == 0) return 0;
+    *ret = rc == HF_EPERM ? api_send_jerr(k->c, 403, &k->e) : api_send_rc(k->c, rc, &k->e, "trial");
+    return 1;
+}
+
 /* The first call of an upload: everything the headers say is checked
  * before a byte of the body is read; then the upload is opened. */
 static enum MHD_Result ckpt_put_begin(api_call *k)
@@ -133,6 +152,7 @@ static enum MHD_Result ckpt_put_begin(api_call *k)
     if (ckpt_args(k, &info)) return api_send_jerr(k->c, 400, &k->e);
     if (upload_headers(k, &sha, &size, &ret)) return ret;
     if (!sched_trial_exists(k->a->s, k->id)) return api_no_such_trial(k);
+    if (ckpt_refused(k, &info, &ret)) return ret;
     return upload_open(k, sha, size, "--max-checkpoint-mb");
 }
 
@@ -158,6 +178,8 @@ enum MHD_Result api_h_ckpt_put(api_call *k)
     if (k->begin) return ckpt_put_begin(k);
     if (upload_commit(k, &info, &ret)) return ret;
     int rc = ckpt_args(k, &info);
+    /* again at the end (the uploader's id; the attempt may have ended meanwhile) */
+    if (rc == 0 && ckpt_refused(k, &info, &ret)) return ret;
     if (rc == 0) rc = ckstore_record(k->a->ck, k->id, &info);
     return ckpt_recorded(k, rc, &info);
 }
@@ -187,6 +209,8 @@ enum MHD_Result api_h_ckpt_register(api_call *k)
         return api_send_err(k->c, 400, "name", "must be a file name: 1-255 bytes, no '/', not . or ..");
     snprintf(info.name, sizeof info.name, "%s", name ? name : "");
     if (!sched_trial_exists(k->a->s, k->id)) return api_no_such_trial(k);
+    enum MHD_Result ret;
+    if (ckpt_refused(k, &info, &ret)) return ret;
     int rc = ckstore_adopt(k->a->ck, sha, size, &info, msg, sizeof msg);
     if (rc == HF_ENOTFOUND) return api_send_err(k->c, 409, "sha256", "%s: upload it first", msg);
     if (rc == HF_ECORRUPT) return api_send_err(k->c, 422, "sha256", "%s: nothing was recorded", msg);

@@ -12,9 +12,13 @@
  *   no pattern matches  404 under /api, else not ours (static files)
  *   no row for method   405, Allow = the methods of every matching row
  *   role                401 no/invalid token, 403 wrong role (when a
- *                       token file is loaded; docs/protocol.md "Roles")
+ *                       token file is loaded; docs/api.md "Roles":
+ *                       viewers and agents only GET)
  *   body over limit     413
  *   bad id              400 field "id"
+ *   owner               F_OWNER / F_OWNER_TRIAL: 403 unless the token's
+ *                       user owns the experiment (or the trial's) or is
+ *                       an admin; the try is a REFUSED event
  *   F_JSON body         400 with the JSON parser's message
  *   then the handler.
  *
@@ -30,15 +34,19 @@
 #include "scheduler/api_int.h"
 
 #include "hf_err.h"
+#include "scheduler/auth.h"
 #include "scheduler/expmeta.h"
 #include "common/hf_log.h"
 #include "scheduler/metrics.h"
+#include "scheduler/logpool.h"
 #include "scheduler/logsearch.h"
 #include "scheduler/query.h"
 #include "scheduler/webhook.h"
 
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +64,11 @@ enum route_flag {
                                  header (EventSource cannot set headers) */
     F_STREAM      = 1 << 2,   /* the body is streamed to the handler's upload
                                  (the row's body limit is not used) */
+    F_OWNER       = 1 << 3,   /* changes experiment '*': its owner or an admin
+                                 only (docs/api.md "Roles") */
+    F_OWNER_TRIAL = 1 << 4,   /* changes trial '*': its experiment's owner or
+                                 an admin only */
+    F_NO_AGENT    = 1 << 5,   /* not even a GET with an agent token */
 };
 
 typedef enum MHD_Result route_fn(api_call *k);
@@ -95,6 +108,60 @@ static int query_max_points(api_call *k, int64_t *maxp)
     int rc = api_query_int(k->c, "max_points", 0, 100000, 0, maxp, &k->e);
     if (rc == 0 && *maxp > 0 && *maxp < 3) *maxp = 3;
     return rc;
+}
+
+/* ---------- owners (docs/api.md "Roles") ---------- */
+
+/* May the request change what owner owns? Admins change anything; users
+ * what they own; viewers and agents nothing. */
+static int may_change(const api_call *k, const char *owner)
+{
+    return k->role == AUTH_ADMIN || (k->role == AUTH_USER && owner && strcmp(owner, k->user) == 0);
+}
+
+/* A refused change: an events row (type REFUSED, the user who tried; on
+ * experiment exp_id, 0 = none), then 403 {"error": what and why}. */
+static enum MHD_Result refuse(api_call *k, int64_t exp_id, int64_t trial_id, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static enum MHD_Result refuse(api_call *k, int64_t exp_id, int64_t trial_id, const char *field, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char d[480];   /* exp_id 0 (a global webhook): an events row with no experiment */
+    snprintf(d, sizeof d, "refused (%s %s): %s", auth_role_name(k->role), k->user, msg);
+    if (sched_refused_as(k->a->s, exp_id, trial_id, k->user, d))
+        hf_warn("cannot record a refused request of %s (experiment %lld)", k->user, (long long)exp_id);
+    hf_info("403 for %s %s: %s", auth_role_name(k->role), k->user, msg);
+    return api_send_err(k->c, 403, field, "%s", msg);
+}
+
+/* Experiment id (is_trial 0) or trial id's experiment: 0 when the request
+ * may change it (or it does not exist: the handler answers 404), else 1
+ * with the 403 in *ret. verb says what was asked ("cancel"). */
+static int owner_refused(api_call *k, int64_t id, int is_trial, const char *verb, enum MHD_Result *ret)
+{
+    char owner[AUTH_NAME_MAX + 1];
+    int64_t xid = 0;
+    if (k->role == AUTH_ADMIN) return 0;
+    if (sched_owner_of(k->a->s, id, is_trial, &xid, owner, sizeof owner)) {
+        if (k->role == AUTH_USER) return 0;   /* the handler's 404 */
+        snprintf(owner, sizeof owner, "nobody");
+        xid = is_trial ? 0 : id;
+    }
+    if (may_change(k, owner)) return 0;
+    char what[64];
+    if (is_trial) snprintf(what, sizeof what, "trial %lld of experiment %lld", (long long)id, (long long)xid);
+    else snprintf(what, sizeof what, "experiment %lld", (long long)xid);
+    if (k->role != AUTH_USER)
+        *ret = refuse(k, xid, is_trial ? id : 0, NULL, "%s %s may only read: it may not %s %s (owned by %s)",
+                      auth_role_name(k->role), k->user, verb, what, owner);
+    else
+        *ret = refuse(k, xid, is_trial ? id : 0, NULL, "%s is owned by %s; only its owner or an admin may %s it",
+                      what, owner, verb);
+    return 1;
 }
 
 static int parse_body(api_call *k, json_t **body)
@@ -167,11 +234,27 @@ static enum MHD_Result h_metrics(api_call *k)
 
 static enum MHD_Result h_events(api_call *k) { return api_stream_events(k->a, k->c); }
 
+/* Who the token is: the dashboard disables what it may not do. */
+static enum MHD_Result h_whoami(api_call *k)
+{
+    return api_send_json(k->c, 200, json_pack("{sssssb}", "user", k->user, "role", auth_role_name(k->role), "tokens",
+                                              k->a->au != NULL));
+}
+
 /* ---------- handlers: experiments ---------- */
+
+/* "owner" of an experiment summary: its submitter, SCHED_OWNER_UNKNOWN
+ * when none was recorded (docs/api.md "Roles"). */
+static void add_owner(json_t *summary)
+{
+    const char *by = json_string_value(json_object_get(summary, "submitted_by"));
+    if (json_is_object(summary)) json_object_set_new(summary, "owner", json_string(by ? by : SCHED_OWNER_UNKNOWN));
+}
 
 /* Add "checkpoint_bytes" to summary (0 when the store has nothing of it). */
 static void add_usage(api *a, json_t *summary)
 {
+    add_owner(summary);
     ckretain_usage u;
     json_int_t id = json_integer_value(json_object_get(summary, "id"));
     if (a->cr && ckretain_usage_of(a->cr, id, &u) == 0)
@@ -191,6 +274,7 @@ static enum MHD_Result h_exp_list(api_call *k)
         return api_send_err(k->c, 400, "tag", "a tag is 1..%d characters of A-Z a-z 0-9 _ . : / = + -",
                             EXPMETA_MAX_TAG_LEN);
     int rc = sched_experiment_list_tagged(k->a->s, (int)archived, tag, &out);
+    json_array_foreach(rc == 0 ? json_object_get(out, "experiments") : NULL, i, x) add_owner(x);
     if (rc == 0 && k->a->cr && ckretain_usage_all(k->a->cr, &u, &n) == 0) {
         json_array_foreach(json_object_get(out, "experiments"), i, x) {   /* both ordered by id */
             json_int_t id = json_integer_value(json_object_get(x, "id"));
@@ -228,6 +312,7 @@ static enum MHD_Result h_exp_patch(api_call *k)
 {
     json_t *out = NULL;
     int rc = sched_experiment_patch(k->a->s, k->id, k->body, k->user, &out, &k->e);
+    if (rc == 0) add_owner(out);
     return reply(k, rc, "experiment", 200, out);
 }
 
@@ -408,22 +493,66 @@ static enum MHD_Result h_trial_metrics(api_call *k)
     return reply(k, rc, "trial", 200, out);
 }
 
+/* The search pool's done callback: the answer is ready. */
+static void grep_done(void *conn) { MHD_resume_connection(conn); }
+
+/* The answer of a search the pool finished (the handler's second call). */
+static enum MHD_Result grep_answer(api_call *k)
+{
+    json_t *out = NULL;
+    hf_jerr e;
+    int rc = logjob_result(k->rq->search, &out, &e);
+    logjob_release(k->rq->search);
+    k->rq->search = NULL;
+    if (rc == HF_ETOOBIG) return api_send_jerr(k->c, 400, &e);
+    if (rc == HF_ECONN) return MHD_NO;   /* the client hung up: close */
+    if (rc == HF_ESTATE) return api_send_err(k->c, 503, NULL, "the scheduler is stopping");
+    return reply(k, rc, "trial", 200, out);
+}
+
+/* 429 with Retry-After: the user's or the pool's search limit. */
+static enum MHD_Result grep_busy(api_call *k, int retry_s)
+{
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", retry_s);
+    json_t *o = json_pack("{ssss}", "error", k->e.msg, "field", "grep");
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) return api_send_err(k->c, 500, NULL, "out of memory");
+    const api_hdr h[] = {
+        {"Content-Type", "application/json"}, {"Cache-Control", "no-store"},
+        {"X-Content-Type-Options", "nosniff"}, {"Retry-After", ra}, {NULL, NULL},
+    };
+    return api_queue(k->c, 429, MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE), h);
+}
+
 /* ?grep=PAT[&regex=1][&icase=1][&after=SEQ][&limit=N] over one trial
- * (trial_id > 0) or a whole experiment (logsearch.h). */
+ * (trial_id > 0) or a whole experiment (logsearch.h), run by the search
+ * pool (logpool.h) while the connection is suspended: called again when
+ * the pool has the answer. */
 static enum MHD_Result grep_logs(api_call *k, int64_t trial_id, int64_t exp_id)
 {
     int64_t after, limit, regex, icase;
-    json_t *out = NULL;
     logsearch_pat *p = NULL;
+    if (k->rq->search) return grep_answer(k);
     if (api_query_int(k->c, "after", 0, INT64_MAX, 0, &after, &k->e) ||
         api_query_int(k->c, "limit", 1, LOGSEARCH_MAX_LIMIT, LOGSEARCH_DEFAULT_LIMIT, &limit, &k->e) ||
         api_query_int(k->c, "regex", 0, 1, 0, &regex, &k->e) || api_query_int(k->c, "icase", 0, 1, 0, &icase, &k->e))
         return api_send_jerr(k->c, 400, &k->e);
     int rc = logsearch_compile(api_query_arg(k, "grep"), (int)regex, (int)icase, &p, &k->e);
     if (rc == HF_EINVAL) return api_send_jerr(k->c, 400, &k->e);
-    if (rc == 0) rc = logsearch_run(k->a->st, trial_id, exp_id, p, after, limit, 0, &out);
-    logsearch_pat_free(p);
-    return reply(k, rc, "trial", 200, out);
+    if (rc) return reply(k, rc, "trial", 200, NULL);
+    logsearch_query q = {.trial_id = trial_id, .exp_id = exp_id, .after = after, .limit = limit};
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int retry_s = 0;
+    rc = logpool_submit(k->a->lp, k->user, p, &q, ci ? ci->connect_fd : -1, grep_done, k->c, &k->rq->search,
+                        &retry_s, &k->e);
+    if (rc == HF_ETOOBIG) return grep_busy(k, retry_s);
+    if (rc == HF_ESTATE) return api_send_err(k->c, 503, NULL, "the scheduler is stopping");
+    if (rc) return reply(k, rc, "trial", 200, NULL);
+    MHD_suspend_connection(k->c);
+    logjob_arm(k->a->lp, k->rq->search);
+    return MHD_YES;
 }
 
 static enum MHD_Result h_exp_logs(api_call *k)
@@ -474,19 +603,30 @@ static enum MHD_Result h_agent_list(api_call *k)
     return reply(k, rc, "agent", 200, out);
 }
 
+/* The holder of an agent token, for the core's binding checks
+ * (sched.h, sched_agent_register_as; docs/protocol.md "Agent tokens"); NULL without a token file. A
+ * refusal of the binding (HF_EPERM) is a 403 naming why. */
+static const char *agent_holder_of(const api_call *k) { return k->role == AUTH_AGENT ? k->user : NULL; }
+
+static enum MHD_Result agent_reply(api_call *k, int rc, unsigned status, json_t *out)
+{
+    if (rc == HF_EPERM) return api_send_jerr(k->c, 403, &k->e);
+    return reply(k, rc, "agent", status, out);
+}
+
 static enum MHD_Result h_agent_register(api_call *k)
 {
     char ip[64];
     json_t *out = NULL;
-    int rc = sched_agent_register(k->a->s, k->body, peer_ip(k->c, ip, sizeof ip), &out, &k->e);
-    return reply(k, rc, "agent", 201, out);
+    int rc = sched_agent_register_as(k->a->s, k->body, peer_ip(k->c, ip, sizeof ip), agent_holder_of(k), &out, &k->e);
+    return agent_reply(k, rc, 201, out);
 }
 
 static enum MHD_Result h_agent_heartbeat(api_call *k)
 {
     json_t *out = NULL;
-    int rc = sched_agent_heartbeat(k->a->s, k->id, k->body, &out, &k->e);
-    return reply(k, rc, "agent", 200, out);
+    int rc = sched_agent_heartbeat_as(k->a->s, k->id, k->body, agent_holder_of(k), &out, &k->e);
+    return agent_reply(k, rc, 200, out);
 }
 
 /* ---------- handlers: webhooks (webhook.h) ---------- */
@@ -494,6 +634,24 @@ static enum MHD_Result h_agent_heartbeat(api_call *k)
 static enum MHD_Result no_webhooks(api_call *k)
 {
     return api_send_err(k->c, 503, NULL, "webhooks are not available on this scheduler");
+}
+
+/* url without what may be secret: "scheme://host[:port]/…" (no user
+ * info, path or query). */
+static void webhook_redact(const char *url, char *out, size_t len)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    snprintf(out, len, "(redacted)");
+    if (u && url && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+        curl_url_get(u, CURLUPART_PORT, &port, 0);
+        snprintf(out, len, "%s://%s%s%s/...", scheme, host, port ? ":" : "", port ? port : "");
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
 }
 
 static enum MHD_Result h_webhook_create(api_call *k)
@@ -508,7 +666,15 @@ static enum MHD_Result h_webhook_create(api_call *k)
         out = NULL;
         if (rc == HF_ENOTFOUND)
             return api_send_err(k->c, 400, "experiment_id", "no such experiment %lld", (long long)sp.experiment_id);
+        enum MHD_Result ret;
+        if (owner_refused(k, sp.experiment_id, 0, "add a webhook to", &ret)) return ret;
+    } else if (k->role != AUTH_ADMIN) {
+        return refuse(k, 0, 0, "experiment_id",
+                      "only an admin may create a global webhook (one without experiment_id); %s is a %s", k->user,
+                      auth_role_name(k->role));
     }
+    if (webhook_url_check(k->a->wh, sp.url, &k->e)) return api_send_jerr(k->c, 403, &k->e);
+    sp.owner = k->user;
     int rc = webhook_create(k->a->wh, &sp, &out);
     return reply(k, rc, "webhook", 201, out);
 }
@@ -518,17 +684,47 @@ static enum MHD_Result h_webhook_list(api_call *k)
     json_t *out = NULL;
     if (!k->a->wh) return no_webhooks(k);
     int rc = webhook_list(k->a->wh, &out);
+    size_t i;
+    json_t *h;
+    json_array_foreach(rc == 0 ? json_object_get(out, "webhooks") : NULL, i, h) {
+        const char *owner = json_string_value(json_object_get(h, "owner"));
+        if (k->role == AUTH_ADMIN || (owner && strcmp(owner, k->user) == 0)) continue;
+        char red[WEBHOOK_URL_MAX + 16];
+        webhook_redact(json_string_value(json_object_get(h, "url")), red, sizeof red);
+        json_object_set_new(h, "url", json_string(red));
+        json_object_set_new(h, "url_redacted", json_true());
+    }
     return reply(k, rc, "webhook", 200, out);
 }
 
 static enum MHD_Result h_webhook_delete(api_call *k)
 {
     if (!k->a->wh) return no_webhooks(k);
-    int rc = webhook_delete(k->a->wh, k->id);
+    char owner[AUTH_NAME_MAX + 1];
+    int64_t xid = 0;
+    enum MHD_Result ret;
+    int rc = webhook_owner(k->a->wh, k->id, owner, sizeof owner, &xid);
+    if (rc) return api_send_rc(k->c, rc, NULL, "webhook");
+    if (xid == 0 && k->role != AUTH_ADMIN)
+        return refuse(k, 0, 0, NULL, "webhook %lld is global; only an admin may delete it", (long long)k->id);
+    /* A per-experiment hook: its creator, the experiment's owner, or an admin. */
+    if (xid > 0 && !may_change(k, owner)) {
+        char what[48];
+        snprintf(what, sizeof what, "delete webhook %lld of", (long long)k->id);
+        if (owner_refused(k, xid, 0, what, &ret)) return ret;
+    }
+    rc = webhook_delete(k->a->wh, k->id);
     return reply(k, rc, "webhook", 200, rc ? NULL : json_pack("{sIsb}", "id", (json_int_t)k->id, "deleted", 1));
 }
 
-static enum MHD_Result h_agent_wait(api_call *k) { return api_stream_wait(k->a, k->c, k->id, k->rq); }
+static enum MHD_Result h_agent_wait(api_call *k)
+{
+    if (k->role == AUTH_AGENT) {
+        int rc = sched_agent_may_speak(k->a->s, k->id, k->user, &k->e);
+        if (rc) return agent_reply(k, rc, 200, NULL);
+    }
+    return api_stream_wait(k->a, k->c, k->id, k->rq);
+}
 
 /* ---------- the table ---------- */
 
@@ -543,7 +739,7 @@ static const api_route routes[] = {
     {"/api/v1/experiments",          "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_list},
     {"/api/v1/experiments",          "POST",      ROLE_USER,  USER_MAX,  F_JSON,        h_exp_submit},
     {"/api/v1/experiments/*",        "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_get},
-    {"/api/v1/experiments/*",        "DELETE",    ROLE_USER,  USER_MAX,  0,             h_exp_delete},
+    {"/api/v1/experiments/*",        "DELETE",    ROLE_USER,  USER_MAX,  F_OWNER,       h_exp_delete},
     {"/api/v1/experiments/*/trials", "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_trials},
     {"/api/v1/experiments/*/top",    "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_top},
     {"/api/v1/experiments/*/export", "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_export},
@@ -551,11 +747,11 @@ static const api_route routes[] = {
     {"/api/v1/experiments/*/importance", "GET",   ROLE_USER,  USER_MAX,  0,             h_exp_importance},
     {"/api/v1/experiments/*/logs",   "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_logs},
     {"/api/v1/experiments/*/pareto", "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_pareto},
-    {"/api/v1/experiments/*/@",      "POST",      ROLE_USER,  USER_MAX,  0,             h_exp_action},
+    {"/api/v1/experiments/*/@",      "POST",      ROLE_USER,  USER_MAX,  F_OWNER,       h_exp_action},
     {"/api/v1/trials/*",             "GET",       ROLE_USER,  USER_MAX,  0,             h_trial_get},
     {"/api/v1/trials/*/metrics",     "GET",       ROLE_USER,  USER_MAX,  0,             h_trial_metrics},
     {"/api/v1/trials/*/logs",        "GET",       ROLE_USER,  USER_MAX,  0,             h_trial_logs},
-    {"/api/v1/trials/*/kill",        "POST",      ROLE_USER,  USER_MAX,  0,             h_trial_kill},
+    {"/api/v1/trials/*/kill",        "POST",      ROLE_USER,  USER_MAX,  F_OWNER_TRIAL, h_trial_kill},
     {"/api/v1/trials/*/checkpoints", "GET",       ROLE_USER,  USER_MAX,  0,             api_h_ckpt_list},
     {"/api/v1/trials/*/checkpoints", "PUT",       ROLE_AGENT, 0,         F_STREAM,      api_h_ckpt_put},
     {"/api/v1/trials/*/checkpoints", "POST",      ROLE_AGENT, USER_MAX,  F_JSON,        api_h_ckpt_register},
@@ -563,7 +759,7 @@ static const api_route routes[] = {
     {"/api/v1/objects/#",            "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_ckpt_get},
     {"/api/v1/contexts",             "PUT",       ROLE_USER,  0,         F_STREAM,      api_h_ctx_put},
     {"/api/v1/contexts/#",           "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_ckpt_get},
-    {"/api/v1/webhooks",             "GET",       ROLE_USER,  USER_MAX,  0,             h_webhook_list},
+    {"/api/v1/webhooks",             "GET",       ROLE_USER,  USER_MAX,  F_NO_AGENT,    h_webhook_list},
     {"/api/v1/webhooks",             "POST",      ROLE_USER,  USER_MAX,  F_JSON,        h_webhook_create},
     {"/api/v1/webhooks/*",           "DELETE",    ROLE_USER,  USER_MAX,  0,             h_webhook_delete},
     {"/api/v1/agents",               "GET",       ROLE_USER,  USER_MAX,  0,             h_agent_list},
@@ -571,10 +767,12 @@ static const api_route routes[] = {
     {"/api/v1/agents/*/heartbeat",   "POST",      ROLE_AGENT, AGENT_MAX, F_JSON,        h_agent_heartbeat},
     {"/api/v1/agents/*/wait",        "GET",       ROLE_AGENT, USER_MAX,  0,             h_agent_wait},
     /* the workflow of issue #17 (docs/scheduler.md "Workflow") */
-    {"/api/v1/experiments/*",        "PATCH",     ROLE_USER,  USER_MAX,  F_JSON,        h_exp_patch},
+    {"/api/v1/experiments/*",        "PATCH",     ROLE_USER,  USER_MAX,  F_JSON | F_OWNER, h_exp_patch},
     {"/api/v1/experiments/*/fork",   "POST",      ROLE_USER,  USER_MAX,  F_JSON,        h_exp_fork},
     {"/api/v1/experiments/*/events", "GET",       ROLE_USER,  USER_MAX,  0,             h_exp_events},
-    {"/api/v1/trials/*",             "PATCH",     ROLE_USER,  USER_MAX,  F_JSON,        h_trial_patch},
+    {"/api/v1/trials/*",             "PATCH",     ROLE_USER,  USER_MAX,  F_JSON | F_OWNER_TRIAL, h_trial_patch},
+    /* owners and roles of issue #27 (docs/api.md "Roles") */
+    {"/api/v1/whoami",               "GET",       ROLE_USER,  USER_MAX,  0,             h_whoami},
 };
 
 /* ---------- matching ---------- */
@@ -682,20 +880,44 @@ static int parse_id(const char *s, int64_t *out)
 /* The row's role against the request's token (a token file is loaded).
  * RET 0 when the request may go on, else 1 with *ret the 401/403. */
 static int role_refused(const api *a, struct MHD_Connection *c, const api_route *rt, const char *method,
-                        const char **user, enum MHD_Result *ret)
+                        const char **user, int *role_out, enum MHD_Result *ret)
 {
     const char *tok = auth_bearer(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
     if (!tok && (rt->flags & F_QUERY_TOKEN)) tok = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token");
     int role = auth_check_user(a->au, tok, user);
+    *role_out = role;
     if (role == AUTH_NONE)
         *ret = api_send_401(c, tok ? "invalid token" : "missing bearer token");
     else if (rt->role == ROLE_AGENT && role != AUTH_AGENT)
         *ret = api_send_err(c, 403, NULL, "this route needs an agent token");
+    else if (rt->role == ROLE_USER && role == AUTH_AGENT && (rt->flags & F_NO_AGENT))
+        *ret = api_send_err(c, 403, NULL, "an agent token may not read %s", rt->pattern);
     else if (rt->role == ROLE_USER && role == AUTH_AGENT && !is_get(method))
         *ret = api_send_err(c, 403, NULL, "this route needs a user token");
-    else
+    /* A viewer only reads; a change to an experiment or trial is refused
+     * after its id is known (serve: the events table records the try). */
+    else if (rt->role == ROLE_USER && role == AUTH_VIEWER && !is_get(method) &&
+             !(rt->flags & (F_OWNER | F_OWNER_TRIAL))) {
+        char msg[200], d[300];
+        snprintf(msg, sizeof msg, "viewer %s may only read: %s %s needs a user or admin token", *user, method,
+                 rt->pattern);
+        snprintf(d, sizeof d, "refused (viewer %s): %s", *user, msg);
+        sched_refused_as(a->s, 0, 0, *user, d);   /* no experiment: the events table keeps it all the same */
+        *ret = api_send_err(c, 403, NULL, "%s", msg);
+    } else {
         return 0;
+    }
     return 1;
+}
+
+/* What a change route asks, for a refusal: "cancel", "delete", ... */
+static const char *verb_of(const api_route *rt, const char *method, const char *act)
+{
+    if (*act) return act;
+    if (strcmp(method, "DELETE") == 0) return "delete";
+    if (strcmp(method, "PATCH") == 0) return (rt->flags & F_OWNER_TRIAL) ? "edit the notes of" : "edit";
+    if (strstr(rt->pattern, "/kill")) return "kill";
+    return "change";
 }
 
 /* The checks of the file's header comment, then the handler; begin: the
@@ -706,14 +928,18 @@ static enum MHD_Result serve(api *a, struct MHD_Connection *c, const char *metho
     const api_route *rt = h->rt;
     enum MHD_Result ret;
     const char *user = "local";
+    int role = a->au ? AUTH_NONE : AUTH_ADMIN;   /* no token file: one trusted operator */
     if (!rt) return api_send_405(c, h->allow, 1);
-    if (a->au && rt->role != ROLE_OPEN && role_refused(a, c, rt, method, &user, &ret)) return ret;
+    if (a->au && rt->role != ROLE_OPEN && role_refused(a, c, rt, method, &user, &role, &ret)) return ret;
     if (rq->too_big) return api_send_err(c, 413, NULL, "request body larger than %u bytes", rt->body_max);
     api_call k = {.a = a, .c = c, .rq = rq, .act = h->caps.act, .key = h->caps.key, .begin = begin,
-                  .user = user};
+                  .user = user, .role = role};
     hf_jerr_clear(&k.e);
     if (h->caps.id[0] && parse_id(h->caps.id, &k.id))
         return api_send_err(c, 400, "id", "\"%s\" is not a valid id (a positive integer)", h->caps.id);
+    if ((rt->flags & (F_OWNER | F_OWNER_TRIAL)) &&
+        owner_refused(&k, k.id, (rt->flags & F_OWNER_TRIAL) != 0, verb_of(rt, method, k.act), &ret))
+        return ret;
     if ((rt->flags & F_JSON) && parse_body(&k, &k.body)) return api_send_jerr(c, 400, &k.e);
     ret = rt->fn(&k);
     json_decref(k.body);

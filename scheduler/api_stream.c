@@ -12,12 +12,15 @@
  *                                 core rings or the cron expires it
  *
  * Both rely on libmicrohttpd's suspend/resume (MHD_ALLOW_SUSPEND_RESUME,
- * set by api_start).
+ * set by api_start). With a token file, one token holds at most
+ * API_SSE_PER_TOKEN streams (api_guard.h), so no token can use up the
+ * hub's EVENTS_MAX_SUBS and shut every other dashboard out.
  */
 #include "scheduler/api_int.h"
 
 #include "hf_err.h"
 #include "hf_time.h"
+#include "scheduler/api_guard.h"
 
 #include <stdlib.h>
 
@@ -28,6 +31,8 @@ typedef struct sse_ctx {
     events_hub *ev;
     events_sub *sub;
     int         suspended;
+    api_guard  *guard;         /* NULL: no per-token slot taken */
+    uint64_t    token_key;     /* the slot to give back */
 } sse_ctx;
 
 static void sse_wake(void *arg)
@@ -61,6 +66,7 @@ static void sse_free(void *cls)
 {
     sse_ctx *x = cls;
     events_unsubscribe(x->ev, x->sub);
+    if (x->guard) api_guard_sse_give(x->guard, x->token_key);
     free(x);
 }
 
@@ -76,8 +82,22 @@ enum MHD_Result api_stream_events(api *a, struct MHD_Connection *c)
     if (!x) return api_send_err(c, 500, NULL, "out of memory");
     x->conn = c;
     x->ev = a->ev;
+    if (a->au && a->guard) {
+        /* The route admitted the token already; the same lookup finds it. */
+        const char *tok = auth_bearer(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
+        if (!tok) tok = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token");
+        if (api_guard_sse_take(a->guard, tok, &x->token_key)) {
+            free(x);
+            return api_send_err(c, 429, NULL,
+                                "this token already holds %d event streams (the limit per token): "
+                                "close one (another tab or dashboard) and retry",
+                                API_SSE_PER_TOKEN);
+        }
+        x->guard = a->guard;
+    }
     x->sub = events_subscribe(a->ev, sse_wake, sse_sleep, x);
     if (!x->sub) {
+        if (x->guard) api_guard_sse_give(x->guard, x->token_key);
         free(x);
         return api_send_err(c, 503, NULL, "too many event streams (limit %d)", EVENTS_MAX_SUBS);
     }

@@ -50,10 +50,26 @@ int auth_check_user(const auth *a, const char *token, const char **user)
         role |= (int)(-eq & (size_t)a->t[i].role);   /* no branch on which token matched */
         hit |= -eq & i;
     }
-    /* A token listed for both roles is ambiguous; the file check refuses it. */
-    if (role == (AUTH_USER | AUTH_AGENT)) return AUTH_NONE;
+    /* A token listed under two roles is ambiguous (the file check refuses
+     * it): more than one role bit is no role. */
+    if (role & (role - 1)) return AUTH_NONE;
     if (role != AUTH_NONE) *user = a->t[hit].user;
     return role;
+}
+
+int auth_role_parse(const char *s)
+{
+    return strcmp(s, "user") == 0    ? AUTH_USER
+           : strcmp(s, "agent") == 0 ? AUTH_AGENT
+           : strcmp(s, "admin") == 0 ? AUTH_ADMIN
+           : strcmp(s, "viewer") == 0 ? AUTH_VIEWER
+                                      : AUTH_NONE;
+}
+
+const char *auth_role_name(int role)
+{
+    return role == AUTH_USER ? "user" : role == AUTH_AGENT ? "agent" : role == AUTH_ADMIN ? "admin"
+           : role == AUTH_VIEWER ? "viewer" : "none";
 }
 
 int auth_name_ok(const char *n)
@@ -102,9 +118,13 @@ int auth_parse(const char *text, size_t len, auth **out, char *err, size_t errle
         char *colon = strchr(p, ':');
         if (!colon) { snprintf(err, errlen, "line %d: expected role:token or role:name token", lineno); rc = HF_EINVAL; goto end; }
         *colon = 0;
-        int role = strcmp(p, "user") == 0 ? AUTH_USER : strcmp(p, "agent") == 0 ? AUTH_AGENT : 0;
-        if (!role) { snprintf(err, errlen, "line %d: role must be user or agent", lineno); rc = HF_EINVAL; goto end; }
-        const char *tok = colon + 1, *name = role == AUTH_USER ? "default" : "agent";
+        int role = auth_role_parse(p);
+        if (!role) {
+            snprintf(err, errlen, "line %d: role must be admin, user, viewer or agent", lineno);
+            rc = HF_EINVAL;
+            goto end;
+        }
+        const char *tok = colon + 1, *name = role == AUTH_AGENT ? "agent" : role == AUTH_USER ? "default" : p;
         char *sp = strpbrk(colon + 1, " \t");
         if (sp) {   /* "role:NAME TOKEN" */
             *sp = 0;
@@ -130,16 +150,23 @@ int auth_parse(const char *text, size_t len, auth **out, char *err, size_t errle
                 rc = HF_EINVAL;
                 goto end;
             }
+        int dup = 0;   /* the same line again: kept once (the check ORs the index of every match) */
         for (size_t i = 0; i < a->n; i++)
-            if (strcmp(a->t[i].tok, tok) == 0 && a->t[i].role != role) {
-                snprintf(err, errlen, "line %d: the same token is listed for both roles", lineno);
-                rc = HF_EINVAL;
-                goto end;
+            if (strcmp(a->t[i].tok, tok) == 0) {
+                if (a->t[i].role != role || strcmp(a->t[i].user, name) != 0) {
+                    snprintf(err, errlen, "line %d: the same token is listed twice (roles or names differ)", lineno);
+                    rc = HF_EINVAL;
+                    goto end;
+                }
+                dup = 1;
             }
+        if (dup) continue;
         if (a->n >= AUTH_MAX_TOKENS) { snprintf(err, errlen, "more than %d tokens", AUTH_MAX_TOKENS); rc = HF_EINVAL; goto end; }
         a->t[a->n].role = role;
         memcpy(a->t[a->n].tok, tok, tl + 1);
-        snprintf(a->t[a->n].user, sizeof a->t[a->n].user, "%s", name);
+        size_t nl = strnlen(name, AUTH_NAME_MAX);   /* checked by auth_name_ok, or a role word */
+        memcpy(a->t[a->n].user, name, nl);
+        a->t[a->n].user[nl] = '\0';
         a->n++;
     }
     if (a->n == 0) { snprintf(err, errlen, "no tokens"); rc = HF_EINVAL; goto end; }

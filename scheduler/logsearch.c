@@ -10,24 +10,39 @@
  * budget interrupts the scan (a progress handler), every row up to
  * max(that, the last row returned) has been looked at, which is the
  * "next" a client resumes after. Figures: docs/protocol.md "Log search".
+ *
+ * Regexes are PCRE2 (JIT where the library has it), refusing at compile
+ * time what is not a regular language or not POSIX ERE (back-references,
+ * recursion, lookaround, callouts, verbs: check_constructs), with match
+ * and depth limits and a bounded JIT stack, so one line costs at most
+ * LOGSEARCH_MATCH_LIMIT steps: a line that reaches the limit ends the
+ * search with HF_ETOOBIG. The time budget and the caller's stop callback
+ * are checked before every row and by the progress handler, so a scan
+ * stops within one bounded match of its deadline or a cancel.
  */
 #include "scheduler/logsearch.h"
 
 #include "hf_err.h"
 #include "hf_time.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <ctype.h>
-#include <regex.h>
+#include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* One pattern, used by one thread at a time (the match data and the JIT
+ * stack are its own). */
 struct logsearch_pat {
     int     regex, icase;
     char    needle[LOGSEARCH_MAX_PAT + 1];   /* a substring every match contains ("" = none known) */
     char   *fixed;      /* fixed string (lowercased when icase) */
     size_t  flen;
-    regex_t re;
-    int     re_ok;
+    pcre2_code          *re;
+    pcre2_match_data    *md;
+    pcre2_match_context *mc;
+    pcre2_jit_stack     *js;   /* NULL: no JIT (the interpreter, with the depth and heap limits) */
 };
 
 /* Keep the longer of the best run so far and run[0..n). */
@@ -39,11 +54,33 @@ static void keep_run(char *best, const char *run, size_t n)
     }
 }
 
-/* A literal every match of the POSIX ERE pat must contain: the longest
- * run of plain characters outside groups, brackets and alternation, less a
+/* Past the bracket expression that starts at c ('['): the ']' that ends
+ * it, or NULL when it is not closed. A ']' first (after an optional '^')
+ * is a member; so is an escaped character; POSIX classes [:alpha:]
+ * (and [=x=], [.x.]) end at their own ":]". */
+static const char *bracket_end(const char *c)
+{
+    c++;
+    if (*c == '^') c++;
+    if (*c == ']') c++;
+    for (; *c && *c != ']'; c++) {
+        if (*c == '\\' && c[1]) c++;
+        else if (*c == '[' && (c[1] == ':' || c[1] == '.' || c[1] == '=')) {
+            const char *e = c + 2;
+            while (*e && !(*e == c[1] && e[1] == ']')) e++;
+            if (!*e) return NULL;
+            c = e + 1;
+        }
+    }
+    return *c ? c : NULL;
+}
+
+/* A literal every match of the regex pat must contain: the longest run
+ * of plain characters outside groups, brackets and alternation, less a
  * last character made optional by a following * ? or {. "" when the
- * pattern has '|' or no such run. Only printable ASCII (the index folds
- * ASCII case as LIKE does). */
+ * pattern has '|', an escape that is not a one-character class (\x41,
+ * \Q...\E, \p{..}: their literal is not worth decoding) or no such run.
+ * Only printable ASCII (the index folds ASCII case as LIKE does). */
 static void regex_needle(const char *pat, char *best)
 {
     char run[LOGSEARCH_MAX_PAT + 1];
@@ -55,9 +92,16 @@ static void regex_needle(const char *pat, char *best)
         unsigned char ch = (unsigned char)*c;
         if (ch == '\\' && c[1] && !isalnum((unsigned char)c[1]) && (unsigned char)c[1] < 0x80) {
             c++;
-            if (depth == 0 && c[1] != '*' && c[1] != '?' && c[1] != '{') { run[n++] = *c; continue; }
+            if (depth == 0 && c[1] != '*' && c[1] != '?' && c[1] != '{' && c[1] != '+') { run[n++] = *c; continue; }
             keep_run(best, run, n);
             n = 0;
+            continue;
+        }
+        if (ch == '\\') {   /* \ + a letter or digit: a class such as \w, else give up */
+            if (!c[1] || !strchr("dDwWsSbBhHvVAzZG", c[1])) { best[0] = '\0'; return; }
+            keep_run(best, run, n);
+            n = 0;
+            c++;
             continue;
         }
         if (strchr("*?{", ch) && ch) {
@@ -70,16 +114,11 @@ static void regex_needle(const char *pat, char *best)
         if (ch == '[') {
             keep_run(best, run, n);
             n = 0;
-            c++;
-            if (*c == '^') c++;
-            if (*c == ']') c++;
-            while (*c && *c != ']') c++;
-            if (!*c) return;
+            if (!(c = bracket_end(c))) return;
             continue;
         }
         if (ch == '(' || ch == ')') depth += ch == '(' ? 1 : -1;
-        if (ch == '+' || ch == '.' || ch == '^' || ch == '$' || ch == '(' || ch == ')' || ch == '\\' || ch >= 0x80 ||
-            depth > 0) {
+        if (ch == '+' || ch == '.' || ch == '^' || ch == '$' || ch == '(' || ch == ')' || ch >= 0x80 || depth > 0) {
             keep_run(best, run, n);
             n = 0;
             continue;
@@ -88,6 +127,122 @@ static void regex_needle(const char *pat, char *best)
         run[n++] = (char)ch;
     }
     keep_run(best, run, n);
+}
+
+/* What of PCRE2's syntax a log search refuses: constructs that are no
+ * regular language (back-references, recursion, subroutine calls,
+ * conditionals), run code (callouts) or change the engine (verbs and
+ * option settings), and the other (?...) extensions, none of which POSIX
+ * ERE has; (?: is allowed. RET NULL, or the construct's name and *at
+ * its byte offset. */
+static const char *refused_construct(const char *pat, size_t *at)
+{
+    for (const char *c = pat; *c; c++) {
+        *at = (size_t)(c - pat);
+        if (*c == '[') {
+            const char *e = bracket_end(c);
+            if (!e) return NULL;   /* the compiler says what is wrong */
+            c = e;
+            continue;
+        }
+        if (*c == '\\') {
+            char d = c[1];
+            if (d >= '1' && d <= '9') return "back-references (\\1 .. \\9)";
+            if (d == 'g') return "back-references and subroutine calls (\\g)";
+            if (d == 'k') return "named back-references (\\k)";
+            if (d == 'Q') {   /* \Q...\E: literal text */
+                const char *e = strstr(c + 2, "\\E");
+                if (!e) return NULL;
+                c = e + 1;
+                continue;
+            }
+            if (d) c++;
+            continue;
+        }
+        if (*c == '(' && c[1] == '*') return "verbs and option settings ((*...))";
+        if (*c == '(' && c[1] == '?') {
+            char d = c[2];
+            if (d == ':') continue;
+            if (d == '=' || d == '!') return "lookahead ((?=...), (?!...))";
+            if (d == '<' && (c[3] == '=' || c[3] == '!')) return "lookbehind ((?<=...), (?<!...))";
+            if (d == 'P' && c[3] == '=') return "named back-references ((?P=name))";
+            if (d == 'R' || d == '&' || (d == 'P' && c[3] == '>') || isdigit((unsigned char)d) || d == '+' ||
+                (d == '-' && isdigit((unsigned char)c[3])))
+                return "recursion and subroutine calls ((?R), (?1), (?&name))";
+            if (d == '(') return "conditional groups ((?(...)...))";
+            if (d == 'C') return "callouts ((?C))";
+            if (d == '>') return "atomic groups ((?>...))";
+            return "(?...) extensions other than (?:...)";
+        }
+    }
+    return NULL;
+}
+
+/* pat in PCRE2's syntax where POSIX ERE (as glibc reads it) means the
+ * same: GNU's word-boundary escapes \< and \> and ERE's "{,n}" (up to n)
+ * are rewritten; everything else is copied. out holds 4x pat. */
+static void ere_to_pcre2(const char *pat, char *out)
+{
+    char *o = out;
+    for (const char *c = pat; *c; c++) {
+        if (*c == '[') {
+            const char *e = bracket_end(c);
+            size_t n = e ? (size_t)(e - c) + 1 : strlen(c);
+            memcpy(o, c, n);
+            o += n;
+            c += n - 1;
+            continue;
+        }
+        if (*c == '\\' && c[1] == '<') { o += sprintf(o, "\\b(?=\\w)"); c++; continue; }
+        if (*c == '\\' && c[1] == '>') { o += sprintf(o, "\\b(?<=\\w)"); c++; continue; }
+        if (*c == '\\' && c[1]) { *o++ = *c++; *o++ = *c; continue; }
+        if (*c == '{' && c[1] == ',' && c > pat) { o += sprintf(o, "{0"); continue; }
+        *o++ = *c;
+    }
+    *o = '\0';
+}
+
+/* The regex half of logsearch_compile: p->re and its matching state. */
+static int compile_regex(logsearch_pat *p, const char *pat, int icase, hf_jerr *e)
+{
+    size_t at;
+    const char *what = refused_construct(pat, &at);
+    if (what)
+        return hf_jerr_set(e, "grep", NULL, "%s are not supported in log search (at byte %zu of '%s')", what, at, pat);
+    char tr[4 * LOGSEARCH_MAX_PAT + 1];
+    ere_to_pcre2(pat, tr);
+    pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
+    if (!cc) return HF_ENOMEM;
+    pcre2_set_parens_nest_limit(cc, LOGSEARCH_MAX_PAT / 4);
+    int err;
+    PCRE2_SIZE off;
+    /* NO_AUTO_CAPTURE: groups do not capture, so nothing can refer back;
+     * NEVER_UTF/UCP: bytes, as regcomp in the C locale. */
+    p->re = pcre2_compile((PCRE2_SPTR)tr, PCRE2_ZERO_TERMINATED,
+                          PCRE2_NO_AUTO_CAPTURE | PCRE2_NEVER_UTF | PCRE2_NEVER_UCP | PCRE2_NEVER_BACKSLASH_C |
+                              PCRE2_DOLLAR_ENDONLY | (icase ? PCRE2_CASELESS : 0),
+                          &err, &off, cc);
+    pcre2_compile_context_free(cc);
+    if (!p->re) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        return hf_jerr_set(e, "grep", NULL, "bad regular expression '%s': %s", pat, (const char *)msg);
+    }
+    uint32_t refs = 0;
+    pcre2_pattern_info(p->re, PCRE2_INFO_BACKREFMAX, &refs);
+    if (refs)   /* refused_construct let none through; kept as a second lock */ return hf_jerr_set(e, "grep", NULL, "back-references are not supported in log search");
+    p->md = pcre2_match_data_create(1, NULL);
+    p->mc = pcre2_match_context_create(NULL);
+    if (!p->md || !p->mc) return HF_ENOMEM;
+    pcre2_set_match_limit(p->mc, LOGSEARCH_MATCH_LIMIT);
+    pcre2_set_depth_limit(p->mc, LOGSEARCH_DEPTH_LIMIT);
+    pcre2_set_heap_limit(p->mc, LOGSEARCH_HEAP_LIMIT_KIB);
+    if (pcre2_jit_compile(p->re, PCRE2_JIT_COMPLETE) == 0) {
+        p->js = pcre2_jit_stack_create(32 * 1024, LOGSEARCH_JIT_STACK, NULL);
+        if (!p->js) return HF_ENOMEM;
+        pcre2_jit_stack_assign(p->mc, NULL, p->js);
+    }
+    return 0;
 }
 
 int logsearch_compile(const char *pat, int regex, int icase, logsearch_pat **out, hf_jerr *e)
@@ -105,14 +260,11 @@ int logsearch_compile(const char *pat, int regex, int icase, logsearch_pat **out
     p->regex = regex;
     p->icase = icase;
     if (regex) {
-        int rc = regcomp(&p->re, pat, REG_EXTENDED | REG_NOSUB | (icase ? REG_ICASE : 0));
+        int rc = compile_regex(p, pat, icase, e);
         if (rc) {
-            char msg[160];
-            regerror(rc, &p->re, msg, sizeof msg);
-            free(p);
-            return hf_jerr_set(e, "grep", NULL, "bad regular expression '%s': %s", pat, msg);
+            logsearch_pat_free(p);
+            return rc;
         }
-        p->re_ok = 1;
         regex_needle(pat, p->needle);
     } else {
         int ascii = 1;
@@ -131,7 +283,10 @@ int logsearch_compile(const char *pat, int regex, int icase, logsearch_pat **out
 void logsearch_pat_free(logsearch_pat *p)
 {
     if (!p) return;
-    if (p->re_ok) regfree(&p->re);
+    pcre2_match_data_free(p->md);
+    pcre2_match_context_free(p->mc);
+    pcre2_jit_stack_free(p->js);
+    pcre2_code_free(p->re);
     free(p->fixed);
     free(p);
 }
@@ -155,13 +310,10 @@ static int find_icase(const char *h, size_t hl, const char *nd, size_t nl)
 int logsearch_match(const logsearch_pat *p, const char *line, size_t len)
 {
     if (p->regex) {
-        /* regexec needs a NUL-terminated string: lines from the store are;
-         * others (tests, fuzzing) are copied. */
-        if (line[len] == '\0') return regexec(&p->re, line, 0, NULL, 0) == 0;
-        char *tmp = strndup(line, len);
-        int m = tmp && regexec(&p->re, tmp, 0, NULL, 0) == 0;
-        free(tmp);
-        return m;
+        int rc = pcre2_match(p->re, (PCRE2_SPTR)line, len, 0, 0, p->md, p->mc);
+        if (rc >= 0) return 1;
+        if (rc == PCRE2_ERROR_NOMATCH) return 0;
+        return HF_ETOOBIG;   /* match, depth, heap or JIT stack limit: the line costs too much */
     }
     if (p->icase) return find_icase(line, len, p->fixed, p->flen);
     return memmem(line, len, p->fixed, p->flen) != NULL;
@@ -169,37 +321,62 @@ int logsearch_match(const logsearch_pat *p, const char *line, size_t len)
 
 typedef struct scan {
     const logsearch_pat *p;
+    const logsearch_query *q;
     int64_t after;         /* where this call started */
     int64_t last_row;      /* newest seq returned */
     int64_t last_miss;     /* newest seq seen that did not match */
     int64_t scanned;
     int64_t deadline;      /* hf_mono_ms */
-    int     timed_out;
+    int64_t limited_seq;   /* the row whose match reached a limit, or 0 */
+    int     timed_out, stopped;
 } scan;
 
+/* Should the scan end now? Past the deadline (once a row was decided, so
+ * that every answer makes progress), or the caller's stop says so. Sets
+ * timed_out / stopped. */
+static int scan_over(scan *s)
+{
+    if (s->stopped || s->timed_out || s->limited_seq) return 1;
+    if (s->q->stop && s->q->stop(s->q->stop_arg)) return s->stopped = 1;
+    if (hf_mono_ms() < s->deadline) return 0;
+    if (s->last_miss <= s->after && s->last_row <= s->after) return 0;   /* decide one row first: progress */
+    return s->timed_out = 1;
+}
+
+/* hf_grep(seq, line): 1 when line matches. Once the scan is over it
+ * answers 0 for every row without looking (and without counting it as
+ * seen) and interrupts the statement. */
 static void fn_grep(sqlite3_context *cx, int argc, sqlite3_value **v)
 {
     (void)argc;
     scan *s = sqlite3_user_data(cx);
+    if (scan_over(s)) {
+        sqlite3_interrupt(sqlite3_context_db_handle(cx));
+        sqlite3_result_int(cx, 0);
+        return;
+    }
     const char *line = (const char *)sqlite3_value_text(v[1]);
     int n = sqlite3_value_bytes(v[1]);
     s->scanned++;
-    int m = line && logsearch_match(s->p, line, (size_t)n);
-    if (!m) s->last_miss = sqlite3_value_int64(v[0]);
+    int m = line ? logsearch_match(s->p, line, (size_t)n) : 0;
+    if (m < 0) {
+        s->limited_seq = sqlite3_value_int64(v[0]);
+        sqlite3_interrupt(sqlite3_context_db_handle(cx));
+        m = 0;
+    } else if (!m) {
+        s->last_miss = sqlite3_value_int64(v[0]);
+    }
     sqlite3_result_int(cx, m);
 }
 
+/* Between rows that never reach hf_grep (other trials' rows, index
+ * probes): the same checks. */
 static int on_progress(void *arg)
 {
-    scan *s = arg;
-    if (hf_mono_ms() < s->deadline) return 0;
-    if (s->last_miss <= s->after && s->last_row <= s->after) return 0;   /* decide one row first: progress */
-    s->timed_out = 1;
-    return 1;
+    return scan_over(arg);
 }
 
-int logsearch_run(store *sto, int64_t trial_id, int64_t exp_id, const logsearch_pat *p, int64_t after,
-                  int64_t limit, int64_t budget_ms, json_t **out)
+int logsearch_run(store *sto, const logsearch_pat *p, const logsearch_query *q, json_t **out, hf_jerr *e)
 {
     static const char *const q_trial =
         "SELECT seq,trial_id,stream,line,time FROM logs WHERE trial_id=?1 AND seq>?2 AND hf_grep(seq,line) "
@@ -214,22 +391,23 @@ int logsearch_run(store *sto, int64_t trial_id, int64_t exp_id, const logsearch_
         "SELECT l.seq,l.trial_id,l.stream,l.line,l.time FROM logs_fts f CROSS JOIN logs l ON l.seq=f.rowid "
         "WHERE f.line LIKE ?4 AND f.rowid>?2 AND l.trial_id IN (SELECT id FROM trials WHERE experiment_id=?1) "
         "AND hf_grep(l.seq,l.line) ORDER BY f.rowid LIMIT ?3";
-    int64_t t0 = hf_mono_ms();
-    scan s = {.p = p, .after = after, .last_row = after, .last_miss = after, .deadline = t0 + (budget_ms > 0 ? budget_ms : LOGSEARCH_BUDGET_MS)};
+    int64_t t0 = hf_mono_ms(), after = q->after, limit = q->limit;
+    scan s = {.p = p, .q = q, .after = after, .last_row = after, .last_miss = after,
+              .deadline = q->deadline_ms > 0 ? q->deadline_ms : t0 + LOGSEARCH_BUDGET_MS};
+    *out = NULL;
     sqlite3 *db = store_reader_get(sto);
     if (!db) return HF_EDB;
     sqlite3_stmt *st = NULL;
     int rc = HF_EDB, src;
     int64_t last_row = after, n = 0;
     json_t *arr = json_array();
-    *out = NULL;
     if (!arr) { rc = HF_ENOMEM; goto end; }
     if (sqlite3_create_function(db, "hf_grep", 2, SQLITE_UTF8, &s, fn_grep, NULL, NULL) != SQLITE_OK) goto end;
-    sqlite3_progress_handler(db, 20000, on_progress, &s);
-    int indexed = trial_id <= 0 && strlen(p->needle) >= 3;
-    if (sqlite3_prepare_v2(db, trial_id > 0 ? q_trial : indexed ? q_exp_fts : q_exp, -1, &st, NULL) != SQLITE_OK)
+    sqlite3_progress_handler(db, 1000, on_progress, &s);
+    int indexed = q->trial_id <= 0 && strlen(p->needle) >= 3;
+    if (sqlite3_prepare_v2(db, q->trial_id > 0 ? q_trial : indexed ? q_exp_fts : q_exp, -1, &st, NULL) != SQLITE_OK)
         goto end;
-    sqlite3_bind_int64(st, 1, trial_id > 0 ? trial_id : exp_id);
+    sqlite3_bind_int64(st, 1, q->trial_id > 0 ? q->trial_id : q->exp_id);
     sqlite3_bind_int64(st, 2, after);
     sqlite3_bind_int64(st, 3, limit);
     if (indexed) {
@@ -247,6 +425,16 @@ int logsearch_run(store *sto, int64_t trial_id, int64_t exp_id, const logsearch_
                                              "line", l ? l : json_string("?"),
                                              "time", (json_int_t)sqlite3_column_int64(st, 4)));
         n++;
+    }
+    if (s.stopped) { rc = HF_ECONN; goto end; }
+    if (s.limited_seq) {
+        rc = hf_jerr_set(e, "grep", NULL,
+                         "pattern too costly: matching it against the line seq %lld took more than %d steps "
+                         "(nested repetition such as (a+)* backtracks exponentially); simplify it, or continue "
+                         "after=%lld",
+                         (long long)s.limited_seq, LOGSEARCH_MATCH_LIMIT, (long long)s.limited_seq);
+        rc = HF_ETOOBIG;
+        goto end;
     }
     if (src != SQLITE_DONE && !(src == SQLITE_INTERRUPT && s.timed_out)) { rc = store_rc(src); goto end; }
     int truncated = s.timed_out || n >= limit;

@@ -42,7 +42,8 @@ int main(int argc, char **argv)
     const char *log_level = NULL, *log_format = NULL, *config = NULL, *ck_dir = NULL, *ck_storage = NULL;
     int64_t agent_timeout = 0, hb_ms = 0, hb_fast_ms = 0, hb_rate = 0, threads = 0, max_log_lines = 0;
     int64_t max_conns_per_ip = 0, request_timeout = 0, max_ck_mb = 0, ck_grace = 0;
-    int print_config = 0;
+    int64_t header_timeout = 0, min_body_rate = 0;
+    int print_config = 0, wh_allow_private = 0;
     hf_cfg_opt opts[] = {
         {"listen", "HYPERFARM_LISTEN", HF_CFG_STR, &listen, "127.0.0.1:8080", 0, 0, "address:port to serve on (port 0: any)"},
         {"db", "HYPERFARM_DB", HF_CFG_STR, &db, "./hyperfarm.db", 0, 0, "SQLite database file"},
@@ -57,7 +58,10 @@ int main(int argc, char **argv)
          "largest checkpoint the store accepts, in MiB (a larger upload is refused before it is read)"},
         {"web", "HYPERFARM_WEB", HF_CFG_STR, &web, NULL, 0, 0, "serve the dashboard from DIR instead of the copy built into the binary (development)"},
         {"token-file", "HYPERFARM_TOKEN_FILE", HF_CFG_STR, &token_file, NULL, 0, 0,
-         "file of role:token lines (user|agent); without it: loopback only, no auth"},
+         "file of role:token or role:name token lines (admin|user|viewer|agent); without it: loopback only, no auth"},
+        {"webhook-allow-private", "HYPERFARM_WEBHOOK_ALLOW_PRIVATE", HF_CFG_BOOL, &wh_allow_private, "0", 0, 0,
+         "let webhooks target loopback, private, link-local and this machine's addresses (never the scheduler's "
+         "own port)"},
         {"tls-cert", "HYPERFARM_TLS_CERT", HF_CFG_STR, &tls_cert, NULL, 0, 0, "PEM certificate: serve HTTPS"},
         {"tls-key", "HYPERFARM_TLS_KEY", HF_CFG_STR, &tls_key, NULL, 0, 0, "PEM private key for --tls-cert"},
         {"agent-timeout", "HYPERFARM_AGENT_TIMEOUT", HF_CFG_INT, &agent_timeout, "10000", 200, 3600000,
@@ -73,6 +77,12 @@ int main(int argc, char **argv)
         {"request-timeout", "HYPERFARM_REQUEST_TIMEOUT", HF_CFG_INT, &request_timeout, "15", 1, 3600,
          "seconds a connection may sit idle: a request whose headers or body stop arriving, or keep-alive "
          "between requests (parked agent long-polls and event streams are exempt)"},
+        {"header-timeout", "HYPERFARM_HEADER_TIMEOUT", HF_CFG_INT, &header_timeout, "10", 1, 3600,
+         "seconds a connection has, from its accept or the end of its previous request, to send a complete "
+         "request header, however it trickles"},
+        {"min-body-rate", "HYPERFARM_MIN_BODY_RATE", HF_CFG_INT, &min_body_rate, "1024", 0, 1073741824,
+         "bytes/s a request body must average, from the end of its headers, once --header-timeout "
+         "seconds have passed (0: no minimum)"},
         {"max-log-lines", NULL, HF_CFG_INT, &max_log_lines, "100000", 0, 100000000, "log lines kept per trial"},
         {"log-level", "HYPERFARM_LOG_LEVEL", HF_CFG_STR, &log_level, "info", 0, 0, "debug|info|warn|error"},
         {"log-format", "HYPERFARM_LOG_FORMAT", HF_CFG_STR, &log_format, "text", 0, 0, "text|json"},
@@ -178,8 +188,10 @@ int main(int argc, char **argv)
     sched_set_doorbell(s, ring_agent, bell);
     api_config ac = {.listen = listen, .web_dir = web, .tls_cert = tls_cert, .tls_key = tls_key, .threads = (int)threads,
                      .bell = bell, .max_conns_per_ip = (int)max_conns_per_ip,
-                     .request_timeout_s = (int)request_timeout, .ck = ck, .cr = cret, .wh = wh};
+                     .request_timeout_s = (int)request_timeout, .header_timeout_s = (int)header_timeout,
+                     .min_body_rate = min_body_rate > 0 ? (int)min_body_rate : -1, .ck = ck, .cr = cret, .wh = wh};
     if ((rc = api_start(&ac, s, st, ev, au, &a, err, sizeof err))) { hf_error("api: %s", err); goto end; }
+    webhook_set_policy(wh, wh_allow_private, api_port(a));
     if (!(cr = cron_start(s, ev, bell))) { hf_error("cannot start the cron thread"); goto end; }
     hf_info("listening on %s://%s:%d (db %s, schema v%d%s%s)", tls_cert ? "https" : "http",
             strchr(listen, '[') ? "[::]" : (api_parse_listen(listen, host, sizeof host, &port), host), api_port(a), db,

@@ -109,6 +109,15 @@ int sched_trial_kill_as(sched *s, int64_t id, const char *user, json_t **out, hf
  * EXP_SUMMARY), notes of a trial (*out = the trial with its notes). */
 int sched_experiment_patch(sched *s, int64_t id, const json_t *body, const char *user, json_t **out, hf_jerr *e);
 int sched_trial_patch(sched *s, int64_t id, const json_t *body, const char *user, json_t **out, hf_jerr *e);
+/* Owners (docs/api.md "Roles"): the owner of experiment id (is_trial 0)
+ * or of trial id's experiment is the user who submitted it; an experiment
+ * submitted before users were recorded is owned by SCHED_OWNER_UNKNOWN.
+ * Fills *exp_id and owner (cut to len). RET 0 or HF_ENOTFOUND. */
+#define SCHED_OWNER_UNKNOWN "default"
+int sched_owner_of(sched *s, int64_t id, int is_trial, int64_t *exp_id, char *owner, size_t len);
+/* A refused request, as an events row of type REFUSED with user and
+ * detail (trial_id 0: none). RET 0 or HF_E* of the store. */
+int sched_refused_as(sched *s, int64_t exp_id, int64_t trial_id, const char *user, const char *detail);
 /* sched_experiment_list restricted to experiments tagged tag (NULL = all). */
 int sched_experiment_list_tagged(sched *s, int with_archived, const char *tag, json_t **out);
 
@@ -121,6 +130,31 @@ int sched_trial_kill(sched *s, int64_t id, json_t **out, hf_jerr *e);
 int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json_t **out, hf_jerr *e);
 int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t **out, hf_jerr *e);
 int sched_agent_list(sched *s, json_t **out);
+/* sched_agent_register / sched_agent_heartbeat for a request that came
+ * with an agent token (docs/protocol.md, "Agent tokens"): holder is the token's holder name, SCHED_SHARED_AGENT_HOLDER
+ * for the shared unnamed form, NULL without a token file (no binding is
+ * checked: one trusted operator). A named token registers, and speaks for,
+ * only the agent of its own name; the shared one only agents not bound to
+ * a named token. Refused: HF_EPERM with e naming why (403). Heartbeat items
+ * of attempts never assigned to agent_id are not applied: the reply lists
+ * them in "refused" (status 409 each), and they are logged with holder. */
+#define SCHED_SHARED_AGENT_HOLDER "agent"
+int sched_agent_register_as(sched *s, const json_t *body, const char *peer_ip, const char *holder, json_t **out,
+                            hf_jerr *e);
+int sched_agent_heartbeat_as(sched *s, int64_t agent_id, const json_t *body, const char *holder, json_t **out,
+                             hf_jerr *e);
+/* May holder speak for agent_id (heartbeat, GET /agents/{id}/wait)?
+ * RET 0, HF_ENOTFOUND (unknown agent) or HF_EPERM, with e. */
+int sched_agent_may_speak(sched *s, int64_t agent_id, const char *holder, hf_jerr *e);
+/* May a checkpoint of trial_id (attempt, step) be stored for the agent
+ * token holder (docs/protocol.md, "Agent tokens")? *agent_id: the
+ * uploader the request names (0 = none named), set to the agent found.
+ * The attempt must have been assigned to that agent, and either still run
+ * there or have reported a checkpoint at that step while it ran. RET 0,
+ * HF_ENOTFOUND (no trial), HF_EPERM (403: not this token's agent) or
+ * HF_ESTATE (409), with e; a refusal is logged and recorded as an event. */
+int sched_ckpt_may_store(sched *s, int64_t trial_id, int64_t attempt, int64_t step, const char *holder,
+                         int64_t *agent_id, hf_jerr *e);
 
 /* Doorbell (GET /agents/{id}/wait): ring(ctx, agent_id) is called, under
  * the core lock and after the commit, for every agent that got a new

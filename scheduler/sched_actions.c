@@ -427,3 +427,38 @@ end:
     free(copy);
     return rc;
 }
+
+/* ---------- owners (docs/api.md "Roles") ---------- */
+
+int sched_owner_of(sched *s, int64_t id, int is_trial, int64_t *exp_id, char *owner, size_t len)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    const experiment *x = NULL;
+    if (is_trial) {
+        const trial *t = trial_find(s, id);
+        x = t ? t->exp : NULL;
+    } else {
+        x = exp_find(s, id);
+    }
+    if (x) {
+        *exp_id = x->id;
+        snprintf(owner, len, "%s", x->submitted_by ? x->submitted_by : SCHED_OWNER_UNKNOWN);
+    } else {
+        rc = HF_ENOTFOUND;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int sched_refused_as(sched *s, int64_t exp_id, int64_t trial_id, const char *user, const char *detail)
+{
+    pthread_mutex_lock(&s->lock);
+    actor_set(s, user);
+    txn_begin(s);
+    row_event(s, exp_id, trial_id, "REFUSED", detail);
+    int rc = txn_end(s);
+    actor_set(s, NULL);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}

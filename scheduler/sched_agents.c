@@ -12,6 +12,18 @@
  * (sched_proto.c). Items of attempts the agent no longer runs are not
  * stored and are counted in the reply's "rejected" (docs/protocol.md).
  *
+ * Authority (docs/protocol.md, "Agent tokens"): with a token file each request
+ * carries the holder name of its agent token. A named token ("agent:NAME
+ * TOKEN") registers and speaks for only the agent named NAME; the shared
+ * unnamed one ("agent:TOKEN", holder "agent") only for agents not bound to
+ * a named token (agents.holder, schema 0011). Anything else is HF_EPERM
+ * (403) before the core changes (an AGENT_REFUSED event, at most one a
+ * second, records who tried). Items naming an attempt that was never
+ * assigned to the reporting agent (allocations) are foreign: never
+ * applied, listed in the reply's "refused", logged, and recorded as a
+ * REPORT_REFUSED event with the token's holder as its user; the honest
+ * items of the same heartbeat are applied as usual.
+ *
  * The tick (every ~100 ms, cron.c) scales heartbeat intervals to the farm,
  * declares silent agents LOST, fails assignments never acknowledged, and
  * runs a dispatch pass at least once a second.
@@ -24,12 +36,141 @@
 #include "scheduler/events.h"
 #include "scheduler/metrics.h"
 
+#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
+
+/* ---------- the token binding ---------- */
+
+#define HB_REFUSED_LIST 1000   /* refused items listed in one reply (all are counted) */
+#define HB_REFUSED_ROWS 8      /* distinct trials given a REPORT_REFUSED event per heartbeat */
+
+static int holder_shared(const char *h) { return strcmp(h, SCHED_SHARED_AGENT_HOLDER) == 0; }
+
+/* a's holder ("" = registered without a token file or before schema
+ * 0011), read from its row the first time. RET NULL when the store could
+ * not say (callers refuse: fail closed). */
+static const char *agent_holder(sched *s, agent *a)
+{
+    sqlite3_stmt *st = NULL;
+    if (a->holder_known) return a->holder;
+    if (sqlite3_prepare_v2(store_db(s->st), "SELECT holder FROM agents WHERE id=?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, a->id);
+        int src = sqlite3_step(st);
+        const unsigned char *h = src == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+        snprintf(a->holder, sizeof a->holder, "%s", h ? (const char *)h : "");
+        a->holder_known = src == SQLITE_ROW || src == SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    return a->holder_known ? a->holder : NULL;
+}
+
+int agent_may_speak_locked(sched *s, agent *a, const char *holder, hf_jerr *e)
+{
+    if (!holder) return 0;
+    if (!holder_shared(holder)) {
+        if (strcmp(a->name, holder) == 0) return 0;
+        hf_jerr_set(e, "", NULL, "agent %lld is '%.64s': the agent token of '%.64s' speaks only for the agent named '%.64s'",
+                    (long long)a->id, a->name, holder, holder);
+        return HF_EPERM;
+    }
+    const char *h = agent_holder(s, a);
+    if (!h) {
+        hf_jerr_set(e, "", NULL, "agent %lld: its token binding cannot be read from the store", (long long)a->id);
+        return HF_EPERM;
+    }
+    if (!*h || holder_shared(h)) return 0;
+    hf_jerr_set(e, "", NULL, "agent %lld ('%.64s') has its own agent token: the shared agent token may not speak for it",
+                (long long)a->id, a->name);
+    return HF_EPERM;
+}
+
+int alloc_was_assigned(sched *s, int64_t tid, int64_t att, int64_t aid)
+{
+    sqlite3_stmt *st = NULL;
+    int found = -1;
+    if (sqlite3_prepare_v2(store_db(s->st), "SELECT 1 FROM allocations WHERE trial_id=? AND attempt=? AND agent_id=? "
+                                             "LIMIT 1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, tid);
+        sqlite3_bind_int64(st, 2, att);
+        sqlite3_bind_int64(st, 3, aid);
+        int src = sqlite3_step(st);
+        found = src == SQLITE_ROW ? 1 : src == SQLITE_DONE ? 0 : -1;
+    }
+    if (found < 0) hf_error("allocations of trial %lld: %s", (long long)tid, sqlite3_errmsg(store_db(s->st)));
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* A 403 of the binding: an AGENT_REFUSED events row ("who tried": the
+ * token's holder as its user), at most one a second whatever the rate of
+ * refused requests, so a flood of them cannot grow the store; the log
+ * line is the caller's. Its own transaction (ends an open group first). */
+static void note_speak_refused(sched *s, const char *what, const hf_jerr *e)
+{
+    static _Atomic int64_t last_mono;
+    char d[320];
+    int64_t now = hf_mono_ms(), prev = atomic_load(&last_mono);
+    if (now - prev < 1000 || !atomic_compare_exchange_strong(&last_mono, &prev, now)) return;
+    snprintf(d, sizeof d, "%s refused (403): %s", what, e->msg);
+    txn_begin(s);
+    row_event(s, 0, 0, "AGENT_REFUSED", d);
+    txn_end(s);
+}
+
+int sched_agent_may_speak(sched *s, int64_t agent_id, const char *holder, hf_jerr *e)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    agent *a = agent_find(s, agent_id);
+    if (!a) {
+        hf_jerr_set(e, "", NULL, "unknown agent %lld: register again", (long long)agent_id);
+        rc = HF_ENOTFOUND;
+    } else if ((rc = agent_may_speak_locked(s, a, holder, e))) {
+        hf_warn("refused (403): token of '%s' for agent %lld: %s", holder, (long long)agent_id, e->msg);
+        actor_set(s, holder);
+        note_speak_refused(s, "long-poll", e);
+        actor_set(s, NULL);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* May the token of holder register the agent named name? RET 0 or HF_EPERM. */
+static int register_may(sched *s, const char *name, const char *holder, hf_jerr *e)
+{
+    if (!holder) return 0;
+    if (!holder_shared(holder)) {
+        if (strcmp(name, holder) == 0) return 0;
+        hf_jerr_set(e, "", "name", "this agent token belongs to '%.64s': it may register only the agent named '%.64s', "
+                    "not '%.64s'", holder, holder, name);
+        return HF_EPERM;
+    }
+    agent *a = agent_by_name(s, name);
+    return a ? agent_may_speak_locked(s, a, holder, e) : 0;
+}
+
+/* Bind a to holder (row and record; NULL = no token file). */
+static void register_bind(sched *s, agent *a, const char *holder)
+{
+    sqlite3_stmt *st = NULL;
+    snprintf(a->holder, sizeof a->holder, "%s", holder ? holder : "");
+    a->holder_known = 1;
+    if (s->txn_rc) return;
+    if (sqlite3_prepare_v2(store_db(s->st), "UPDATE agents SET holder=? WHERE id=?", -1, &st, NULL) != SQLITE_OK) {
+        s->txn_rc = HF_EDB;
+        return;
+    }
+    if (holder) sqlite3_bind_text(st, 1, holder, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, a->id);
+    int rc = store_exec_stmt(st);
+    if (rc) s->txn_rc = rc;
+    sqlite3_finalize(st);
+}
 
 /* Does a still have a live rank of (tid, att)? Processes it lists that
  * fail this are stale: they get a kill and hold their slots until gone. */
@@ -137,12 +278,28 @@ static void register_reconcile(sched *s, agent *a, const json_t *running, int64_
 
 int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json_t **out, hf_jerr *e)
 {
+    return sched_agent_register_as(s, body, peer_ip, NULL, out, e);
+}
+
+int sched_agent_register_as(sched *s, const json_t *body, const char *peer_ip, const char *holder, json_t **out,
+                            hf_jerr *e)
+{
     reg_body r;
     int rc = proto_register_check(body, &r, e);
     if (rc) return rc;
     const char *host = r.host && *r.host ? r.host : peer_ip ? peer_ip : "127.0.0.1";
     char *gj = r.gpus ? hf_json_dump(r.gpus) : NULL;   /* NULL: "[]" */
     pthread_mutex_lock(&s->lock);
+    if ((rc = register_may(s, r.name, holder, e))) {
+        hf_warn("registration of agent '%s' refused (403): %s", r.name, e->msg);
+        actor_set(s, holder);
+        note_speak_refused(s, "registration", e);
+        actor_set(s, NULL);
+        goto end;
+    }
+    if (holder && holder_shared(holder))
+        hf_warn("agent '%s' registered with the shared agent token ('agent:TOKEN'): every holder of that token can "
+                "speak for it; give each agent its own ('agent:%s TOKEN', docs/operations.md)", r.name, r.name);
     txn_begin(s);
     int64_t now = hf_wall_ms(), aid = 0;
     agent *a = NULL;
@@ -153,7 +310,10 @@ int sched_agent_register(sched *s, const json_t *body, const char *peer_ip, json
             json_decref(a->cached);
             a->cached = json_incref(r.cached);
         }
+        register_bind(s, a, holder);
+        actor_set(s, holder);
         row_event(s, 0, 0, "AGENT_REGISTERED", r.name);
+        actor_set(s, NULL);
         register_reconcile(s, a, r.running, now);
         agent_stale_update(s, a, r.running);
         txn_emit(s, "agent", agent_view(s, a));
@@ -183,7 +343,72 @@ typedef struct hb_ctx {
     int      repeated;      /* this batch was already stored */
     uint64_t dropped, reports, points, nlogs;
     int64_t  rej_metrics, rej_points, rej_logs;   /* answered in "rejected": not stored */
+    const char *holder;     /* the token's holder (NULL: no token file) */
+    json_t  *refused;       /* owned: the reply's "refused" (foreign items) */
+    int64_t  nrefused;
+    int64_t  memo_tid, memo_att;   /* the last allocation lookup ... */
+    int      memo_mine;            /* ... and its answer */
+    struct { int64_t exp, tid, att, n; char first[48]; } rt[HB_REFUSED_ROWS];   /* trials refused, for the events rows */
+    int      nrt;
 } hb_ctx;
+
+/* An item whose (trial_id, attempt) is not current on c->a: foreign when
+ * that attempt was never assigned to c->a (an honest agent reports only
+ * attempts it was given; a late report of its own older attempt is not
+ * foreign and is dropped as before). A foreign item is listed in
+ * c->refused and counted for the log and events rows. RET 1 when foreign. */
+static int hb_foreign(sched *s, hb_ctx *c, const char *kind, size_t idx, const json_t *it)
+{
+    int64_t tid = json_integer_value(json_object_get(it, "trial_id")),
+            att = json_integer_value(json_object_get(it, "attempt"));
+    trial *t = trial_find(s, tid);
+    if (!t) return 0;   /* no such trial (deleted, or another database): dropped as before */
+    if (c->memo_tid != tid || c->memo_att != att) {
+        c->memo_tid = tid;
+        c->memo_att = att;
+        c->memo_mine = alloc_was_assigned(s, tid, att, c->a->id) != 0;   /* a store error: not accused */
+    }
+    if (c->memo_mine) return 0;
+    char where[48];
+    snprintf(where, sizeof where, "%s[%zu]", kind, idx);
+    c->nrefused++;
+    if (json_array_size(c->refused) < HB_REFUSED_LIST)
+        json_array_append_new(c->refused,
+                              json_pack("{sssIsIsIsiss}", "item", where, "index", (json_int_t)idx, "trial_id",
+                                        (json_int_t)tid, "attempt", (json_int_t)att, "status", 409, "error",
+                                        "this attempt was never assigned to this agent: not applied"));
+    int k = 0;
+    while (k < c->nrt && (c->rt[k].tid != tid || c->rt[k].att != att)) k++;
+    if (k == c->nrt && c->nrt < HB_REFUSED_ROWS) {
+        c->rt[k].exp = t->exp->id;
+        c->rt[k].tid = tid;
+        c->rt[k].att = att;
+        c->rt[k].n = 0;
+        snprintf(c->rt[k].first, sizeof c->rt[k].first, "%s", where);
+        c->nrt++;
+    }
+    if (k < c->nrt) c->rt[k].n++;
+    return 1;
+}
+
+/* The log line and the events rows ("who tried") of the foreign items. */
+static void hb_note_refused(sched *s, hb_ctx *c)
+{
+    char actor[sizeof s->actor], d[300];
+    if (!c->nrefused) return;
+    hf_warn("agent %s (%lld, token of '%s') reported %lld items of attempts never assigned to it (first: trial %lld "
+            "attempt %lld, %s): refused, not applied", c->a->name, (long long)c->a->id, c->holder ? c->holder : "-",
+            (long long)c->nrefused, (long long)c->rt[0].tid, (long long)c->rt[0].att, c->rt[0].first);
+    memcpy(actor, s->actor, sizeof actor);
+    actor_set(s, c->holder);
+    for (int k = 0; k < c->nrt; k++) {
+        snprintf(d, sizeof d, "agent '%.64s' (id %lld) reported %lld items (first: %s) for attempt %lld, which was "
+                 "never assigned to it: refused, not applied", c->a->name, (long long)c->a->id, (long long)c->rt[k].n,
+                 c->rt[k].first, (long long)c->rt[k].att);
+        row_event(s, c->rt[k].exp, c->rt[k].tid, "REPORT_REFUSED", d);
+    }
+    memcpy(s->actor, actor, sizeof actor);
+}
 
 static void hb_mark_alive(sched *s, hb_ctx *c)
 {
@@ -223,9 +448,10 @@ static int hb_batch_repeated(sched *s, hb_ctx *c, const hb_items *in)
 
 /* One metric report: its points, the trial's latest/best and objective,
  * its checkpoint, and the SSE event. */
-static void hb_apply_metric(sched *s, hb_ctx *c, const json_t *it)
+static void hb_apply_metric(sched *s, hb_ctx *c, size_t idx, const json_t *it)
 {
     trial *t = proto_item_trial(s, c->a, it);
+    if (!t) hb_foreign(s, c, "metrics", idx, it);
     if (!t || trial_state_terminal(t->state)) { c->dropped++; c->rej_metrics++; return; }
     json_t *vals = json_object_get(it, "values"), *stj = json_object_get(it, "step"),
            *epj = json_object_get(it, "epoch"), *tj = json_object_get(it, "time");
@@ -276,9 +502,10 @@ static void utf8_truncate(const char *s, size_t *len, size_t max)
 }
 
 /* One log line, within the trial's line budget and the line length bound. */
-static void hb_apply_log(sched *s, hb_ctx *c, const json_t *it)
+static void hb_apply_log(sched *s, hb_ctx *c, size_t idx, const json_t *it)
 {
     trial *t = proto_item_trial(s, c->a, it);
+    if (!t) hb_foreign(s, c, "logs", idx, it);
     if (!t || trial_state_terminal(t->state)) { c->dropped++; c->rej_logs++; return; }
     if (t->log_lines >= s->cfg.max_log_lines) { t->logs_dropped++; c->dropped++; c->rej_logs++; return; }
     json_t *lj = json_object_get(it, "line"), *tj = json_object_get(it, "time");
@@ -300,10 +527,14 @@ static void hb_flush_metrics(sched *s)
 }
 
 /* One event: a rank started, or exited / failed to start. */
-static void hb_apply_event(sched *s, hb_ctx *c, const json_t *it)
+static void hb_apply_event(sched *s, hb_ctx *c, size_t idx, const json_t *it)
 {
     trial *t = proto_item_trial(s, c->a, it);
-    if (!t) { c->dropped++; return; }
+    if (!t) {
+        hb_foreign(s, c, "events", idx, it);
+        c->dropped++;
+        return;
+    }
     const char *type = json_string_value(json_object_get(it, "type"));
     if (strcmp(type, "started") == 0) {
         trial_rank *tr = proto_item_rank(t, c->a->id, it, 1);
@@ -416,18 +647,27 @@ static int hb_reply(sched *s, hb_ctx *c, const json_t *running, json_t **out)
         json_decref(kill);
         return rc;
     }
+    json_t *refused = c->refused;
+    c->refused = NULL;
     atomic_fetch_add(&metrics.metric_reports, c->reports);
     atomic_fetch_add(&metrics.metric_points, c->points);
     atomic_fetch_add(&metrics.log_lines, c->nlogs);
     atomic_fetch_add(&metrics.items_dropped, c->dropped);
-    *out = json_pack("{sososIsIs{sIsIsI}}", "assign", assign, "kill", kill, "heartbeat_interval_ms",
+    *out = json_pack("{sososIsIs{sIsIsIsI}so}", "assign", assign, "kill", kill, "heartbeat_interval_ms",
                      (json_int_t)(busy || json_array_size(kill) ? s->hb_fast_eff : s->hb_idle_eff),
                      "report_gap_ms", (json_int_t)s->hb_report_gap, "rejected", "metrics",
-                     (json_int_t)c->rej_metrics, "points", (json_int_t)c->rej_points, "logs", (json_int_t)c->rej_logs);
+                     (json_int_t)c->rej_metrics, "points", (json_int_t)c->rej_points, "logs", (json_int_t)c->rej_logs,
+                     "refused", (json_int_t)c->nrefused, "refused", refused);
     return 0;
 }
 
 int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t **out, hf_jerr *e)
+{
+    return sched_agent_heartbeat_as(s, agent_id, body, NULL, out, e);
+}
+
+int sched_agent_heartbeat_as(sched *s, int64_t agent_id, const json_t *body, const char *holder, json_t **out,
+                             hf_jerr *e)
 {
     hb_items in;
     size_t i;
@@ -437,10 +677,21 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     atomic_fetch_add(&s->hb_queue, 1);
     pthread_mutex_lock(&s->lock);
     atomic_fetch_sub(&s->hb_queue, 1);
-    hb_ctx c = {.a = agent_find(s, agent_id)};
+    hb_ctx c = {.a = agent_find(s, agent_id), .holder = holder, .memo_tid = -1};
     if (!c.a) {
         hf_jerr_set(e, "", NULL, "unknown agent %lld: register again", (long long)agent_id);
         rc = HF_ENOTFOUND;
+        goto end;
+    }
+    if ((rc = agent_may_speak_locked(s, c.a, holder, e))) {   /* before anything is written */
+        hf_warn("heartbeat refused (403): token of '%s' for agent %lld: %s", holder, (long long)agent_id, e->msg);
+        actor_set(s, holder);
+        note_speak_refused(s, "heartbeat", e);
+        actor_set(s, NULL);
+        goto end;
+    }
+    if (!(c.refused = json_array())) {
+        rc = HF_ENOMEM;
         goto end;
     }
     atomic_fetch_add(&metrics.heartbeats, 1);
@@ -455,12 +706,14 @@ int sched_agent_heartbeat(sched *s, int64_t agent_id, const json_t *body, json_t
     if (hb_batch_repeated(s, &c, &in)) in.metrics = in.logs = in.events = NULL;
     /* Metrics and logs first: a trial's last reports arrive in the same
      * heartbeat as its exit and must be stored before it is finished. */
-    json_array_foreach(in.metrics, i, it) hb_apply_metric(s, &c, it);
-    json_array_foreach(in.logs, i, it) hb_apply_log(s, &c, it);
+    json_array_foreach(in.metrics, i, it) hb_apply_metric(s, &c, i, it);
+    json_array_foreach(in.logs, i, it) hb_apply_log(s, &c, i, it);
     hb_flush_metrics(s);
-    json_array_foreach(in.events, i, it) hb_apply_event(s, &c, it);
+    json_array_foreach(in.events, i, it) hb_apply_event(s, &c, i, it);
+    hb_note_refused(s, &c);
     rc = hb_reply(s, &c, in.running, out);
 end:
+    json_decref(c.refused);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }

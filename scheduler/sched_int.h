@@ -151,6 +151,11 @@ typedef struct agent {
     trial     **on;  size_t non, con;  /* placed trials with a rank here (subset of sched.live) */
     place_agent pa;
     json_t     *cached;       /* owned: the object hashes its cache holds (as last reported), or NULL */
+    /* The holder name of the agent token it registered with (agents.holder,
+     * schema 0011; "" = none: no token file). Read from its row on first
+     * use (holder_known 0), kept here after. */
+    char        holder[65];
+    int         holder_known;
 } agent;
 
 /* Group commit bounds: at most GRP_MAX heartbeats or GRP_MS of work share
@@ -427,6 +432,15 @@ trial *proto_item_trial(sched *s, const agent *a, const json_t *it);
 trial_rank *proto_item_rank(trial *t, int64_t agent_id, const json_t *it, int want_unstarted);
 /* The assignment object for rank tr of t (docs/protocol.md). */
 json_t *proto_assignment(sched *s, trial *t, trial_rank *tr);
+
+/* ---------- sched_agents.c: the agent token binding (docs/protocol.md, "Agent tokens") ---------- */
+
+/* May the agent token of holder speak for a (sched_agent_register_as)?
+ * holder NULL (no token file): yes. RET 0, or HF_EPERM with e naming why. */
+int agent_may_speak_locked(sched *s, agent *a, const char *holder, hf_jerr *e);
+/* Was attempt att of trial tid ever assigned to agent aid (a row of
+ * allocations)? RET 1, 0, or -1 when the store could not say. */
+int alloc_was_assigned(sched *s, int64_t tid, int64_t att, int64_t aid);
 
 /* ---------- sched_ckpt.c ---------- */
 

@@ -24,15 +24,21 @@
 #include "hf_time.h"
 #include "scheduler/store.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <pthread.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define WEBHOOK_ROUND 32
 #define HOOK_SLOTS    256     /* hooks with a backoff in force (more: treated as not backed off) */
@@ -155,10 +161,92 @@ char *webhook_body(const webhook_event *ev, const char *format)
     return s;
 }
 
+/* ---------- where a hook may point (docs/scheduler.md --webhook-allow-private) ---------- */
+
+/* Is a (an IPv4 address, host order) in net/bits? */
+static int in4(uint32_t a, uint32_t net, int bits)
+{
+    uint32_t mask = bits ? 0xffffffffu << (32 - bits) : 0;
+    return (a & mask) == (net & mask);
+}
+
+static const char *private4(uint32_t a)
+{
+    if (in4(a, 0x00000000u, 8)) return "an unspecified address (0.0.0.0/8)";
+    if (in4(a, 0x7f000000u, 8)) return "a loopback address (127.0.0.0/8)";
+    if (in4(a, 0x0a000000u, 8) || in4(a, 0xac100000u, 12) || in4(a, 0xc0a80000u, 16))
+        return "a private address (RFC 1918)";
+    if (in4(a, 0x64400000u, 10)) return "a shared address (100.64.0.0/10)";
+    if (in4(a, 0xa9fe0000u, 16)) return "a link-local address (169.254.0.0/16)";
+    if (in4(a, 0xe0000000u, 4) || a == 0xffffffffu) return "a multicast or broadcast address";
+    return NULL;
+}
+
+const char *webhook_addr_private(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return private4(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+    if (sa->sa_family != AF_INET6) return "not an IP address";
+    const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+    static const unsigned char zero[16], mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(b, mapped, 12) == 0 || (memcmp(b, zero, 12) == 0 && (b[12] | b[13] | b[14] | b[15]) && b[15] != 1)) {
+        /* IPv4-mapped (::ffff:a.b.c.d) and IPv4-compatible (::a.b.c.d) */
+        uint32_t a = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
+        return private4(a);
+    }
+    if (memcmp(b, zero, 16) == 0) return "an unspecified address (::)";
+    if (memcmp(b, zero, 15) == 0 && b[15] == 1) return "a loopback address (::1)";
+    if ((b[0] & 0xfe) == 0xfc) return "a private address (fc00::/7)";
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "a link-local address (fe80::/10)";
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return "a site-local address (fec0::/10)";
+    if (b[0] == 0xff) return "a multicast address";
+    return NULL;
+}
+
+/* Is sa one of this machine's addresses (its interfaces')? */
+static int addr_is_local(const struct sockaddr *sa)
+{
+    struct ifaddrs *ifs = NULL;
+    int hit = 0;
+    if (getifaddrs(&ifs)) return 0;
+    for (struct ifaddrs *i = ifs; i && !hit; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != sa->sa_family) continue;
+        if (sa->sa_family == AF_INET)
+            hit = ((const struct sockaddr_in *)sa)->sin_addr.s_addr ==
+                  ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+        else if (sa->sa_family == AF_INET6)
+            hit = memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr,
+                         &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16) == 0;
+    }
+    freeifaddrs(ifs);
+    return hit;
+}
+
+static int sa_port(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    if (sa->sa_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    return 0;
+}
+
+/* Why the hook may not connect to sa under the policy, or NULL. The
+ * scheduler itself (a local address at its own port) is refused even when
+ * private addresses are allowed. */
+static const char *addr_refused(const struct sockaddr *sa, int allow_private, int self_port)
+{
+    const char *why = webhook_addr_private(sa);
+    int local = addr_is_local(sa) || (why && strstr(why, "loopback")) || (why && strstr(why, "unspecified"));
+    if (local && self_port > 0 && sa_port(sa) == self_port) return "the scheduler itself";
+    if (allow_private) return NULL;
+    if (why) return why;
+    if (local) return "an address of the scheduler's machine";
+    return NULL;
+}
+
 /* ---------- the service ---------- */
 
 typedef struct backoff {
-    int64_t hook_id;
+    int64_t hook_id;   /* 0: a free slot */
     int     fails;
     int64_t retry_at;   /* hf_mono_ms */
 } backoff;
@@ -172,8 +260,13 @@ struct webhook_svc {
     pthread_cond_t  wake_cv;
     atomic_int      stop;
     CURL           *curl;          /* the thread's */
-    backoff         bo[HOOK_SLOTS];
+    backoff         bo[HOOK_SLOTS];  /* under bo_mu */
+    pthread_mutex_t bo_mu;
+    atomic_llong    gen;           /* +1 at every create and delete (a hook id may come back) */
     atomic_llong    delivered, failed;
+    atomic_int      allow_private; /* --webhook-allow-private */
+    atomic_int      self_port;     /* the scheduler's port: never a target */
+    char            refused[160];  /* why opensocket refused the last address (the thread's) */
 };
 
 static int exec1(sqlite3 *db, const char *sql)
@@ -196,6 +289,16 @@ static backoff *bo_find(webhook_svc *w, int64_t hook, int create)
     return NULL;
 }
 
+/* Hook id was created or deleted: whatever backoff its id had is gone. */
+static void forget_backoff(webhook_svc *w, int64_t id)
+{
+    pthread_mutex_lock(&w->bo_mu);
+    atomic_fetch_add(&w->gen, 1);
+    backoff *b = bo_find(w, id, 0);
+    if (b) b->hook_id = 0;
+    pthread_mutex_unlock(&w->bo_mu);
+}
+
 static size_t discard(char *p, size_t sz, size_t n, void *u)
 {
     (void)p;
@@ -207,6 +310,26 @@ static int on_xfer(void *u, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t
 {
     (void)a; (void)b; (void)c; (void)d;
     return atomic_load(&((webhook_svc *)u)->stop) ? 1 : 0;
+}
+
+/* Every address curl is about to connect to (after its own DNS lookup,
+ * for each address it tries): refused under the policy -> no socket, so
+ * the attempt fails before any byte is sent (DNS may have changed since
+ * the hook was created). */
+static curl_socket_t open_checked(void *u, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+    webhook_svc *w = u;
+    (void)purpose;
+    const char *why = addr_refused(&addr->addr, atomic_load(&w->allow_private), atomic_load(&w->self_port));
+    if (why) {
+        char ip[INET6_ADDRSTRLEN] = "?";
+        const void *in = addr->family == AF_INET ? (const void *)&((struct sockaddr_in *)&addr->addr)->sin_addr
+                                                 : (const void *)&((struct sockaddr_in6 *)&addr->addr)->sin6_addr;
+        inet_ntop(addr->family, in, ip, sizeof ip);
+        snprintf(w->refused, sizeof w->refused, "address %s refused: %s (--webhook-allow-private)", ip, why);
+        return CURL_SOCKET_BAD;
+    }
+    return socket(addr->family, addr->socktype, addr->protocol);
 }
 
 /* POST body to url; RET the HTTP status (0: no answer, err says why). */
@@ -239,10 +362,14 @@ static long post(webhook_svc *w, const char *url, const char *body, const char *
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, w);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_PROXY, "");   /* straight to the checked address, never via a proxy */
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, w);
+    w->refused[0] = 0;
     long status = 0;
     CURLcode cc = curl_easy_perform(c);
     if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    else snprintf(err, errlen, "%s", curl_easy_strerror(cc));
+    else snprintf(err, errlen, "%s", w->refused[0] ? w->refused : curl_easy_strerror(cc));
     if (cc == CURLE_OK && (status < 200 || status > 299)) snprintf(err, errlen, "HTTP %ld", status);
     curl_slist_free_all(hd);
     return status;
@@ -341,11 +468,15 @@ static void record(webhook_svc *w, int64_t id, int ok, long status, const char *
 static int round_once(webhook_svc *w)
 {
     due d[WEBHOOK_ROUND];
+    int64_t gen = atomic_load(&w->gen);   /* before the rows: a hook deleted since is not backed off */
     int n = load_due(w, d), tried = 0;
     for (int i = 0; i < n && !atomic_load(&w->stop); i++) {
+        pthread_mutex_lock(&w->bo_mu);
         backoff *b = bo_find(w, d[i].hook_id, 0);
         int64_t now = hf_mono_ms();
-        if (b && b->retry_at > now) continue;   /* this hook failed a moment ago: keep its order */
+        int wait = b && b->retry_at > now;
+        pthread_mutex_unlock(&w->bo_mu);
+        if (wait) continue;   /* this hook failed a moment ago: keep its order */
         char *body = webhook_body(&d[i].ev, d[i].format), sig[72], err[256] = "", event[80];
         if (!body || webhook_sign(d[i].secret, body, strlen(body), sig)) { free(body); continue; }
         snprintf(event, sizeof event, "%s.%s", d[i].ev.trial_id > 0 ? "trial" : "experiment", d[i].ev.state);
@@ -356,16 +487,23 @@ static int round_once(webhook_svc *w)
         int ok = status >= 200 && status <= 299;
         if (ok) {
             atomic_fetch_add(&w->delivered, 1);
-            if (b) b->hook_id = 0;
+            pthread_mutex_lock(&w->bo_mu);
+            if ((b = bo_find(w, d[i].hook_id, 0))) b->hook_id = 0;
+            pthread_mutex_unlock(&w->bo_mu);
             record(w, d[i].ev.delivery, 1, status, NULL, 0);
         } else {
             atomic_fetch_add(&w->failed, 1);
-            if (!b) b = bo_find(w, d[i].hook_id, 1);
-            int fails = b ? ++b->fails : 1;
+            int fails = 1;
             int64_t delay = WEBHOOK_BACKOFF_MS;
+            pthread_mutex_lock(&w->bo_mu);
+            /* A hook created or deleted since the rows were read may be
+             * another hook under the same id: it inherits nothing. */
+            b = atomic_load(&w->gen) == gen ? bo_find(w, d[i].hook_id, 1) : NULL;
+            if (b) fails = ++b->fails;
             for (int k = 1; k < fails && delay < WEBHOOK_BACKOFF_MAX_MS; k++) delay *= 2;
             if (delay > WEBHOOK_BACKOFF_MAX_MS) delay = WEBHOOK_BACKOFF_MAX_MS;
             if (b) b->retry_at = hf_mono_ms() + delay;
+            pthread_mutex_unlock(&w->bo_mu);
             hf_info("webhook %lld: delivery %lld to %s failed (%s); retry in %lld ms", (long long)d[i].hook_id,
                     (long long)d[i].ev.delivery, d[i].url, err, (long long)delay);
             record(w, d[i].ev.delivery, 0, status, err, hf_wall_ms() + delay);
@@ -397,6 +535,7 @@ int webhook_open(const char *db_path, webhook_svc **out, char *err, size_t errle
     webhook_svc *w = calloc(1, sizeof *w);
     if (!w) return HF_ENOMEM;
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->bo_mu, NULL);
     pthread_mutex_init(&w->wake_mu, NULL);
     pthread_cond_init(&w->wake_cv, NULL);
     int rc = HF_EDB;
@@ -436,6 +575,7 @@ void webhook_close(webhook_svc *w)
     if (w->curl) curl_easy_cleanup(w->curl);
     sqlite3_close_v2(w->db);
     pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->bo_mu);
     pthread_mutex_destroy(&w->wake_mu);
     pthread_cond_destroy(&w->wake_cv);
     free(w);
@@ -447,15 +587,18 @@ void webhook_stats(webhook_svc *w, int64_t *delivered, int64_t *failed)
     *failed = atomic_load(&w->failed);
 }
 
+/* Columns id,url,format,events,experiment_id,created_at,created_by. */
 static json_t *hook_row(sqlite3_stmt *st)
 {
     json_t *ev = json_loads((const char *)sqlite3_column_text(st, 3), 0, NULL);
-    return json_pack("{sIsssssosos I}", "id", (json_int_t)sqlite3_column_int64(st, 0), "url",
+    const char *by = (const char *)sqlite3_column_text(st, 6);
+    return json_pack("{sIsssssosos Iso}", "id", (json_int_t)sqlite3_column_int64(st, 0), "url",
                      (const char *)sqlite3_column_text(st, 1), "format", (const char *)sqlite3_column_text(st, 2),
                      "events", ev ? ev : json_array(),
                      "experiment_id", sqlite3_column_type(st, 4) == SQLITE_NULL ? json_null()
                                                                                 : json_integer(sqlite3_column_int64(st, 4)),
-                     "created_at", (json_int_t)sqlite3_column_int64(st, 5));
+                     "created_at", (json_int_t)sqlite3_column_int64(st, 5), "owner",
+                     by ? json_string(by) : json_null());
 }
 
 int webhook_create(webhook_svc *w, const webhook_spec *sp, json_t **out)
@@ -479,8 +622,9 @@ int webhook_create(webhook_svc *w, const webhook_spec *sp, json_t **out)
     sqlite3_stmt *st = NULL;
     int rc = HF_EDB;
     pthread_mutex_lock(&w->mu);
-    if (sqlite3_prepare_v2(w->db, "INSERT INTO webhooks(url,secret,format,events,experiment_id,created_at) "
-                                  "VALUES(?,?,?,?,?,?) RETURNING id,url,format,events,experiment_id,created_at",
+    if (sqlite3_prepare_v2(w->db, "INSERT INTO webhooks(url,secret,format,events,experiment_id,created_at,created_by) "
+                                  "VALUES(?,?,?,?,?,?,?) RETURNING id,url,format,events,experiment_id,created_at,"
+                                  "created_by",
                            -1, &st, NULL) != SQLITE_OK) goto end;
     sqlite3_bind_text(st, 1, sp->url, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, secret, -1, SQLITE_STATIC);
@@ -488,6 +632,7 @@ int webhook_create(webhook_svc *w, const webhook_spec *sp, json_t **out)
     sqlite3_bind_text(st, 4, events, -1, SQLITE_STATIC);
     store_bind_opt_int(st, 5, sp->experiment_id > 0, sp->experiment_id);
     sqlite3_bind_int64(st, 6, hf_wall_ms());
+    store_bind_text(st, 7, sp->owner);
     int src = sqlite3_step(st);
     if (src == SQLITE_ROW) *out = hook_row(st);
     src = sqlite3_reset(st);   /* the statement's outcome (RETURNING: the row comes before the write ends) */
@@ -500,6 +645,7 @@ int webhook_create(webhook_svc *w, const webhook_spec *sp, json_t **out)
     }
     if (!*out) { rc = HF_ENOMEM; goto end; }
     if (!sp->secret) json_object_set_new(*out, "secret", json_string(secret));
+    forget_backoff(w, json_integer_value(json_object_get(*out, "id")));
     rc = 0;
 end:
     sqlite3_finalize(st);
@@ -511,7 +657,7 @@ end:
 int webhook_list(webhook_svc *w, json_t **out)
 {
     static const char *const q =
-        "SELECT h.id,h.url,h.format,h.events,h.experiment_id,h.created_at,"
+        "SELECT h.id,h.url,h.format,h.events,h.experiment_id,h.created_at,h.created_by,"
         "(SELECT count(*) FROM webhook_outbox o WHERE o.hook_id=h.id AND o.delivered_at IS NOT NULL),"
         "(SELECT count(*) FROM webhook_outbox o WHERE o.hook_id=h.id AND o.delivered_at IS NULL),"
         "(SELECT o.last_status FROM webhook_outbox o WHERE o.hook_id=h.id AND o.attempts>0 "
@@ -527,11 +673,11 @@ int webhook_list(webhook_svc *w, json_t **out)
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         json_t *h = hook_row(st);
         if (!h) continue;
-        json_object_set_new(h, "delivered", json_integer(sqlite3_column_int64(st, 6)));
-        json_object_set_new(h, "pending", json_integer(sqlite3_column_int64(st, 7)));
-        json_object_set_new(h, "last_status", sqlite3_column_type(st, 8) == SQLITE_NULL
-                                                  ? json_null() : json_integer(sqlite3_column_int64(st, 8)));
-        const char *le = (const char *)sqlite3_column_text(st, 9);
+        json_object_set_new(h, "delivered", json_integer(sqlite3_column_int64(st, 7)));
+        json_object_set_new(h, "pending", json_integer(sqlite3_column_int64(st, 8)));
+        json_object_set_new(h, "last_status", sqlite3_column_type(st, 9) == SQLITE_NULL
+                                                  ? json_null() : json_integer(sqlite3_column_int64(st, 9)));
+        const char *le = (const char *)sqlite3_column_text(st, 10);
         json_object_set_new(h, "last_error", le ? json_string(le) : json_null());
         json_array_append_new(arr, h);
     }
@@ -557,5 +703,78 @@ int webhook_delete(webhook_svc *w, int64_t id)
     }
     sqlite3_finalize(st);
     pthread_mutex_unlock(&w->mu);
+    if (rc == 0) forget_backoff(w, id);
+    return rc;
+}
+
+int webhook_owner(webhook_svc *w, int64_t id, char *owner, size_t len, int64_t *experiment_id)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = HF_EDB;
+    pthread_mutex_lock(&w->mu);
+    if (sqlite3_prepare_v2(w->db, "SELECT created_by,experiment_id FROM webhooks WHERE id=?", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, id);
+        int src = sqlite3_step(st);
+        if (src == SQLITE_ROW) {
+            const char *by = (const char *)sqlite3_column_text(st, 0);
+            snprintf(owner, len, "%s", by ? by : "");
+            *experiment_id = sqlite3_column_int64(st, 1);
+            rc = 0;
+        } else {
+            rc = src == SQLITE_DONE ? HF_ENOTFOUND : store_rc(src);
+        }
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+void webhook_set_policy(webhook_svc *w, int allow_private, int self_port)
+{
+    atomic_store(&w->allow_private, allow_private);
+    atomic_store(&w->self_port, self_port);
+}
+
+int webhook_url_check(webhook_svc *w, const char *url, hf_jerr *e)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL;
+    int rc = HF_EINVAL;
+    if (!u) return HF_ENOMEM;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK || curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+        hf_jerr_set(e, "url", NULL, "cannot parse the URL's host");
+        goto end;
+    }
+    if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+        hf_jerr_set(e, "url", NULL, "cannot parse the URL's port");
+        goto end;
+    }
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {   /* [v6] */
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int g = getaddrinfo(host, port, &hints, &res);
+    if (g) {
+        hf_jerr_set(e, "url", NULL, "cannot resolve host \"%s\": %s", host, gai_strerror(g));
+        goto end;
+    }
+    rc = 0;
+    for (struct addrinfo *i = res; i && rc == 0; i = i->ai_next) {
+        const char *why = addr_refused(i->ai_addr, atomic_load(&w->allow_private), atomic_load(&w->self_port));
+        if (why) {
+            rc = HF_EINVAL;
+            hf_jerr_set(e, "url", NULL, "host \"%s\" is %s: webhooks may not target it%s", host, why,
+                        strcmp(why, "the scheduler itself") == 0 ? ""
+                                                                 : " (the operator may allow it: --webhook-allow-private)");
+        }
+    }
+    freeaddrinfo(res);
+end:
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
     return rc;
 }

@@ -43,6 +43,7 @@ typedef struct webhook_spec {
     const char *format;      /* "json" | "slack" */
     json_t     *events;      /* borrowed array of filters, or NULL = ["*"] */
     int64_t     experiment_id;   /* 0 = every experiment */
+    const char *owner;       /* the creating user (not parsed: set by the caller); NULL = none */
 } webhook_spec;
 
 /* Validate body (path "" = the document). RET 0 or HF_EINVAL with e
@@ -79,15 +80,36 @@ int  webhook_open(const char *db_path, webhook_svc **out, char *err, size_t errl
 void webhook_close(webhook_svc *w);
 
 /* Store a hook. *out = {id, url, format, events, experiment_id,
- * created_at} plus "secret" when it was generated. RET 0, HF_EDB,
+ * created_at, owner} plus "secret" when it was generated. RET 0, HF_EDB,
  * HF_ENOSPC. */
 int webhook_create(webhook_svc *w, const webhook_spec *sp, json_t **out);
-/* {"webhooks": [{id, url, format, events, experiment_id, created_at,
+/* {"webhooks": [{id, url, format, events, experiment_id, created_at, owner,
  * delivered, pending, last_status, last_error, last_attempt_at}...]}
  * without secrets. */
 int webhook_list(webhook_svc *w, json_t **out);
 /* Delete hook id and its undelivered rows. RET 0 or HF_ENOTFOUND / HF_EDB. */
 int webhook_delete(webhook_svc *w, int64_t id);
+
+/* Who created hook id ("" when not recorded) and its experiment (0 =
+ * global). RET 0, HF_ENOTFOUND, HF_EDB. */
+int webhook_owner(webhook_svc *w, int64_t id, char *owner, size_t len, int64_t *experiment_id);
+
+/* Where hooks may point (docs/scheduler.md, --webhook-allow-private).
+ * Without allow_private, an address that is loopback, private (RFC 1918,
+ * fc00::/7), shared (100.64/10), link-local (169.254/16, fe80::/10),
+ * unspecified, multicast, or one of this machine's own is refused; a local
+ * address at self_port (the scheduler's own port; 0 = unknown) is refused
+ * always. Checked at creation (webhook_url_check) and again for every
+ * address curl connects to at delivery (DNS may have changed): a refused
+ * address fails the attempt before any byte is sent. */
+void webhook_set_policy(webhook_svc *w, int allow_private, int self_port);
+/* Resolve url's host; RET 0, or HF_EINVAL with e (field "url") naming the
+ * host and why it is refused (or unresolvable). */
+int webhook_url_check(webhook_svc *w, const char *url, hf_jerr *e);
+/* Why sa is not a public address ("a loopback address (127.0.0.0/8)", ...),
+ * or NULL. Pure. */
+struct sockaddr;
+const char *webhook_addr_private(const struct sockaddr *sa);
 
 /* Deliveries made / failed attempts since start (for /metrics and tests). */
 void webhook_stats(webhook_svc *w, int64_t *delivered, int64_t *failed);

@@ -7,7 +7,7 @@
  * the state is rebuilt so trials keep being placed.
  */
 // FUZZ_SOURCES: common/*.c scheduler/*.c build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
-// FUZZ_LIBS: -ljansson -lsqlite3 -lmicrohttpd -lgnutls -lcurl -lm
+// FUZZ_LIBS: -ljansson -lsqlite3 -lmicrohttpd -lgnutls -lcurl -lpcre2-8 -lm
 #include "hf_err.h"
 #include "hf_json.h"
 #include "hf_log.h"

@@ -84,10 +84,16 @@ static int write_ckpt(const char *dir, const ckpt *c, long pad_bytes, char *path
     char tmp[4200];
     snprintf(path, plen, "%s/fake_trial.json", dir);
     /* A temp name of its own: a stale copy of the trial on a partitioned
-     * agent may still write into the same directory (test_fault_partition). */
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
+     * agent may still write into the same directory (test_fault_partition).
+     * mkstemp, not the pid: in the agent's sandbox every trial is pid 2
+     * (docs/agent.md, "Sandbox"). */
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 && fchmod(fd, 0644) == 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) { close(fd); unlink(tmp); }
+        return -1;
+    }
     fprintf(f, "{\"epoch\": %ld, \"w\": %.17g, \"trial\": %ld, \"pad\": \"", c->epoch, c->w, c->trial);
     /* deterministic filler that differs per trial and epoch: distinct objects */
     for (long i = 0; i < pad_bytes; i++) fputc("0123456789abcdef"[(i * 7 + c->epoch * 131 + c->trial * 17) % 16], f);

@@ -205,8 +205,14 @@ hf_restart_scheduler() {
 hf_start_agent() {  # NAME [ARGS...]
   local name=$1; shift
   mkdir -p "$HF_TMP/agent-$name"
+  # The trial sandbox (docs/agent.md "Sandbox") shows a trial the system
+  # and its own directory; these tests' trials also run programs and
+  # scripts from the temp dir (writable) and the repository (read-only),
+  # as user nobody when the tests run as root: the temp dir lets them in.
+  chmod 1777 "$HF_TMP"
   # shellcheck disable=SC2086
   "$HF_BIN/hyperfarm-agent" --scheduler "$HF_URL" --name "$name" --workdir "$HF_TMP/agent-$name" \
+    --sandbox-bind "$HF_TMP" --sandbox-bind "$(cd "$HF_BIN/.." && pwd):ro" \
     ${HF_AGENT_ARGS:-} "$@" >>"$HF_TMP/agent-$name.log" 2>&1 &
   HF_AGENT_PIDS[$name]=$!
   hf_log "agent $name pid $! (--slots etc: $*)"

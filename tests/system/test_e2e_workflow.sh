@@ -56,10 +56,12 @@ grep_out "submitted  by alice"
 grep_out "tags       baseline"
 api "/api/v1/experiments/$E/events" | jq -e '.events[0] | .user == "alice" and .detail == "submitted"' >/dev/null \
   || hf_fail "the submission event does not name alice: $(api "/api/v1/experiments/$E/events")"
-# an old "user:TOKEN" line acts as user "default"
-HYPERFARM_TOKEN=legacy-user-token expect_rc 0 "describe with a legacy token" hf_cli describe "$E" legacy
-api "/api/v1/experiments/$E/events" | jq -e '.events[-1] | .user == "default" and .type == "EDITED"' >/dev/null \
-  || hf_fail "a legacy token's edit is not recorded as user default: $(api "/api/v1/experiments/$E/events")"
+# an old "user:TOKEN" line acts as user "default", who does not own alice's
+# experiment (docs/api.md "Roles"): refused, and recorded under that name
+HYPERFARM_TOKEN=legacy-user-token expect_rc 5 "describe with a legacy token" hf_cli describe "$E" legacy
+grep_err "owned by alice"
+api "/api/v1/experiments/$E/events" | jq -e '.events[-1] | .user == "default" and .type == "REFUSED"' >/dev/null \
+  || hf_fail "a legacy token's refused edit is not recorded as user default: $(api "/api/v1/experiments/$E/events")"
 [[ $(api "/api/v1/experiments/$E" | jq -r .submitted_by) == alice ]] || hf_fail "submitted_by"
 
 # ---- HYPERFARM_SEED: each trial's log says the seed its view says

@@ -57,10 +57,10 @@ extra=$(comm -13 "$HF_TMP/served.txt" "$HF_TMP/documented.txt")
 hf_log "ok: route table and openapi.yaml agree ($(wc -l <"$HF_TMP/served.txt") operations)"
 
 # ---- 2. every operation answers documented statuses ------------------------
-printf 'user:user-tok\nagent:agent-tok\n' >"$HF_TMP/tokens"
+printf 'user:user-tok\nagent:agent-tok\nadmin:admin-tok\n' >"$HF_TMP/tokens"
 # The fake agent below heartbeats only between calls: a long agent timeout
 # keeps its trial RUNNING however slowly a loaded machine runs the calls.
-hf_start_scheduler --token-file "$HF_TMP/tokens" --agent-timeout 120000
+hf_start_scheduler --token-file "$HF_TMP/tokens" --agent-timeout 120000 --webhook-allow-private
 U='user-tok'
 A='agent-tok'
 declare -A ok2xx=()
@@ -257,7 +257,8 @@ call "$U" POST /api/v1/experiments /api/v1/experiments \
   "$(jq -c --arg c "$(printf y | sha256sum | cut -c1-64)" '. + {context: $c}' <<<"$exp_body")" 422
 
 wh='{"url": "http://127.0.0.1:9/hook", "events": ["experiment.*"]}'
-call "$U" POST /api/v1/webhooks /api/v1/webhooks "$wh" 201
+call "$U" POST /api/v1/webhooks /api/v1/webhooks "$wh" 403   # a global hook: admins only
+call admin-tok POST /api/v1/webhooks /api/v1/webhooks "$wh" 201
 WH=$(jq .id <<<"$BODY_OUT")
 call "$U" POST /api/v1/webhooks /api/v1/webhooks '{"url": "ftp://x"}' 400
 call "$A" POST /api/v1/webhooks /api/v1/webhooks "$wh" 403
@@ -266,8 +267,10 @@ call "$U" POST /api/v1/webhooks /api/v1/webhooks "@$HF_TMP/big" 413
 call "$U" GET /api/v1/webhooks /api/v1/webhooks "" 200
 jq -e '.webhooks | length == 1 and (.[0] | has("secret") | not)' >/dev/null <<<"$BODY_OUT" || hf_fail "GET /webhooks: $BODY_OUT"
 call "$A" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 403
-call "$U" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 200
-call "$U" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 404
+call "$U" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 403
+call admin-tok DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 200
+call admin-tok DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 404
+call "$U" GET /api/v1/whoami /api/v1/whoami "" 200
 
 call "$U" POST '/api/v1/trials/{id}/kill' "/api/v1/trials/$T/kill" "" 200
 call "$U" POST '/api/v1/trials/{id}/kill' /api/v1/trials/999999/kill "" 404

@@ -16,7 +16,7 @@ source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm-scheduler hyperfarm-agent tests/fake_trial
 command -v sqlite3 >/dev/null || hf_fail "needs the sqlite3 shell"
 hf_setup
-hf_start_scheduler
+hf_start_scheduler --webhook-allow-private   # the receiver is on loopback (docs/scheduler.md)
 RPORT=$(hf_free_port)
 RURL=http://127.0.0.1:$RPORT
 post_code() {  # BODY -> prints the status; body in $HF_TMP/resp
@@ -68,7 +68,7 @@ hf_wait_for 10 bash -c "curl -fsS '$HF_URL/api/v1/webhooks' | jq -e '.webhooks[0
 hf_log "ok: receiver down: $(curl -s "$HF_URL/api/v1/webhooks" | jq -c '[.webhooks[] | {pending, last_error}]')"
 
 hf_stop_scheduler KILL
-hf_restart_scheduler
+hf_restart_scheduler --webhook-allow-private
 "${PYTHON:-python3}" "$(dirname "$0")/webhook_receiver.py" "$RPORT" "$HF_TMP/got.jsonl" --fail-first 3 >"$HF_TMP/recv.out" 2>&1 &
 hf_track $!
 hf_wait_for 10 grep -q ready "$HF_TMP/recv.out" || hf_fail "receiver did not start"

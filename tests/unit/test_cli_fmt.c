@@ -257,6 +257,77 @@ static void test_watch_line(void **state)
     json_decref(e);
 }
 
+/* The one cleaner of text users wrote (docs/cli.md "Text from the
+ * scheduler"): what a hostile name, note or log line may hold, and what
+ * the terminal gets. */
+static void test_clean_text(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int flags;
+        const char *want;
+    } cases[] = {
+        {"plain name", 0, "plain name"},
+        {"\xc3\xa9t\xc3\xa9 \xe2\x9c\x93", 0, "\xc3\xa9t\xc3\xa9 \xe2\x9c\x93"},            /* UTF-8 stays */
+        {"red\033[31mALERT\033[0m", 0, "redALERT"},                                      /* CSI, whole */
+        {"a\033[2J\033[H\033[?25lb", 0, "ab"},                                           /* clear, home, hide cursor */
+        {"t\033]0;owned\007x", 0, "tx"},                                                 /* OSC title, BEL */
+        {"t\033]8;;http://evil\033\\link\033]8;;\033\\", 0, "tlink"},                     /* OSC 8 hyperlink, ST */
+        {"a\033Pq#0;2;0;0;0\033\\b", 0, "ab"},                                           /* DCS (sixel) */
+        {"a\033(Bb\033c", 0, "ab"},                                                      /* charset, reset */
+        {"a\xc2\x9b" "31mb", 0, "ab"},                                                   /* C1 CSI (U+009B) */
+        {"a\xc2\x9d" "0;t\xc2\x9c" "b", 0, "ab"},                                        /* C1 OSC .. ST */
+        {"a\xc2\x85" "b", 0, "ab"},                                                      /* other C1 (NEL) */
+        {"a\x9b" "b", 0, "a?b"},                                                         /* raw 8-bit byte */
+        {"a\xe2\x80\xae" "gnp.exe", 0, "agnp.exe"},                                      /* RLO override */
+        {"tab\there\nnew\rret\x7f" "del\x01", 0, "tab here new ret del "},
+        {"tab\there\nnew\rret", CLI_CLEAN_MULTILINE, "tab\there\nnew ret"},
+        {"cut\033[", 0, "cut"},                                                          /* unfinished */
+        {"cut\033]0;never ends", 0, "cut"},
+        {"\033", 0, ""},
+        {"", 0, ""},
+    };
+    char buf[128];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = cli_clean_text(buf, sizeof buf, cases[i].in, strlen(cases[i].in), cases[i].flags);
+        if (strcmp(buf, cases[i].want)) fail_msg("case %zu: got '%s', want '%s'", i, buf, cases[i].want);
+        assert_int_equal(n, strlen(buf));
+    }
+    /* Bounded, and never a split character. */
+    assert_int_equal(cli_clean_text(buf, 4, "ab\xc3\xa9", 4, 0), 2);
+    assert_string_equal(buf, "ab");
+    assert_int_equal(cli_clean_text(buf, 1, "abc", 3, 0), 0);
+    assert_int_equal(cli_clean_text(buf, sizeof buf, NULL, 5, 0), 0);
+    /* len bounds the read even without a NUL. */
+    assert_int_equal(cli_clean_text(buf, sizeof buf, "abcdef", 3, 0), 3);
+    /* cli_fmt_clean and cli_put_text are the same cleaner. */
+    cli_fmt_clean(buf, sizeof buf, "x\033[1my\nz");
+    assert_string_equal(buf, "xy z");
+    mem_out m;
+    mem_open(&m);
+    char big[10000];
+    for (size_t i = 0; i < sizeof big - 1; i++) big[i] = i % 7 == 0 ? '\033' : i % 7 == 1 ? 'c' : 'a';
+    big[sizeof big - 1] = 0;
+    cli_put_text(m.f, big, 0);
+    char *s = mem_close(&m);
+    assert_null(strchr(s, '\033'));
+    assert_int_equal(strlen(s), (size_t)(9999 / 7) * 5 + (9999 % 7 > 2 ? 9999 % 7 - 2 : 0));
+    free(s);
+    /* A table cell is cleaned before its width is counted. */
+    static const char *const head[] = {"N", "M"};
+    cli_table t;
+    cli_table_init(&t, 2, head);
+    cli_table_cell(&t, "\033[31mred\033[0m");
+    cli_table_cell(&t, "x");
+    mem_open(&m);
+    cli_table_print(&t, m.f, 0);
+    s = mem_close(&m);
+    assert_non_null(strstr(s, "red  x\n"));
+    free(s);
+    cli_table_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_hparams),
         cmocka_unit_test(test_table_aligned_and_tsv),
         cmocka_unit_test(test_table_utf8_and_tsv_escaping),
+        cmocka_unit_test(test_clean_text),
         cmocka_unit_test(test_counts_and_bar),
         cmocka_unit_test(test_csv_field),
         cmocka_unit_test(test_export_csv),

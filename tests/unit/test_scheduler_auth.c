@@ -41,8 +41,11 @@ static void test_tokens(void **state)
 static void test_token_file_errors(void **state)
 {
     (void)state;
-    static const char *bad[] = {"", "# only comments\n", "admin:abcdefghij\n", "user:short\n", "userabcdefghij\n",
-                                "user:abc def ghij\n", "user:samesame1\nagent:samesame1\n"};
+    static const char *bad[] = {"", "# only comments\n", "root:abcdefghij\n", "user:short\n", "userabcdefghij\n",
+                                "user:abc def ghij\n", "user:samesame1\nagent:samesame1\n",
+                                /* a token under two roles, or one role for two names, is ambiguous */
+                                "admin:boss samesame1\nuser:boss samesame1\n", "viewer:samesame1\nuser:samesame1\n",
+                                "user:alice samesame1\nuser:bob samesame1\n", "Admin:abcdefghij\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         auth *a = NULL;
         char err[200] = "";
@@ -53,6 +56,40 @@ static void test_token_file_errors(void **state)
     auth *a = NULL;
     char err[200];
     assert_int_not_equal(auth_load("/nonexistent/tokens", &a, err, sizeof err), 0);
+}
+
+/* The four roles, the old and the named forms, and who holds each token. */
+static void test_roles(void **state)
+{
+    (void)state;
+    const char *txt = "admin:root admin-secret-1\nuser:alice alice-secret-1\nviewer:wall wall-secret-1\n"
+                      "agent:gpu1 agent-secret-1\nadmin:old-admin-secret\nviewer:old-viewer-secret\n"
+                      "user:old-user-secret\nuser:alice alice-secret-1\n";   /* a repeated line is harmless */
+    auth *a = NULL;
+    char err[200];
+    assert_int_equal(auth_parse(txt, strlen(txt), &a, err, sizeof err), 0);
+    static const struct { const char *token; int role; const char *user; } want[] = {
+        {"admin-secret-1", AUTH_ADMIN, "root"},        {"alice-secret-1", AUTH_USER, "alice"},
+        {"wall-secret-1", AUTH_VIEWER, "wall"},        {"agent-secret-1", AUTH_AGENT, "gpu1"},
+        {"old-admin-secret", AUTH_ADMIN, "admin"},     {"old-viewer-secret", AUTH_VIEWER, "viewer"},
+        {"old-user-secret", AUTH_USER, "default"},     {"admin-secret-", AUTH_NONE, ""},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const char *u = "?";
+        assert_int_equal(auth_check_user(a, want[i].token, &u), want[i].role);
+        assert_string_equal(u, want[i].user);
+    }
+    auth_free(a);
+    assert_int_equal(auth_role_parse("admin"), AUTH_ADMIN);
+    assert_int_equal(auth_role_parse("viewer"), AUTH_VIEWER);
+    assert_int_equal(auth_role_parse("root"), AUTH_NONE);
+    assert_string_equal(auth_role_name(AUTH_VIEWER), "viewer");
+    assert_string_equal(auth_role_name(AUTH_USER | AUTH_ADMIN), "none");
+    /* The error names the line and the roles. */
+    const char *bad = "user:alice alice-secret-1\nroot:abcdefghij\n";
+    assert_int_not_equal(auth_parse(bad, strlen(bad), &a, err, sizeof err), 0);
+    assert_non_null(strstr(err, "line 2"));
+    assert_non_null(strstr(err, "admin, user, viewer or agent"));
 }
 
 static void test_bearer_and_equal(void **state)
@@ -123,6 +160,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_token_file_errors),
+        cmocka_unit_test(test_roles),
         cmocka_unit_test(test_bearer_and_equal),
         cmocka_unit_test(test_paths),
     };

@@ -4,6 +4,10 @@
  * JSON and Slack bodies, a table of POST /webhooks bodies (each refusal
  * names its field), and the outbox trigger of schema/0009_insight.sql on
  * a real store (filters, per-experiment hooks, non-state events ignored).
+ * Where a hook may point (issue 27: loopback, private, link-local and the
+ * scheduler's own addresses refused unless allowed), resolved for real
+ * from numeric hosts (no traffic), and a hook that reuses a deleted one's
+ * id not inheriting its retry delay, against a real loopback receiver.
  * Delivery over HTTP is tests/system/test_webhooks.sh.
  */
 #include <stdarg.h>
@@ -15,7 +19,16 @@
 #include "scheduler/webhook.h"
 #include "unit_fixture.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 static char dir[256];
 static int setup(void **st) { (void)st; return unit_tmpdir(dir, sizeof dir, "webhook"); }
@@ -131,6 +144,251 @@ static void test_outbox_trigger(void **state)
     store_close(s);
 }
 
+/* webhook_addr_private on numeric addresses. */
+static void test_addr_class(void **state)
+{
+    (void)state;
+    static const struct { const char *ip; int private; } t[] = {
+        {"127.0.0.1", 1},      {"127.9.9.9", 1},     {"10.0.0.1", 1},         {"172.16.0.1", 1},
+        {"172.31.255.255", 1}, {"172.32.0.1", 0},    {"192.168.1.1", 1},      {"169.254.169.254", 1},
+        {"0.0.0.0", 1},        {"100.64.0.1", 1},    {"224.0.0.1", 1},        {"255.255.255.255", 1},
+        {"8.8.8.8", 0},        {"93.184.216.34", 0}, {"::1", 1},              {"::", 1},
+        {"fd00::1", 1},        {"fc12::1", 1},       {"fe80::1", 1},          {"ff02::1", 1},
+        {"::ffff:127.0.0.1", 1}, {"::ffff:10.1.2.3", 1}, {"::ffff:8.8.8.8", 0}, {"2001:4860:4860::8888", 0},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        struct sockaddr_storage ss = {0};
+        if (strchr(t[i].ip, ':')) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            a->sin6_family = AF_INET6;
+            assert_int_equal(inet_pton(AF_INET6, t[i].ip, &a->sin6_addr), 1);
+        } else {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            a->sin_family = AF_INET;
+            assert_int_equal(inet_pton(AF_INET, t[i].ip, &a->sin_addr), 1);
+        }
+        const char *why = webhook_addr_private((struct sockaddr *)&ss);
+        if ((why != NULL) != t[i].private) fail_msg("%s: %s", t[i].ip, why ? why : "public");
+    }
+}
+
+static webhook_svc *open_svc(store **st, const char *name)
+{
+    char path[300], err[256];
+    webhook_svc *w = NULL;
+    snprintf(path, sizeof path, "%s/%s.db", dir, name);
+    assert_int_equal(store_open(path, st, err, sizeof err), 0);
+    assert_int_equal(webhook_open(path, &w, err, sizeof err), 0);
+    return w;
+}
+
+/* webhook_url_check under both policies (numeric hosts: no DNS, no traffic). */
+static void test_url_policy(void **state)
+{
+    (void)state;
+    store *st = NULL;
+    webhook_svc *w = open_svc(&st, "policy");
+    static const char *const refused[] = {
+        "http://127.0.0.1:9/hook", "http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:8080/", "http://[fd00::1]/", "http://[fe80::1]/", "http://[::ffff:127.0.0.1]/",
+        "http://0.0.0.0:8080/api/v1/experiments/1/cancel", "https://192.168.0.10/x", "http://user:pw@172.20.0.1/",
+        "http://localhost:8080/"};
+    hf_jerr e;
+    webhook_set_policy(w, 0, 8080);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        hf_jerr_clear(&e);
+        if (webhook_url_check(w, refused[i], &e) != HF_EINVAL) fail_msg("%s accepted", refused[i]);
+        assert_string_equal(e.field, "url");
+        assert_non_null(strstr(e.msg, "may not target"));
+    }
+    hf_jerr_clear(&e);
+    assert_int_equal(webhook_url_check(w, "http://93.184.216.34/hook", &e), 0);
+    /* allowed: private targets pass, but never the scheduler's own port on its own machine */
+    webhook_set_policy(w, 1, 8080);
+    assert_int_equal(webhook_url_check(w, "http://127.0.0.1:9/hook", &e), 0);
+    assert_int_equal(webhook_url_check(w, "http://10.0.0.1/", &e), 0);
+    hf_jerr_clear(&e);
+    assert_int_equal(webhook_url_check(w, "http://127.0.0.1:8080/api/v1/experiments/1/cancel", &e), HF_EINVAL);
+    assert_non_null(strstr(e.msg, "the scheduler itself"));
+    webhook_close(w);
+    store_close(st);
+}
+
+/* A loopback receiver answering 200 to every request; counts them. */
+typedef struct receiver {
+    int fd, port;
+    atomic_int hits, stop;
+    pthread_t th;
+} receiver;
+
+static void *recv_main(void *arg)
+{
+    receiver *r = arg;
+    while (!atomic_load(&r->stop)) {
+        int c = accept(r->fd, NULL, NULL);
+        if (c < 0) continue;
+        char buf[8192];
+        size_t n = 0;
+        long want = -1;
+        for (;;) {   /* headers, then Content-Length bytes of body */
+            ssize_t k = recv(c, buf + n, sizeof buf - 1 - n, 0);
+            if (k <= 0) break;
+            n += (size_t)k;
+            buf[n] = 0;
+            char *end = strstr(buf, "\r\n\r\n"), *cl = strcasestr(buf, "content-length:");
+            if (end && want < 0) want = (long)(end + 4 - buf) + (cl ? atol(cl + 15) : 0);
+            if (want >= 0 && (long)n >= want) break;
+            if (n >= sizeof buf - 1) break;
+        }
+        static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        if (write(c, ok, sizeof ok - 1) < 0) { /* the hook records the failure */ }
+        close(c);
+        atomic_fetch_add(&r->hits, 1);
+    }
+    return NULL;
+}
+
+static void receiver_start(receiver *r)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    r->fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(r->fd >= 0);
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};   /* accept returns now and then: stop is seen */
+    setsockopt(r->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    assert_int_equal(bind(r->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(r->fd, 16), 0);
+    assert_int_equal(getsockname(r->fd, (struct sockaddr *)&a, &al), 0);
+    r->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&r->th, NULL, recv_main, r), 0);
+}
+
+static void receiver_stop(receiver *r)
+{
+    atomic_store(&r->stop, 1);
+    pthread_join(r->th, NULL);
+    close(r->fd);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static json_t *spec_body(const char *url)
+{
+    return json_pack("{ss}", "url", url);
+}
+
+/* Hook 1 fails (nothing listens on its port) until its backoff is 4 s;
+ * it is deleted and a new hook gets id 1 again: its first delivery must
+ * not wait for the deleted hook's retry time (issue 27). */
+static void test_backoff_not_inherited(void **state)
+{
+    (void)state;
+    store *st = NULL;
+    webhook_svc *w = open_svc(&st, "reuse");
+    webhook_set_policy(w, 1, 0);
+    sqlite3 *db = store_db(st);
+    receiver r = {0};
+    receiver_start(&r);
+    int dead = socket(AF_INET, SOCK_STREAM, 0);   /* a bound port nobody listens on: refused at once */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(dead, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(dead, (struct sockaddr *)&a, &al), 0);
+    char url[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/dead", ntohs(a.sin_port));
+
+    webhook_spec sp;
+    hf_jerr e;
+    json_t *body = spec_body(url), *out = NULL;
+    assert_int_equal(webhook_spec_parse(body, &sp, &e), 0);
+    sp.owner = "alice";
+    assert_int_equal(webhook_create(w, &sp, &out), 0);
+    assert_int_equal(json_integer_value(json_object_get(out, "id")), 1);
+    assert_string_equal(json_string_value(json_object_get(out, "owner")), "alice");
+    json_decref(out);
+    json_decref(body);
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES "
+                                      "(1,'a','ACTIVE','{}',1,0); INSERT INTO events(time,experiment_id,type) VALUES "
+                                      "(strftime('%s','now')*1000,1,'PAUSED')",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    /* 5 failures: 250 + 500 + 1000 + 2000 ms apart; the next retry is 4 s away */
+    int64_t end = now_ms() + 15000;
+    while (unit_one_int(db, "SELECT coalesce(max(attempts),0) FROM webhook_outbox") < 5 && now_ms() < end)
+        usleep(20000);
+    assert_true(unit_one_int(db, "SELECT max(attempts) FROM webhook_outbox") >= 5);
+    assert_int_equal(webhook_delete(w, 1), 0);
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/live", r.port);
+    body = spec_body(url);
+    assert_int_equal(webhook_spec_parse(body, &sp, &e), 0);
+    assert_int_equal(webhook_create(w, &sp, &out), 0);
+    assert_int_equal(json_integer_value(json_object_get(out, "id")), 1);   /* the same id again */
+    json_decref(out);
+    json_decref(body);
+    int64_t t0 = now_ms();
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO events(time,experiment_id,type) VALUES "
+                                      "(strftime('%s','now')*1000,1,'ACTIVE')",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    while (atomic_load(&r.hits) == 0 && now_ms() - t0 < 5000) usleep(10000);
+    int64_t took = now_ms() - t0;
+    assert_int_equal(atomic_load(&r.hits), 1);
+    if (took > 3000) fail_msg("the new hook's first delivery took %lld ms: it inherited the deleted hook's backoff",
+                              (long long)took);
+    webhook_close(w);
+    receiver_stop(&r);
+    close(dead);
+    store_close(st);
+}
+
+/* A hook accepted while private targets were allowed (or whose name
+ * resolved elsewhere then) is checked again at delivery: with the policy
+ * closed, curl is given no socket for 127.0.0.1, the receiver sees no
+ * connection, and the outbox row records why. */
+static void test_delivery_checked(void **state)
+{
+    (void)state;
+    store *st = NULL;
+    webhook_svc *w = open_svc(&st, "deliver");
+    sqlite3 *db = store_db(st);
+    receiver r = {0};
+    receiver_start(&r);
+    char url[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", r.port);
+    webhook_set_policy(w, 1, 0);
+    hf_jerr e;
+    assert_int_equal(webhook_url_check(w, url, &e), 0);
+    webhook_spec sp;
+    json_t *body = spec_body(url), *out = NULL;
+    assert_int_equal(webhook_spec_parse(body, &sp, &e), 0);
+    assert_int_equal(webhook_create(w, &sp, &out), 0);
+    json_decref(out);
+    json_decref(body);
+    webhook_set_policy(w, 0, 0);   /* as if the name now pointed at a private address */
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES "
+                                      "(1,'a','ACTIVE','{}',1,0); INSERT INTO events(time,experiment_id,type) VALUES "
+                                      "(strftime('%s','now')*1000,1,'PAUSED')",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    int64_t end = now_ms() + 5000;
+    while (unit_one_int(db, "SELECT coalesce(max(attempts),0) FROM webhook_outbox") < 1 && now_ms() < end)
+        usleep(20000);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox WHERE attempts>0 AND delivered_at IS NULL "
+                                      "AND last_error LIKE 'address 127.0.0.1 refused: a loopback address%'"), 1);
+    assert_int_equal(atomic_load(&r.hits), 0);
+    /* opened again: the same row is delivered */
+    webhook_set_policy(w, 1, 0);
+    end = now_ms() + 5000;
+    while (atomic_load(&r.hits) == 0 && now_ms() < end) usleep(20000);
+    assert_int_equal(atomic_load(&r.hits), 1);
+    webhook_close(w);
+    receiver_stop(&r);
+    store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -138,6 +396,10 @@ int main(void)
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_spec),
         cmocka_unit_test(test_outbox_trigger),
+        cmocka_unit_test(test_addr_class),
+        cmocka_unit_test(test_url_policy),
+        cmocka_unit_test(test_backoff_not_inherited),
+        cmocka_unit_test(test_delivery_checked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

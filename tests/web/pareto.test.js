@@ -31,7 +31,11 @@ const { api, until: untilMs } = require('./helpers');
 const until = (what, fn, timeoutMs = 60000, everyMs = 250) => untilMs(what, fn, timeoutMs, everyMs);
 
 // The trial program: one metric line from the hyperparameters.
-const prog = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'hf-pareto-')), 'mo_trial.sh');
+// (os.tmpdir() is bound into the agent's trial sandbox by run.sh; the
+// trial runs as another user, so the folder must be readable.)
+const progDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hf-pareto-'));
+fs.chmodSync(progDir, 0o755);
+const prog = path.join(progDir, 'mo_trial.sh');
 fs.writeFileSync(prog, `#!/usr/bin/env bash
 x=$(jq -r .x <<<"$HYPERFARM_HPARAMS"); y=$(jq -r .y <<<"$HYPERFARM_HPARAMS")
 awk -v x="$x" -v y="$y" 'BEGIN { g = 1 + 4 * y * y;

@@ -34,7 +34,9 @@ rm -rf "$shots"; mkdir -p "$shots"
 user_token=web-user-$RANDOM$RANDOM
 agent_token=web-agent-$RANDOM$RANDOM
 alice_token=web-alice-$RANDOM$RANDOM   # a named user (docs/operations.md, "Tokens and users")
-printf 'user:%s\nagent:%s\nuser:alice %s\n' "$user_token" "$agent_token" "$alice_token" >"$HF_TMP/tokens"
+viewer_token=web-wall-$RANDOM$RANDOM   # a read-only viewer (docs/api.md "Roles")
+printf 'user:%s\nagent:%s\nuser:alice %s\nviewer:wall %s\n' "$user_token" "$agent_token" "$alice_token" \
+  "$viewer_token" >"$HF_TMP/tokens"
 printf '%s\n' "$agent_token" >"$HF_TMP/agent-token"
 chmod 600 "$HF_TMP/tokens" "$HF_TMP/agent-token"
 
@@ -45,8 +47,13 @@ hf_start_scheduler ${HF_WEB_DIR:+--web "$HF_WEB_DIR"} --token-file "$HF_TMP/toke
 # The agent, started by hand: lib.sh's registration check has no token.
 # It does not upload checkpoints: checkpoints.test.js puts exactly the ones
 # it checks into the store (uploads are tested in tests/system).
-mkdir -p "$HF_TMP/agent-a1"
+# Trials run in the agent's sandbox (docs/agent.md "Sandbox") as user nobody
+# when the tests run as root: the programs the tests write go to
+# $HF_TMP/tmp (TMPDIR of the node tests below), bound into the sandbox.
+mkdir -p "$HF_TMP/agent-a1" "$HF_TMP/tmp"
+chmod 1777 "$HF_TMP" "$HF_TMP/tmp"
 "$HF_BIN/hyperfarm-agent" --scheduler "$HF_URL" --name web-a1 --slots 4 --gpus none --no-checkpoint-upload \
+  --sandbox-bind "$HF_TMP/tmp:ro" \
   --workdir "$HF_TMP/agent-a1" --token-file "$HF_TMP/agent-token" >>"$HF_TMP/agent-a1.log" 2>&1 &
 HF_AGENT_PIDS[a1]=$!
 agent_up() {
@@ -57,11 +64,12 @@ hf_wait_for 15 agent_up || hf_fail "agent did not register in 15 s"
 hf_log "agent web-a1 registered"
 
 export HF_URL HF_BIN HF_USER_TOKEN=$user_token HF_ALICE_TOKEN=$alice_token HF_AGENT_TOKEN=$agent_token HF_SHOTS=$shots CHROMIUM
+export HF_VIEWER_TOKEN=$viewer_token
 export HF_FAKE_TRIAL=$HF_BIN/tests/fake_trial
 args=(--test --test-concurrency=1 --test-reporter=spec)
 [[ -n ${1:-} ]] && args+=(--test-name-pattern "$1")
 rc=0
-node "${args[@]}" "$here"/*.test.js || rc=$?
+TMPDIR=$HF_TMP/tmp node "${args[@]}" "$here"/*.test.js || rc=$?
 
 hf_log "screenshots in $shots: $(cd "$shots" && ls | tr '\n' ' ')"
 if [[ -n ${HF_UPDATE_DOCS_IMG:-} && $rc -eq 0 ]]; then

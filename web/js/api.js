@@ -49,7 +49,7 @@
         api.setToken(t);
         dlg.close();
         loginWait = null;
-        resolve(t);
+        api.whoami().finally(() => resolve(t));
         HF.live.restart();
       };
       const onCancel = (ev) => ev.preventDefault();   // no way around the prompt
@@ -155,6 +155,49 @@
     } catch (e) { if (e.status !== 404) throw e; }
     const r = await api.req('PUT', '/api/v1/contexts', new Blob([buf]), { 'X-Hyperfarm-Sha256': sha });
     return { sha256: r.sha256, size: r.size, uploaded: true };
+  };
+
+  /* ---- who this token is (docs/dashboard.md, "Roles") ------------------
+   * HF.me = {user, role, tokens} from GET /api/v1/whoami, loaded at start
+   * and after every login/logout; null until then (nothing is disabled:
+   * the scheduler decides anyway). Buttons for what the token may not do
+   * are disabled with the reason as their tooltip (HF.guard). */
+  HF.me = null;
+  api.whoami = async function () {
+    try { HF.me = await api.get('/api/v1/whoami'); }
+    catch (e) { HF.me = null; }   // an older scheduler: no route
+    const who = document.getElementById('whoami');
+    if (who) {
+      who.hidden = !HF.me || !HF.me.tokens;
+      who.textContent = HF.me ? `${HF.me.user} · ${HF.me.role}` : '';
+    }
+    return HF.me;
+  };
+  /* The owner of experiment e: its owner, else its submitter, else
+   * "default" (docs/api.md "Roles"). */
+  HF.ownerOf = (e) => (e && (e.owner || e.submitted_by)) || 'default';
+  /* '' when this token may change experiment e (or, e undefined, submit
+   * new work), else why not. */
+  HF.whyNot = function (e) {
+    const me = HF.me;
+    if (!me || me.role === 'admin') return '';
+    if (me.role === 'viewer') return `you are the viewer ${me.user}: a viewer may only read`;
+    if (me.role !== 'user') return `a ${me.role} token may only read`;
+    if (e === undefined) return '';
+    const owner = HF.ownerOf(e);
+    return owner === me.user ? '' : `owned by ${owner}: only its owner or an admin may change it`;
+  };
+  /* Disable el (a button, input) when the token may not change e, with
+   * the reason as its tooltip; returns el. */
+  HF.guard = function (el, e) {
+    const why = HF.whyNot(e);
+    if (why) {
+      el.disabled = true;
+      el.title = why;
+      el.dataset.denied = '1';
+      el.classList.add('denied');
+    }
+    return el;
   };
 
   /* Action helper for buttons: runs, toasts the error, returns the result. */

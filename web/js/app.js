@@ -44,9 +44,9 @@
   document.getElementById('logout').addEventListener('click', () => {
     HF.api.setToken('');
     HF.live.restart();
-    route();
+    HF.api.whoami().finally(route);
   });
   document.getElementById('logout').hidden = !HF.api.token();
   HF.live.restart();
-  route();
+  HF.api.whoami().finally(route);   // the page knows who it is before drawing buttons
 })(window.HF);

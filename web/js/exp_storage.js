@@ -200,10 +200,10 @@
       const ok = idle(e);
       const why = ok ? '' : 'only an experiment that runs nothing (completed, canceled, or paused with no trial on an agent)';
       actions.replaceChildren(
-        e.archived
+        HF.guard(e.archived
           ? h('button.btn.small', { 'data-action': 'unarchive', onclick: () => archive('unarchive') }, 'Unarchive')
-          : h('button.btn.small', { 'data-action': 'archive', disabled: !ok, title: why || 'delete its checkpoints, hide it from the list', onclick: () => archive('archive') }, 'Archive'),
-        h('button.btn.small.danger', { 'data-action': 'delete', disabled: !ok, title: why || 'delete the experiment and everything it stored', onclick: del }, 'Delete'));
+          : h('button.btn.small', { 'data-action': 'archive', disabled: !ok, title: why || 'delete its checkpoints, hide it from the list', onclick: () => archive('archive') }, 'Archive'), e),
+        HF.guard(h('button.btn.small.danger', { 'data-action': 'delete', disabled: !ok, title: why || 'delete the experiment and everything it stored', onclick: del }, 'Delete'), e));
       note.hidden = !e.archived && !e.deleted;
       note.textContent = e.deleted ? 'This experiment was deleted.' :
         'Archived: its checkpoints are deleted and it is hidden from the experiment list (“show archived” lists it).';

@@ -193,10 +193,10 @@
     };
     const s = exp.state;
     return h('span.row',
-      s === 'PAUSED'
+      HF.guard(s === 'PAUSED'
         ? h('button.btn.small', { onclick: act('resume'), 'data-action': 'resume' }, 'Resume')
-        : h('button.btn.small', { onclick: act('pause'), 'data-action': 'pause', disabled: s !== 'ACTIVE' }, 'Pause'),
-      h('button.btn.small.danger', { onclick: act('cancel'), 'data-action': 'cancel', disabled: s !== 'ACTIVE' && s !== 'PAUSED' }, 'Cancel'));
+        : h('button.btn.small', { onclick: act('pause'), 'data-action': 'pause', disabled: s !== 'ACTIVE' }, 'Pause'), exp),
+      HF.guard(h('button.btn.small.danger', { onclick: act('cancel'), 'data-action': 'cancel', disabled: s !== 'ACTIVE' && s !== 'PAUSED' }, 'Cancel'), exp));
   };
 
   HF.bestText = function (exp) {
@@ -352,7 +352,7 @@
     root.append(
       h('div.page-head', h('h1', 'Experiments'), h('span.sub#exp-count'), h('div.spacer'), tagSel,
         h('label.toggle', archChk, 'show archived'),
-        h('button.btn.primary#new-exp', { onclick: () => { setFork(null); panel.hidden = !panel.hidden; if (!panel.hidden) { ed.render(); ed.ta.focus(); } } }, 'New experiment')),
+        HF.guard(h('button.btn.primary#new-exp', { onclick: () => { setFork(null); panel.hidden = !panel.hidden; if (!panel.hidden) { ed.render(); ed.ta.focus(); } } }, 'New experiment'))),
       panel,
       h('section.panel', h('div.table-wrap', { style: { maxHeight: 'none', border: 0 } }, table, emptyNote)));
 

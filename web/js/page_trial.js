@@ -58,6 +58,11 @@
       crumbs.replaceChildren(h('a', { href: '#/experiments' }, 'Experiments'), ' / ',
         h('a', { href: '#/experiments/' + t.experiment_id }, 'experiment #' + t.experiment_id), ' / ', h('span', 'trial #' + id));
       killBtn.disabled = HF.TERMINAL.has(t.state);
+      if (S.exp && S.exp.id === t.experiment_id) { HF.guard(killBtn, S.exp); notes.guard(S.exp); }
+      else if (t.experiment_id && !S.expWait) {   // the owner is the experiment's: fetch it once
+        S.expWait = HF.api.get('/api/v1/experiments/' + t.experiment_id)
+          .then((x) => { S.exp = x; renderHead(); }).catch(() => {});
+      }
       const stat = (v, l) => h('div.stat', h('div.v', v == null || v === '' ? '–' : v), h('div.l', l));
       stats.replaceChildren(
         stat(t.objective != null ? HF.fmtNum(t.objective) : '–', 'objective'),

@@ -126,14 +126,17 @@
       const bits = [];
       const b = (label, v) => h('span', label, ' ', h('b', v));
       bits.push(b('submitted by', e.submitted_by || 'unknown'));
+      if (HF.ownerOf(e) !== e.submitted_by) bits.push(b('owner', HF.ownerOf(e)));
       if (e.parent_experiment) bits.push(h('span', 'forked from ', h('a#exp-parent', { href: '#/experiments/' + e.parent_experiment }, '#' + e.parent_experiment)));
       if (e.warm_start) bits.push(h('span#exp-warm', 'warm start ', h('b', String(e.warm_start.observed)), ' observed · ', h('b', String(e.warm_start.enqueued)), ' enqueued'));
       if (e.seed != null) bits.push(b('seed', String(e.seed)));
       meta.replaceChildren(...bits);
       const chips = (e.tags || []).map((t) => h('span.tag', { 'data-tag': t }, t,
-        h('button', { title: 'remove tag ' + t, 'data-remove': t, onclick: () => patchTags({ remove_tags: [t] }) }, '×')));
+        HF.whyNot(e) ? null : h('button', { title: 'remove tag ' + t, 'data-remove': t, onclick: () => patchTags({ remove_tags: [t] }) }, '×')));
       tagsBox.replaceChildren(...(chips.length ? chips : [h('span.muted', 'none')]));
       extendBtn.disabled = e.state === 'CANCELED';
+      [extendBtn, extendN, addTag, tagIn, desc.editBtn].forEach((el) => HF.guard(el, e));
+      HF.guard(forkBtn);   // anyone who may submit may fork (the fork is theirs)
       desc.set(e.description);
     }
 
@@ -164,6 +167,7 @@
     return {
       el: h('section.panel#trial-notes', h('div.panel-head', h('h2', 'Notes'), h('span.hint', 'Markdown'), h('div.spacer'), ed.editBtn), ed.el),
       set: (t) => ed.set(t && t.notes),
+      guard: (exp) => HF.guard(ed.editBtn, exp),   // exp: the trial's experiment
     };
   };
 })(window.HF);
