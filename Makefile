@@ -154,7 +154,15 @@ BENCH_SRC    := $(wildcard bench/*.c)
 BENCH_BIN    := $(patsubst bench/%.c,$(BIN)/bench/%,$(BENCH_SRC))
 
 .PHONY: all deps test unit system webtest demo bench fuzz clean web
-all: $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN)
+# experiments/c-trial.json ships experiments/examples/ as its code context
+# and runs ./c_trial there (experiments/README.md): the example is built
+# next to its source, with common/hf_client.h only.
+EXAMPLE_BIN := experiments/examples/c_trial
+all: $(PROGRAMS) $(TESTPROGS) $(BENCH_BIN) $(EXAMPLE_BIN)
+
+$(EXAMPLE_BIN): experiments/examples/c_trial.c common/hf_client.h
+	$(call say,CC,$@)
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Icommon -o $@ $< -lm
 
 $(BIN)/hyperfarm-scheduler: $(O)/scheduler/main.o $(LIB_scheduler)
 $(BIN)/hyperfarm-agent:     $(O)/agent/main.o $(LIB_agent)
@@ -252,7 +260,7 @@ fuzz: build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
 	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run
 
 clean:
-	rm -rf build bin
+	rm -rf build bin experiments/examples/c_trial
 
 help:
 	@echo 'hyperfarm make targets (install what is missing first, as root, except help/clean):'

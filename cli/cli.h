@@ -25,7 +25,7 @@
 
 enum cli_exit {
     CLI_OK          = 0,  /* success */
-    CLI_ERR         = 1,  /* any other failure (server error, I/O, experiment ended CANCELED in watch) */
+    CLI_ERR         = 1,  /* any other failure (server error, I/O, experiment ended CANCELED or FAILED in watch) */
     CLI_USAGE       = 2,  /* bad usage or bad input (unknown flag, malformed file, 400/413) */
     CLI_NOTFOUND    = 3,  /* no such experiment, trial or route (404) */
     CLI_UNREACHABLE = 4,  /* the scheduler could not be reached (connection refused, timeout, DNS) */
@@ -54,6 +54,7 @@ typedef struct cli_opts {
     int         plain;      /* watch --plain: never redraw in place */
     int         all;        /* ls --all: archived experiments too */
     int64_t     step;       /* download --step N (-1 = the newest) */
+    int         best;       /* download --best: the checkpoint that scored the objective */
     const char *output;     /* download -o/--output DIR */
     int         yes;        /* delete --yes */
     const char *tag;        /* ls --tag T */
@@ -64,6 +65,7 @@ typedef struct cli_opts {
     int         regex;      /* logs --regex: PATTERN is a POSIX extended regex */
     int         icase;      /* logs --ignore-case */
     int64_t     limit;      /* logs --limit N matches (0 = all) */
+    const char *objective;  /* importance --objective METRIC (default: the first) */
     /* up */
     const char *listen;     /* up --listen ADDR:PORT */
     const char *db;         /* up --db PATH */
@@ -73,6 +75,10 @@ typedef struct cli_opts {
     /* submit --context */
     const char *context;    /* submit --context DIR: ship DIR as the trials' code */
     int64_t     max_context_mb; /* submit --max-context-mb */
+    /* webhooks add (--experiment is logs' experiment above) */
+    const char *events;     /* --events LIST: comma-separated filters */
+    const char *format;     /* --format json|slack */
+    const char *secret;     /* --secret S (default: the scheduler makes one) */
 } cli_opts;
 
 /* State shared by the subcommands of one invocation. */
@@ -100,6 +106,16 @@ int cli_parse_id(const char *s, char kind, int64_t *out);
  * RET 0 or HF_EINVAL. */
 int cli_parse_kill_target(int argc, char **argv, char *kind, int64_t *id, int *used,
                           char *err, size_t errlen);
+
+/* The words of `webhooks`: none or "list", "add URL", "test ID", "delete
+ * ID". Sets verb, and *url or *id for the verbs that take one.
+ * RET 0, or HF_EINVAL naming what is wrong in err. */
+int cli_webhook_args(int argc, char **argv, char *verb, size_t verblen, int64_t *id, const char **url,
+                     char *err, size_t errlen);
+/* "trial.FAILED, experiment.*" -> a JSON array of the filters (new
+ * reference; the scheduler judges their names). RET 0, or HF_EINVAL (an
+ * empty or over-long filter, or none) with err. */
+int cli_webhook_events(const char *list, json_t **out, char *err, size_t errlen);
 
 /* Move global options found before the subcommand after it, so that
  * `hyperfarm --url U ls` and `hyperfarm ls --url U` parse alike. Writes the
@@ -142,6 +158,8 @@ int cli_cmd_agents(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_export(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_up(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_completion(cli_ctx *ctx, int argc, char **argv);
+/* cli_webhooks.c: webhooks [list] | add URL | test ID | delete ID. */
+int cli_cmd_webhooks(cli_ctx *ctx, int argc, char **argv);
 /* cli_ckpt.c: checkpoints TRIAL, download TRIAL, archive EXP, delete EXP. */
 int cli_cmd_checkpoints(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_download(cli_ctx *ctx, int argc, char **argv);
@@ -194,10 +212,12 @@ struct cli_table;
  * HF_ETOOBIG. */
 int cli_compare_table(struct cli_table *t, json_t *const *tr, size_t n, char (*heads)[32]);
 
-/* Trials (the array of GET .../trials) as CSV: fixed columns, then hp.<name>
- * for every hyperparameter and best.<metric> for every metric seen in any
- * trial. RET 0 or HF_ETOOBIG (a row over 1 MiB). */
-int cli_export_csv(FILE *out, const json_t *trials);
+/* Trials (the array of GET .../trials) as CSV: fixed columns, with a list
+ * objective (exp's "objectives"; exp may be NULL) objective.<metric> for each
+ * (the first: the trial's objective, the others their last value), then
+ * hp.<name> for every hyperparameter and best.<metric> for every metric seen
+ * in any trial. RET 0 or HF_ETOOBIG (a row over 1 MiB). */
+int cli_export_csv(FILE *out, const json_t *exp, const json_t *trials);
 /* The watch status line without the elapsed time (with_bar adds the bar). */
 int cli_watch_line(char *buf, size_t size, const json_t *exp, int with_bar);
 

@@ -1,6 +1,7 @@
 /*
  * cli_args.c — the CLI's small pure parsers: object ids, the target of
- * `kill`, and moving global flags that precede the subcommand.
+ * `kill`, the words of `webhooks`, and moving global flags that precede
+ * the subcommand.
  *
  * Id convention (docs/cli.md): experiments and trials are both plain
  * integers on the wire, so a command that takes one kind accepts "7", and
@@ -83,6 +84,65 @@ int cli_parse_kill_target(int argc, char **argv, char *kind, int64_t *id, int *u
         return HF_EINVAL;
     }
     *used = 1;
+    return HF_OK;
+}
+
+/* ---- webhooks (docs/cli.md "webhooks") ---- */
+
+int cli_webhook_args(int argc, char **argv, char *verb, size_t verblen, int64_t *id, const char **url,
+                     char *err, size_t errlen)
+{
+    static const struct { const char *verb; int nargs; const char *arg; } verbs[] = {
+        {"list", 0, NULL}, {"add", 1, "URL"}, {"test", 1, "ID"}, {"delete", 1, "ID"},
+    };
+    const char *v = argc > 0 ? argv[0] : "list";
+    *id = 0;
+    *url = NULL;
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        if (strcmp(v, verbs[i].verb) != 0) continue;
+        int given = argc > 0 ? argc - 1 : 0;
+        if (given != verbs[i].nargs) {
+            if (verbs[i].nargs) snprintf(err, errlen, "'webhooks %s' takes one %s, got %d arguments", v, verbs[i].arg, given);
+            else snprintf(err, errlen, "'webhooks %s' takes no argument, got %d", v, given);
+            return HF_EINVAL;
+        }
+        snprintf(verb, verblen, "%s", v);
+        if (verbs[i].nargs && !strcmp(verbs[i].arg, "URL")) *url = argv[1];
+        else if (verbs[i].nargs && parse_uint(argv[1], id)) {
+            snprintf(err, errlen, "'%s' is not a webhook id (a positive integer; see 'hyperfarm webhooks')", argv[1]);
+            return HF_EINVAL;
+        }
+        return HF_OK;
+    }
+    snprintf(err, errlen, "unknown webhooks action '%s': use list, add URL, test ID or delete ID", v);
+    return HF_EINVAL;
+}
+
+int cli_webhook_events(const char *list, json_t **out, char *err, size_t errlen)
+{
+    json_t *arr = json_array();
+    const char *p = list ? list : "";
+    *out = NULL;
+    if (!arr) return HF_ENOMEM;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        while (n && p[n - 1] == ' ') n--;   /* "a, b": spaces around a comma are not part of a filter */
+        if (n == 0 || n > 64) {
+            snprintf(err, errlen, "--events: a filter is empty or longer than 64 characters in '%s'", list);
+            json_decref(arr);
+            return HF_EINVAL;
+        }
+        json_array_append_new(arr, json_stringn(p, n));
+        p += strcspn(p, ",");
+        if (*p == ',') p++;
+        while (*p == ' ') p++;
+    }
+    if (json_array_size(arr) == 0) {
+        snprintf(err, errlen, "--events: give at least one filter (\"*\", \"trial.FAILED\", \"experiment.*\", ...)");
+        json_decref(arr);
+        return HF_EINVAL;
+    }
+    *out = arr;
     return HF_OK;
 }
 

@@ -1,7 +1,7 @@
 /*
  * cli_ckpt.c — the CLI's checkpoint and storage commands (docs/cli.md):
  * `checkpoints TRIAL` (the stored checkpoints as a table), `download TRIAL
- * [--step N] -o DIR`, `archive EXP` and `delete EXP --yes`.
+ * [--step N | --best] -o DIR`, `archive EXP` and `delete EXP --yes`.
  *
  * A download is streamed: libcurl hands each chunk to a temp file in DIR
  * (.NAME.part-XXXXXX) and to a SHA-256; only when the size and the hash
@@ -71,7 +71,7 @@ static json_t *agent_names(cli_ctx *ctx)
 
 int cli_cmd_checkpoints(cli_ctx *ctx, int argc, char **argv)
 {
-    static const char *const head[] = {"STEP", "SIZE", "SHA256", "ATTEMPT", "TIME", "AGENT"};
+    static const char *const head[] = {"STEP", "SIZE", "SHA256", "ATTEMPT", "TIME", "AGENT", "SCORED", "METRICS"};
     json_t *resp = NULL, *list = NULL, *c, *names = NULL;
     int64_t tid, now = hf_wall_ms();
     cli_table t;
@@ -88,7 +88,8 @@ int cli_cmd_checkpoints(cli_ctx *ctx, int argc, char **argv)
         return rc;
     }
     names = agent_names(ctx);
-    cli_table_init(&t, 6, head);
+    cli_table_init(&t, 8, head);
+    if (ctx->out_tty) cli_table_maxw(&t, 7, 60);
     cli_table_align(&t, 0, CLI_ALIGN_RIGHT);
     cli_table_align(&t, 1, CLI_ALIGN_RIGHT);
     cli_table_align(&t, 3, CLI_ALIGN_RIGHT);
@@ -105,6 +106,11 @@ int cli_cmd_checkpoints(cli_ctx *ctx, int argc, char **argv)
         snprintf(agent, sizeof agent, "%" PRId64, num(c, "agent_id"));
         const char *an = json_string_value(json_object_get(names, agent));
         cli_table_cell(&t, num(c, "agent_id") > 0 ? (an ? an : agent) : NULL);
+        /* * marks the row that scored the objective (download --best). */
+        char metrics[1024];
+        cli_table_cell(&t, json_is_true(json_object_get(c, "scored")) ? "*" : "");
+        cli_fmt_hparams(metrics, sizeof metrics, json_object_get(c, "metrics"));
+        cli_table_cell(&t, metrics);
     }
     if (t.nrows == 0 && !ctx->o.tsv) fprintf(ctx->out, "trial %" PRId64 " has no stored checkpoints\n", tid);
     else cli_table_print(&t, ctx->out, ctx->o.tsv);
@@ -163,13 +169,14 @@ static size_t on_data(char *p, size_t sz, size_t n, void *arg)
     return len;
 }
 
-/* The row to fetch: the newest at step (step < 0: the newest of all). */
-static json_t *pick_row(const json_t *list, int64_t step)
+/* The row to fetch: the one marked "scored" (best), else the newest at
+ * step (step < 0: the newest of all). */
+static json_t *pick_row(const json_t *list, int64_t step, int best)
 {
     json_t *pick = NULL, *c;
     size_t i;
     json_array_foreach(list, i, c)
-        if (step < 0 || num(c, "step") == step) pick = c;
+        if (best ? json_is_true(json_object_get(c, "scored")) : step < 0 || num(c, "step") == step) pick = c;
     return pick;
 }
 
@@ -270,8 +277,12 @@ int cli_cmd_download(cli_ctx *ctx, int argc, char **argv)
         fprintf(ctx->err, "error: download: -o DIR is required (the folder to write the checkpoint into)\n");
         return CLI_USAGE;
     }
+    if (ctx->o.best && ctx->o.step >= 0) {
+        fprintf(ctx->err, "error: download: choose one of --step and --best\n");
+        return CLI_USAGE;
+    }
     if ((rc = fetch_list(ctx, tid, &resp, &list))) goto end;
-    json_t *row = pick_row(list, ctx->o.step);
+    json_t *row = pick_row(list, ctx->o.step, ctx->o.best);
     const char *sha = json_string_value(json_object_get(row, "sha256"));
     if (!row || !sha || strlen(sha) != 64) {
         char steps[512] = "";
@@ -279,7 +290,12 @@ int cli_cmd_download(cli_ctx *ctx, int argc, char **argv)
         json_t *c;
         json_array_foreach(list, i, c)
             snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%" PRId64, i ? ", " : "", num(c, "step"));
-        if (ctx->o.step >= 0)
+        if (ctx->o.best)
+            fprintf(ctx->err, "error: trial %" PRId64 " has no stored checkpoint that scored its objective "
+                    "(no checkpoint at the step of that report%s; stored steps: %s)\n", tid,
+                    json_is_integer(json_object_get(resp, "scored_step")) ? "" : ", or no objective yet",
+                    steps[0] ? steps : "none");
+        else if (ctx->o.step >= 0)
             fprintf(ctx->err, "error: trial %" PRId64 " has no stored checkpoint at step %" PRId64 " (stored steps: %s)\n",
                     tid, ctx->o.step, steps[0] ? steps : "none");
         else fprintf(ctx->err, "error: trial %" PRId64 " has no stored checkpoints\n", tid);

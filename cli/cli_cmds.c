@@ -115,6 +115,8 @@ int cli_cmd_submit(cli_ctx *ctx, int argc, char **argv)
         char sha[65];
         if ((rc = cli_context_ship(ctx, ctx->o.context, ctx->o.max_context_mb << 20, sha))) goto end;
         json_object_set_new(doc, "context", json_string(sha));
+    } else if ((rc = cli_context_from_file(ctx, path, doc))) {
+        goto end;   /* "context": DIR in the file, relative to it (experiments/README.md) */
     }
     if ((rc = cli_api(ctx, "POST", "/api/v1/experiments", doc, &resp))) goto end;
     json_t *id = json_object_get(resp, "id");
@@ -159,6 +161,36 @@ static void fmt_objective(char *buf, size_t size, const json_t *exp)
     snprintf(buf, size, "%s %s", !strncmp(goal, "min", 3) ? "min" : "max", jstr(obj, "metric"));
 }
 
+/* Every objective: "min val_loss, min latency_ms" (the API's "objectives"
+ * with a list, else the one objective). */
+static void fmt_objectives(char *buf, size_t size, const json_t *exp)
+{
+    const json_t *objs = json_object_get(exp, "objectives"), *o;
+    size_t i, n = 0;
+    if (json_array_size(objs) < 2) { fmt_objective(buf, size, exp); return; }
+    buf[0] = '\0';
+    json_array_foreach(objs, i, o) {
+        if (n >= size) break;   /* truncated */
+        n += (size_t)snprintf(buf + n, size - n, "%s%s %s", i ? ", " : "",
+                              !strncmp(jstr(o, "goal"), "min", 3) ? "min" : "max", jstr(o, "metric"));
+    }
+}
+
+/* A trial's value of every objective: its "objective" (the first), then
+ * each other's last value (a list is ranked by last values), ", "-joined. */
+static void fmt_trial_objectives(char *buf, size_t size, const json_t *exp, const json_t *tr)
+{
+    const json_t *objs = json_object_get(exp, "objectives");
+    cli_fmt_json_scalar(buf, size, json_object_get(tr, "objective"));
+    for (size_t k = 1; k < json_array_size(objs); k++) {
+        char v[64];
+        size_t n = strlen(buf);
+        cli_fmt_json_scalar(v, sizeof v, json_object_get(json_object_get(tr, "latest"),
+                                                         jstr(json_array_get(objs, k), "metric")));
+        snprintf(buf + n, size - n, ", %s", v);
+    }
+}
+
 int cli_cmd_ls(cli_ctx *ctx, int argc, char **argv)
 {
     static const char *const head[] = {"ID", "NAME", "STATE", "SEARCHER", "TRIALS", "RUNNING",
@@ -187,7 +219,9 @@ int cli_cmd_ls(cli_ctx *ctx, int argc, char **argv)
         cli_counts_from_json(&cn, json_object_get(e, "counts"));
         cli_table_cellf(&t, "%" PRId64, jint(e, "id"));
         cli_table_cell(&t, jstr(e, "name"));
-        cli_table_cell(&t, jstr(e, "state"));
+        /* docs/cli.md: ls --all marks an archived experiment in its state cell. */
+        if (json_is_true(json_object_get(e, "archived"))) cli_table_cellf(&t, "%s (archived)", jstr(e, "state"));
+        else cli_table_cell(&t, jstr(e, "state"));
         cli_table_cell(&t, jstr(e, "searcher"));
         int64_t max = jint(e, "max_trials");
         if (max > 0) cli_table_cellf(&t, "%" PRId64 "/%" PRId64, cli_counts_done(&cn), max);
@@ -195,7 +229,7 @@ int cli_cmd_ls(cli_ctx *ctx, int argc, char **argv)
         cli_table_cellf(&t, "%" PRId64, cn.running);
         cli_table_cellf(&t, "%" PRId64, cn.queued + cn.paused);
         cli_table_cellf(&t, "%" PRId64, cn.failed);
-        fmt_objective(buf, sizeof buf, e);
+        fmt_objectives(buf, sizeof buf, e);
         cli_table_cell(&t, buf);
         fmt_best(buf, sizeof buf, e);
         cli_table_cell(&t, buf);
@@ -247,13 +281,20 @@ static int on_front(const json_t *pareto, int64_t id)
 
 /* The trials; with pareto (a multi-objective or constrained experiment's
  * front) a PARETO column marks the front's trials with "*". */
-static void trials_table(cli_ctx *ctx, const json_t *trials, const json_t *pareto, int64_t now)
+static void trials_table(cli_ctx *ctx, const json_t *exp, const json_t *trials, const json_t *pareto, int64_t now)
 {
-    static const char *const head[] = {"TRIAL", "STATE", "AGENT", "RESTARTS", "DURATION",
-                                       "OBJECTIVE", "HPARAMS", "PARETO"};
+    /* With a list objective the column names every one: "val_loss, latency_ms". */
+    char objs[512] = "OBJECTIVE";
+    const char *head[] = {"TRIAL", "STATE", "AGENT", "RESTARTS", "DURATION", objs, "HPARAMS", "PARETO"};
     cli_table t;
     size_t i;
     json_t *tr;
+    json_array_foreach(json_object_get(exp, "objectives"), i, tr)
+        if (json_array_size(json_object_get(exp, "objectives")) > 1) {
+            char m[128];
+            cli_fmt_clean(m, sizeof m, jstr(tr, "metric"));   /* the metric's name is the user's */
+            snprintf(objs + (i ? strlen(objs) : 0), sizeof objs - (i ? strlen(objs) : 0), "%s%s", i ? ", " : "", m);
+        }
     cli_table_init(&t, pareto ? 8 : 7, head);
     cli_table_align(&t, 0, CLI_ALIGN_RIGHT);
     cli_table_align(&t, 3, CLI_ALIGN_RIGHT);
@@ -267,7 +308,7 @@ static void trials_table(cli_ctx *ctx, const json_t *trials, const json_t *paret
         cli_table_cellf(&t, "%" PRId64, jint(tr, "restarts"));
         cli_fmt_duration(buf, sizeof buf, trial_duration(tr, now));
         cli_table_cell(&t, buf);
-        cli_fmt_json_scalar(buf, sizeof buf, json_object_get(tr, "objective"));
+        fmt_trial_objectives(buf, sizeof buf, exp, tr);   /* every objective of a list */
         cli_table_cell(&t, buf);
         cli_fmt_hparams(buf, sizeof buf, json_object_get(tr, "hparams"));
         cli_table_cell(&t, buf);
@@ -336,7 +377,7 @@ int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
         goto end;
     }
     if (ctx->o.tsv) {
-        trials_table(ctx, trials, pareto, now);
+        trials_table(ctx, exp, trials, pareto, now);
         goto end;
     }
     cli_counts cn;
@@ -356,6 +397,10 @@ int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
     cli_fmt_clean(buf, sizeof buf, name);   /* the metric's name is the user's */
     if (pareto) print_pareto_head(ctx, pareto);
     else fprintf(ctx->out, "  objective  %simize %s\n", !strncmp(buf, "min", 3) ? "min" : "max", buf + 4);
+    /* How a trial's objective is computed (docs/guide.md "The objective"). */
+    const char *agg = jstr(json_object_get(exp, "objective"), "aggregate");
+    if (!strcmp(agg, "best") || !strcmp(agg, "last"))   /* nothing else reaches the terminal */
+        fprintf(ctx->out, "  aggregate  %s (a trial's objective is its %s report)\n", agg, agg);
     cli_fmt_bar(bar, sizeof bar, &cn, max, 30);
     fprintf(ctx->out, "  progress   %s %" PRId64 "/%" PRId64 " done, %" PRId64 " running, %" PRId64
             " queued, %" PRId64 " failed\n", bar, cli_counts_done(&cn),
@@ -387,7 +432,7 @@ int cli_cmd_show(cli_ctx *ctx, int argc, char **argv)
         fprintf(ctx->out, "  best       - (no trial has reported %s yet)\n", buf + 4);
     }
     fputc('\n', ctx->out);
-    trials_table(ctx, trials, pareto, now);
+    trials_table(ctx, exp, trials, pareto, now);
 end:
     json_decref(events);
     json_decref(exp);
@@ -524,20 +569,40 @@ int cli_cmd_kill(cli_ctx *ctx, int argc, char **argv)
     return CLI_OK;
 }
 
+/* The scheduler answers a pause of a PAUSED or a resume of an ACTIVE
+ * experiment with 200 (the API is idempotent for retries); the CLI tells a
+ * user that nothing happened: exit 6 (docs/cli.md "Exit codes"). The state
+ * is read first; a change between the read and the POST is the scheduler's
+ * to judge. */
+static int pause_or_resume(cli_ctx *ctx, const char *arg, const char *action, const char *already)
+{
+    char path[128];
+    int64_t id;
+    json_t *exp = NULL;
+    int rc;
+    if (cli_parse_id(arg, 'e', &id)) return cli_bad_id(ctx, "experiment", arg);
+    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64, id);
+    if ((rc = cli_api(ctx, "GET", path, NULL, &exp))) return rc;
+    int same = !strcmp(jstr(exp, "state"), already);
+    json_decref(exp);
+    if (same) {
+        fprintf(ctx->err, "error: experiment %" PRId64 " is already %s; only %s experiment can be %sd\n", id, already,
+                !strcmp(action, "pause") ? "an ACTIVE" : "a PAUSED", action);
+        return CLI_STATE;
+    }
+    return post_exp_action(ctx, id, action);
+}
+
 int cli_cmd_pause(cli_ctx *ctx, int argc, char **argv)
 {
-    int64_t id;
     (void)argc;
-    if (cli_parse_id(argv[0], 'e', &id)) return cli_bad_id(ctx, "experiment", argv[0]);
-    return post_exp_action(ctx, id, "pause");
+    return pause_or_resume(ctx, argv[0], "pause", "PAUSED");
 }
 
 int cli_cmd_resume(cli_ctx *ctx, int argc, char **argv)
 {
-    int64_t id;
     (void)argc;
-    if (cli_parse_id(argv[0], 'e', &id)) return cli_bad_id(ctx, "experiment", argv[0]);
-    return post_exp_action(ctx, id, "resume");
+    return pause_or_resume(ctx, argv[0], "resume", "ACTIVE");
 }
 
 /* ---- agents ---- */
@@ -618,8 +683,10 @@ static int csv_cell(hf_buf *row, int first, const char *s)
     return cli_csv_field(row, s);
 }
 
-int cli_export_csv(FILE *out, const json_t *trials)
+int cli_export_csv(FILE *out, const json_t *exp, const json_t *trials)
 {
+    const json_t *objs = json_array_size(json_object_get(exp, "objectives")) > 1 ? json_object_get(exp, "objectives")
+                                                                                 : NULL;
     static const char *const fixed[] = {"trial_id", "state", "agent", "restarts", "exit_code",
                                         "started_at", "ended_at", "duration_s", "objective"};
     json_t *hkeys = json_object(), *mkeys = json_object(), *tr, *v;
@@ -634,6 +701,11 @@ int cli_export_csv(FILE *out, const json_t *trials)
         collect_keys(mkeys, json_object_get(tr, "best"));
     }
     for (size_t c = 0; c < sizeof fixed / sizeof fixed[0]; c++) rc |= csv_cell(&row, c == 0, fixed[c]);
+    for (size_t o = 0; o < json_array_size(objs); o++) {
+        char name[300];
+        snprintf(name, sizeof name, "objective.%s", jstr(json_array_get(objs, o), "metric"));
+        rc |= csv_cell(&row, 0, name);
+    }
     json_object_foreach(hkeys, k, v) {
         char name[300];
         snprintf(name, sizeof name, "hp.%s", k);
@@ -667,6 +739,12 @@ int cli_export_csv(FILE *out, const json_t *trials)
         json_t *obj = json_object_get(tr, "objective");
         fmt_exact(buf, sizeof buf, json_number_value(obj));
         rc |= csv_cell(&row, 0, json_is_number(obj) ? buf : "");
+        for (size_t o = 0; o < json_array_size(objs); o++) {
+            json_t *ov = o == 0 ? obj : json_object_get(json_object_get(tr, "latest"),
+                                                         jstr(json_array_get(objs, o), "metric"));
+            fmt_exact(buf, sizeof buf, json_number_value(ov));
+            rc |= csv_cell(&row, 0, json_is_number(ov) ? buf : "");
+        }
         json_object_foreach(hkeys, k, v) {
             json_t *h = json_object_get(json_object_get(tr, "hparams"), k);
             if (json_is_real(h)) fmt_exact(buf, sizeof buf, json_real_value(h));
@@ -706,7 +784,7 @@ int cli_cmd_export(cli_ctx *ctx, int argc, char **argv)
         json_t *all = json_pack("{s:O, s:O}", "experiment", exp, "trials", list ? list : json_null());
         cli_print_json(ctx, all);
         json_decref(all);
-    } else if (cli_export_csv(ctx->out, list)) {
+    } else if (cli_export_csv(ctx->out, exp, list)) {
         fprintf(ctx->err, "error: a CSV row exceeded 1 MiB\n");
         rc = CLI_ERR;
     }

@@ -516,3 +516,40 @@ int cli_context_ship(cli_ctx *ctx, const char *dir, int64_t max_bytes, char sha2
                 (long long)res.files, human(h1, res.bytes), human(h2, res.size), res.sha256, how);
     return CLI_OK;
 }
+
+/* ---------- "context": DIR in the experiment file ---------- */
+
+static int is_sha256(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f'))) return 0;
+    return n == 64;
+}
+
+int cli_context_from_file(struct cli_ctx *ctx, const char *file, json_t *doc)
+{
+    json_t *c = json_object_get(doc, "context");
+    const char *v = json_string_value(c);
+    if (!c || json_is_null(c) || (v && is_sha256(v))) return CLI_OK;   /* none, or already shipped */
+    if (!v || !*v) {
+        fprintf(ctx->err, "error: %s: context: must be a directory (relative to the file) or a SHA-256\n", file);
+        return CLI_USAGE;
+    }
+    char dir[4096];
+    const char *slash = strcmp(file, "-") ? strrchr(file, '/') : NULL;
+    int n = v[0] == '/' || !slash ? snprintf(dir, sizeof dir, "%s", v)
+                                  : snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - file), file, v);
+    struct stat st;
+    const char *why = n < 0 || n >= (int)sizeof dir ? "path too long"
+                    : stat(dir, &st) != 0 ? strerror(errno) : !S_ISDIR(st.st_mode) ? "not a directory" : NULL;
+    if (why) {
+        fprintf(ctx->err, "error: %s: context: \"%s\" (%s): %s\n", file, v, dir, why);
+        return CLI_USAGE;
+    }
+    char sha[65];
+    int rc = cli_context_ship(ctx, dir, ctx->o.max_context_mb << 20, sha);
+    if (rc) return rc;
+    json_object_set_new(doc, "context", json_string(sha));
+    return CLI_OK;
+}

@@ -30,6 +30,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <jansson.h>
 
 #define CLI_CONTEXT_MAX_ENTRIES 100000   /* files and directories (agent_context.h takes as many) */
 #define CLI_CONTEXT_MAX_DEPTH   128      /* directory levels below DIR */
@@ -67,5 +68,14 @@ int cli_context_pack(const char *dir, const cli_context_opts *o, cli_context_res
  * refused here, with nothing uploaded; the HTTP mapping of cli_api). */
 struct cli_ctx;
 int cli_context_ship(struct cli_ctx *ctx, const char *dir, int64_t max_bytes, char sha256[65]);
+
+/* `submit FILE` without --context: a "context" in the file that is not a
+ * SHA-256 names a directory, relative to FILE's own directory (to the
+ * current one for "-") unless absolute; it is shipped as by --context
+ * (cap --max-context-mb) and replaced by its SHA-256 in doc
+ * (experiments/README.md, docs/cli.md "Shipping your code").
+ * RET CLI_OK (nothing to do, or shipped), CLI_USAGE for a context that is
+ * no directory, or cli_context_ship's code. */
+int cli_context_from_file(struct cli_ctx *ctx, const char *file, json_t *doc);
 
 #endif

@@ -54,13 +54,20 @@ int cli_importance_bar(char *buf, size_t size, double v, int width)
 
 int cli_cmd_importance(cli_ctx *ctx, int argc, char **argv)
 {
-    char path[160];
+    char path[512], q[3 * 64 + 1] = "";
     int64_t id;
     json_t *resp = NULL;
     int rc;
     (void)argc;
     if (cli_parse_id(argv[0], 'e', &id)) return id_error(ctx, argv[0], 'e');
-    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "/importance", id);
+    if (ctx->o.objective) {   /* the scheduler checks it is an objective (400 naming objective) */
+        if (!*ctx->o.objective || strlen(ctx->o.objective) > 64) {
+            fprintf(ctx->err, "error: --objective: a metric name of 1..64 bytes\n");
+            return CLI_USAGE;
+        }
+        cli_query_escape(q, sizeof q, ctx->o.objective);
+    }
+    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "/importance%s%s", id, *q ? "?objective=" : "", q);
     if ((rc = cli_api(ctx, "GET", path, NULL, &resp))) return rc;
     json_t *imp = json_object_get(resp, "importance");
     json_t *names = json_object_get(resp, "params");
@@ -80,8 +87,13 @@ int cli_cmd_importance(cli_ctx *ctx, int argc, char **argv)
             fprintf(ctx->out, "experiment %" PRId64 ": no importance yet (%" PRId64 " completed trial%s; fANOVA "
                     "needs at least 2, and a hyperparameter that varies)\n", id, n, n == 1 ? "" : "s");
         } else {
-            fprintf(ctx->out, "experiment %" PRId64 ": hyperparameter importance (fANOVA, %" PRId64
-                    " completed trials)\n", id, n);
+            const char *ob = json_string_value(json_object_get(resp, "objective"));
+            const char *goal = json_string_value(json_object_get(resp, "goal"));
+            char obc[72];
+            cli_fmt_clean(obc, sizeof obc, ob ? ob : "objective");
+            fprintf(ctx->out, "experiment %" PRId64 ": hyperparameter importance for %s%s (fANOVA, %" PRId64
+                    " completed trials)\n", id, obc, !goal ? "" : !strcmp(goal, "minimize") ? " (min)" : " (max)",
+                    n);
             int w = 0;
             size_t i;
             json_t *nm;
@@ -168,7 +180,12 @@ int cli_compare_table(cli_table *t, json_t *const *tr, size_t n, char (*heads)[3
         size_t i;
         json_t *k;
         json_array_foreach(keys, i, k) {
-            snprintf(label, sizeof label, "%s%s", prefix[g], json_string_value(k));
+            /* A best says which way it was taken (the trial's "goals"). */
+            const char *goal = NULL;
+            for (size_t j = 0; j < n && g == 1 && !goal; j++)
+                goal = json_string_value(json_object_get(json_object_get(tr[j], "goals"), json_string_value(k)));
+            snprintf(label, sizeof label, "%s%s%s", prefix[g], json_string_value(k),
+                     !goal ? "" : !strcmp(goal, "minimize") ? " (min)" : " (max)");
             compare_row(t, tr, n, groups[g], json_string_value(k), label);
         }
         json_decref(keys);
@@ -300,6 +317,9 @@ int cli_logs_grep(cli_ctx *ctx, int argc, char **argv)
         after = next;
     }
     fflush(ctx->out);
+    /* docs/cli.md: an empty result is said, on stderr, so that stdout stays
+     * the matches alone for pipes; it is not an error (exit 0). */
+    if (printed == 0) fprintf(ctx->err, "0 matches\n");
 end:
     json_decref(resp);
     return rc;

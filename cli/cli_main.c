@@ -11,6 +11,7 @@
 #include "hf_config.h"
 #include "hf_err.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,7 +25,7 @@ enum {
     OPT_FOLLOW = 1 << 0, OPT_CSV = 1 << 1, OPT_WATCH = 1 << 2, OPT_INTERVAL = 1 << 3,
     OPT_TAIL = 1 << 4, OPT_PLAIN = 1 << 5, OPT_UP = 1 << 6, OPT_NOHTTP = 1 << 7,
     OPT_DOWNLOAD = 1 << 8, OPT_YES = 1 << 9, OPT_ALL = 1 << 10, OPT_TAG = 1 << 11, OPT_EXTEND = 1 << 12,
-    OPT_CONTEXT = 1 << 13, OPT_GREP = 1 << 14
+    OPT_CONTEXT = 1 << 13, OPT_GREP = 1 << 14, OPT_WEBHOOK = 1 << 15, OPT_OBJECTIVE = 1 << 16
 };
 
 typedef struct cli_command {
@@ -41,7 +42,9 @@ static const cli_command commands[] = {
     {"up", cli_cmd_up, OPT_UP | OPT_NOHTTP, 0, 0,
      "hyperfarm up [--listen ADDR:PORT] [--db PATH] [--slots N] [--workdir DIR]",
      "Start a scheduler and one local agent (a farm on this laptop), print the\n"
-     "dashboard URL, and stay in the foreground until Ctrl-C, which stops both.",
+     "dashboard URL, and stay in the foreground until Ctrl-C, which stops both.\n"
+     "Their logs go to one file beside the database (hyperfarm.db -> hyperfarm.log),\n"
+     "the agent's work folder is hyperfarm-work beside it too (unless --workdir).",
      "  hyperfarm up\n  hyperfarm up --listen 127.0.0.1:9090 --db /tmp/farm.db --slots 2\n"},
     {"submit", cli_cmd_submit, OPT_WATCH | OPT_INTERVAL | OPT_PLAIN | OPT_CONTEXT, 1, 1,
      "hyperfarm submit FILE|- [--watch] [--context DIR [--max-context-mb N]]",
@@ -94,7 +97,7 @@ static const cli_command commands[] = {
      "  hyperfarm pause 3\n"},
     {"resume", cli_cmd_resume, 0, 1, 1,
      "hyperfarm resume EXP",
-     "Resume a paused experiment.",
+     "Resume a paused experiment (exit 6 when it is already ACTIVE).",
      "  hyperfarm resume 3\n"},
     {"agents", cli_cmd_agents, 0, 0, 0,
      "hyperfarm agents [--json|--tsv]",
@@ -111,11 +114,12 @@ static const cli_command commands[] = {
      "(short), attempt, when it was stored and the agent that uploaded it.",
      "  hyperfarm checkpoints 17\n  hyperfarm checkpoints t17 --json | jq '.checkpoints[-1].sha256'\n"},
     {"download", cli_cmd_download, OPT_DOWNLOAD, 1, 1,
-     "hyperfarm download TRIAL [--step N] -o DIR",
-     "Download a trial's newest checkpoint (or the one at step N) into DIR,\n"
-     "streamed to a temp file, SHA-256 verified, then renamed; a progress bar on\n"
-     "a terminal. Exit code 3 when the trial has no checkpoint at that step.",
-     "  hyperfarm download 17 -o ./best\n  hyperfarm download t17 --step 120 -o /tmp/ck\n"},
+     "hyperfarm download TRIAL [--step N | --best] -o DIR",
+     "Download a trial's newest checkpoint (the one at step N, or with --best the\n"
+     "one that scored the trial's objective) into DIR, streamed to a temp file,\n"
+     "SHA-256 verified, then renamed; a progress bar on a terminal. Exit code 3\n"
+     "when the trial has no such checkpoint.",
+     "  hyperfarm download 17 --best -o ./best\n  hyperfarm download t17 --step 120 -o /tmp/ck\n"},
     {"archive", cli_cmd_archive, 0, 1, 1,
      "hyperfarm archive EXP",
      "Archive an ended (or paused) experiment: its summary and trials stay, all\n"
@@ -151,17 +155,30 @@ static const cli_command commands[] = {
      "hyperfarm describe EXP TEXT|-",
      "Set an experiment's description (Markdown; '-' reads stdin; \"\" clears it).",
      "  hyperfarm describe 3 'Baseline: **Adam**, cosine schedule'\n  hyperfarm describe 3 - < README.md\n"},
-    {"importance", cli_cmd_importance, 0, 1, 1,
-     "hyperfarm importance EXP [--json|--tsv]",
+    {"importance", cli_cmd_importance, OPT_OBJECTIVE, 1, 1,
+     "hyperfarm importance EXP [--objective METRIC] [--json|--tsv]",
      "Which hyperparameters mattered: fANOVA importance over the experiment's\n"
      "completed trials (as Optuna's FanovaImportanceEvaluator), largest first,\n"
-     "as bars that sum to 1.",
-     "  hyperfarm importance 3\n  hyperfarm importance 3 --tsv | head -2\n"},
+     "as bars that sum to 1; ranked by the first objective, or by METRIC, another\n"
+     "objective of a list.",
+     "  hyperfarm importance 3\n  hyperfarm importance 3 --tsv | head -2\n"
+     "  hyperfarm importance 4 --objective latency\n"},
     {"compare", cli_cmd_compare, 0, 2, CLI_COMPARE_MAX,
      "hyperfarm compare T1 T2 [T3...] [--json|--tsv]",
      "Trials side by side: state, objective, every hyperparameter, best and latest\n"
      "metric; rows where the trials differ are marked with '*'.",
      "  hyperfarm compare 17 21\n  hyperfarm compare t3 t4 t9 --tsv\n"},
+    {"webhooks", cli_cmd_webhooks, OPT_WEBHOOK, 0, 2,
+     "hyperfarm webhooks [list] | add URL [--experiment EXP] [--events F,F] [--format json|slack] [--secret S]"
+     " | test ID | delete ID",
+     "Webhooks on experiment and trial state changes (docs/api.md \"Roles\" says who\n"
+     "may do what): list them with their deliveries; add one (all experiments, or\n"
+     "one with --experiment; --events filters such as trial.FAILED,experiment.*;\n"
+     "prints its id, and on stderr the signing secret when the scheduler made it);\n"
+     "test one (a webhook.test delivery through the real outbox); delete one.",
+     "  hyperfarm webhooks add https://hooks.example.com/hf --events 'experiment.*,trial.FAILED'\n"
+     "  hyperfarm webhooks add https://hooks.slack.com/services/T/B/X --format slack --experiment 3\n"
+     "  hyperfarm webhooks\n  hyperfarm webhooks test 1\n  hyperfarm webhooks delete 1\n"},
     {"completion", cli_cmd_completion, OPT_NOHTTP, 1, 1,
      "hyperfarm completion bash",
      "Print a bash completion script.",
@@ -173,7 +190,7 @@ static const cli_command commands[] = {
 const char *const cli_command_names[] = {
     "up", "submit", "ls", "show", "watch", "logs", "kill", "pause", "resume",
     "agents", "export", "checkpoints", "download", "archive", "delete", "extend", "fork", "tag", "note", "describe",
-    "importance", "compare", "completion", "help", "version", NULL
+    "importance", "compare", "webhooks", "completion", "help", "version", NULL
 };
 
 static const cli_command *find_command(const char *name)
@@ -213,6 +230,9 @@ static void build_opts(hf_cfg_opt *opts, cli_opts *o, int which)
         ADD("ignore-case", NULL, HF_CFG_BOOL, &o->icase, "false", 0, -1, "(-i) ignore ASCII case");
         ADD("limit", NULL, HF_CFG_INT, &o->limit, "0", 0, 100000000, "print at most N matches (0 = all)");
     }
+    if (which & OPT_OBJECTIVE)
+        ADD("objective", NULL, HF_CFG_STR, &o->objective, NULL, 0, -1,
+            "rank by this objective of a list (default: the first)");
     if (which & OPT_CSV)
         ADD("csv", NULL, HF_CFG_BOOL, &o->csv, "false", 0, -1, "CSV output");
     if (which & OPT_WATCH)
@@ -231,6 +251,7 @@ static void build_opts(hf_cfg_opt *opts, cli_opts *o, int which)
         ADD("all", NULL, HF_CFG_BOOL, &o->all, "false", 0, -1, "archived experiments too");
     if (which & OPT_DOWNLOAD) {
         ADD("step", NULL, HF_CFG_INT, &o->step, "-1", -1, INT64_MAX, "the checkpoint at this step (default: the newest)");
+        ADD("best", NULL, HF_CFG_BOOL, &o->best, "false", 0, -1, "the checkpoint that scored the trial's objective");
         ADD("output", NULL, HF_CFG_STR, &o->output, NULL, 0, -1, "(-o) folder to write the checkpoint into");
     }
     if (which & OPT_YES)
@@ -240,6 +261,14 @@ static void build_opts(hf_cfg_opt *opts, cli_opts *o, int which)
             "pack DIR (minus DIR/.hyperfarmignore) as the trials' code and set \"context\"");
         ADD("max-context-mb", NULL, HF_CFG_INT, &o->max_context_mb, "64", 1, 1024,
             "refuse a context whose files add up to more MiB");
+    }
+    if (which & OPT_WEBHOOK) {
+        ADD("experiment", NULL, HF_CFG_STR, &o->experiment, NULL, 0, -1, "add: only this experiment's changes");
+        ADD("events", NULL, HF_CFG_STR, &o->events, "*", 0, -1,
+            "add: comma-separated filters (*, experiment.*, trial.FAILED, ...)");
+        ADD("format", NULL, HF_CFG_STR, &o->format, "json", 0, -1, "add: json or slack");
+        ADD("secret", NULL, HF_CFG_STR, &o->secret, NULL, 0, -1,
+            "add: the HMAC signing secret (default: the scheduler makes one)");
     }
     if (which & OPT_UP) {
         ADD("listen", NULL, HF_CFG_STR, &o->listen, NULL, 0, -1,
@@ -291,6 +320,7 @@ static void print_help(FILE *f)
         "set an experiment's description (Markdown)",
         "which hyperparameters mattered (fANOVA importance as bars)",
         "trials side by side, differences marked",
+        "list, add, test or delete webhooks",
         "print a bash completion script",
     };
     int i = 0;
@@ -398,6 +428,12 @@ int cli_main(int argc, char **argv, FILE *out, FILE *err)
         if (ctx.o.ca_file) hf_http_set_cafile(ctx.http, ctx.o.ca_file);
     }
     rc = c->fn(&ctx, npos, vec + 1);
+    /* Output that did not reach its file (a full disk, a closed pipe) is a
+     * failure, not a success (exit 1, docs/cli.md "Exit codes"). */
+    if ((fflush(out) || ferror(out)) && rc == CLI_OK) {
+        fprintf(err, "error: cannot write the output: %s\n", strerror(errno));
+        rc = CLI_ERR;
+    }
 end:
     hf_http_free(ctx.http);
     free(vec);

@@ -8,6 +8,13 @@
  * child dies on its own, the other is stopped and `up` exits 1, so a
  * half-farm never lingers.
  *
+ * The children's output goes to one log file beside the database
+ * (hyperfarm.db -> hyperfarm.log, appended), not to the terminal: a
+ * sweep's agent and scheduler log hundreds of lines, which would bury
+ * what the user runs in the same terminal (docs/cli.md). The agent's work
+ * folder defaults to hyperfarm-work in the database's folder too, so one
+ * farm's files sit together.
+ *
  * The programs are looked up next to our own executable (bin/), then on
  * PATH. Children get PR_SET_PDEATHSIG so a SIGKILLed `up` does not leave
  * them behind, and run in their own process groups so a terminal's Ctrl-C
@@ -18,6 +25,7 @@
 #include "hf_time.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -77,7 +85,28 @@ static void sibling(char *out, size_t size, const char *name)
     snprintf(out, size, "%s", name);
 }
 
-static pid_t spawn(cli_ctx *ctx, char *const argv[])
+/* The log file of a database path: its extension (".db") replaced by
+ * ".log", or ".log" appended when it has none. RET 0 or HF_ETOOBIG. */
+static int up_log_path(char *out, size_t size, const char *db)
+{
+    const char *slash = strrchr(db, '/'), *dot = strrchr(db, '.');
+    size_t stem = dot && dot > (slash ? slash + 1 : db) ? (size_t)(dot - db) : strlen(db);
+    int w = snprintf(out, size, "%.*s.log", (int)stem, db);
+    return w > 0 && (size_t)w < size ? HF_OK : HF_ETOOBIG;
+}
+
+/* The folder of a database path ("." when it has none) + "/" + name. */
+static int up_beside_db(char *out, size_t size, const char *db, const char *name)
+{
+    const char *slash = strrchr(db, '/');
+    int w = slash ? snprintf(out, size, "%.*s/%s", (int)(slash - db) + (slash == db), db, name)
+                  : snprintf(out, size, "%s", name);
+    return w > 0 && (size_t)w < size ? HF_OK : HF_ETOOBIG;
+}
+
+/* Start argv[0] in its own process group with stdout and stderr on logfd
+ * (when >= 0). RET the pid, or -1 with the reason printed. */
+static pid_t spawn(cli_ctx *ctx, char *const argv[], int logfd)
 {
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -91,6 +120,8 @@ static pid_t spawn(cli_ctx *ctx, char *const argv[])
         if (getppid() != parent) _exit(127);   /* parent died before prctl */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        if (logfd >= 0 && (dup2(logfd, STDOUT_FILENO) < 0 || dup2(logfd, STDERR_FILENO) < 0)) _exit(127);
+        if (logfd > STDERR_FILENO) close(logfd);
         execvp(argv[0], argv);
         fprintf(stderr, "hyperfarm up: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -135,10 +166,10 @@ static void describe_exit(FILE *f, const char *what, int st)
 int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
 {
     char listen[256], url[300], sched[PATH_MAX], agent[PATH_MAX], web[PATH_MAX] = "";
-    char workdir[PATH_MAX], slots[32], name[128] = "local";
+    char workdir[PATH_MAX], slots[32], name[128] = "local", logpath[PATH_MAX];
     pid_t spid = -1, apid = -1;
     hf_http *h = NULL;
-    int rc = CLI_ERR, st;
+    int rc = CLI_ERR, st, logfd = -1;
     struct sigaction sa, old_int, old_term;
     (void)argc; (void)argv;
 
@@ -173,7 +204,20 @@ int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
         }
     }
     if (ctx->o.workdir) snprintf(workdir, sizeof workdir, "%s", ctx->o.workdir);
-    else snprintf(workdir, sizeof workdir, "hyperfarm-work");
+    else if (up_beside_db(workdir, sizeof workdir, ctx->o.db, "hyperfarm-work")) {
+        fprintf(ctx->err, "error: --db '%s': path too long\n", ctx->o.db);
+        rc = CLI_USAGE;
+        goto end;
+    }
+    if (up_log_path(logpath, sizeof logpath, ctx->o.db)) {
+        fprintf(ctx->err, "error: --db '%s': path too long\n", ctx->o.db);
+        rc = CLI_USAGE;
+        goto end;
+    }
+    if ((logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+        fprintf(ctx->err, "error: cannot open the log file %s: %s\n", logpath, strerror(errno));
+        goto end;
+    }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(slots, sizeof slots, "%lld", (long long)(ctx->o.slots > 0 ? ctx->o.slots : ncpu > 0 ? ncpu : 1));
     if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "local");
@@ -186,7 +230,7 @@ int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
 
     char *sargv[] = {sched, "--listen", listen, "--db", (char *)ctx->o.db,
                      web[0] ? "--web" : NULL, web, NULL};
-    if ((spid = spawn(ctx, sargv)) < 0) goto restore;
+    if ((spid = spawn(ctx, sargv, logfd)) < 0) goto restore;
     int64_t t0 = hf_mono_ms();
     while (!healthy(h)) {
         if (waitpid(spid, &st, WNOHANG) == spid) {
@@ -194,7 +238,8 @@ int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
             if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
                 fprintf(ctx->err, "error: %s could not be run: build it with 'make' or put it on PATH\n", sched);
             else
-                fprintf(ctx->err, "error: the scheduler did not start (is %s in use? try --listen)\n", listen);
+                fprintf(ctx->err, "error: the scheduler did not start (is %s in use? try --listen); its log: %s\n",
+                        listen, logpath);
             spid = -1;
             goto stop;
         }
@@ -208,22 +253,27 @@ int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
     }
     char *aargv[] = {agent, "--scheduler", url, "--name", name, "--slots", slots, "--workdir", workdir,
                      NULL};
-    if ((apid = spawn(ctx, aargv)) < 0) goto stop;
+    if ((apid = spawn(ctx, aargv, logfd)) < 0) goto stop;
     fprintf(ctx->out,
             "hyperfarm is up\n"
             "  dashboard  %s/\n"
             "  API        %s/api/v1   (export HYPERFARM_URL=%s)\n"
             "  database   %s\n"
             "  agent      %s, %s slots, work dir %s\n"
-            "try: hyperfarm submit experiments/fmnist-mlp-random.json && hyperfarm watch 1\n"
+            "  logs       %s (scheduler and agent)\n"
+            "try: %s%s%shyperfarm submit experiments/fmnist-mlp-random.json --watch\n"
             "Ctrl-C stops the agent and the scheduler.\n",
-            url, url, url, ctx->o.db, name, slots, workdir);
+            url, url, url, ctx->o.db, name, slots, workdir, logpath,
+            /* another address than the CLI's default: the hint must name it */
+            strcmp(url, CLI_DEFAULT_URL) ? "export HYPERFARM_URL=" : "", strcmp(url, CLI_DEFAULT_URL) ? url : "",
+            strcmp(url, CLI_DEFAULT_URL) ? "; " : "");
     fflush(ctx->out);
     rc = CLI_OK;
     while (!up_stop) {
         pid_t p = waitpid(-1, &st, WNOHANG);
         if (p == spid || p == apid) {
             describe_exit(ctx->err, p == spid ? "the scheduler" : "the agent", st);
+            fprintf(ctx->err, "hyperfarm up: see its log: %s\n", logpath);
             if (p == spid) spid = -1;
             else apid = -1;
             rc = CLI_ERR;
@@ -239,6 +289,7 @@ restore:
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
 end:
+    if (logfd >= 0) close(logfd);
     hf_http_free(h);
     return rc;
 }

@@ -8,6 +8,9 @@
  * so a log does not fill with identical lines. --json prints each changed
  * EXP_SUMMARY as one compact JSON line.
  *
+ * Exit code (docs/cli.md "Exit codes"): 0 when the experiment ended
+ * COMPLETED, 1 when it ended FAILED or CANCELED (its end_reason printed).
+ *
  * A scheduler that goes away after the first answer (a restart) is waited
  * for up to WATCH_OUTAGE_MS before giving up; one that never answered is
  * reported at once (exit 4).
@@ -102,7 +105,43 @@ int cli_watch_tty_line(char *buf, size_t size, const json_t *exp, int64_t elapse
 
 static int exp_ended(const char *state)
 {
-    return !strcmp(state, "COMPLETED") || !strcmp(state, "CANCELED");
+    return !strcmp(state, "COMPLETED") || !strcmp(state, "CANCELED") || !strcmp(state, "FAILED");
+}
+
+/* A list objective: every objective and the Pareto front's trials with
+ * each one's values (docs/search.md "Multi-objective search"). */
+static void print_front(cli_ctx *ctx, const json_t *exp)
+{
+    const json_t *objs = json_object_get(exp, "objectives"), *o, *p;
+    json_t *front = NULL;
+    char path[96], m[256], line[1024];
+    size_t i, n = 0;
+    if (json_array_size(objs) < 2) return;
+    json_array_foreach(objs, i, o) {
+        if (n >= sizeof line) break;   /* truncated */
+        cli_fmt_clean(m, sizeof m, jstr(o, "metric"));
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", i ? ", " : "",
+                              !strncmp(jstr(o, "goal"), "min", 3) ? "min" : "max", m);
+    }
+    fprintf(ctx->out, "objectives: %s\n", line);
+    snprintf(path, sizeof path, "/api/v1/experiments/%" PRId64 "/pareto", jint(exp, "id"));
+    if (cli_api(ctx, "GET", path, NULL, &front) != CLI_OK) return;
+    const json_t *pts = json_object_get(front, "trials");
+    fprintf(ctx->out, "pareto front: %zu trial%s\n", json_array_size(pts), json_array_size(pts) == 1 ? "" : "s");
+    json_array_foreach(pts, i, p) {
+        size_t k;
+        const json_t *v;
+        n = 0;
+        json_array_foreach(json_object_get(p, "values"), k, v) {
+            char num[64];
+            if (n >= sizeof line) break;   /* truncated */
+            cli_fmt_json_scalar(num, sizeof num, v);
+            cli_fmt_clean(m, sizeof m, jstr(json_array_get(objs, k), "metric"));
+            n += (size_t)snprintf(line + n, sizeof line - n, "%s%s = %s", k ? ", " : "", m, num);
+        }
+        fprintf(ctx->out, "  trial %" PRId64 ": %s\n", jint(p, "trial_id"), n ? line : "-");
+    }
+    json_decref(front);
 }
 
 /* Final words: state, duration, counts and the best trial's hyperparameters. */
@@ -118,6 +157,13 @@ static void print_summary(cli_ctx *ctx, const json_t *exp)
             " stopped early, %" PRId64 " failed, %" PRId64 " canceled)\n",
             jint(exp, "id"), jstr(exp, "state"), dur, cli_counts_done(&c), c.completed, c.stopped,
             c.failed, c.canceled);
+    /* Why it ended (docs/scheduler.md "End states"), unless it just finished. */
+    const char *why = jstr(exp, "end_reason");
+    if (*why && strcmp(why, "search finished")) {
+        char shown[512];
+        cli_fmt_clean(shown, sizeof shown, why);
+        fprintf(ctx->out, "reason: %s\n", shown);
+    }
     if (!json_is_object(b)) {
         fprintf(ctx->out, "no trial reported the objective\n");
         return;
@@ -133,6 +179,7 @@ static void print_summary(cli_ctx *ctx, const json_t *exp)
     cli_fmt_clean(metric, sizeof metric, jstr(json_object_get(exp, "objective"), "metric"));
     fprintf(ctx->out, "best trial %" PRId64 ": %s = %s  %s\n", tid, *metric ? metric : "objective", num, shown);
     json_decref(tr);
+    print_front(ctx, exp);
 }
 
 int cli_watch_experiment(cli_ctx *ctx, int64_t exp_id)

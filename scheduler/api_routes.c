@@ -450,18 +450,53 @@ static enum MHD_Result h_exp_metrics(api_call *k)
 }
 
 /* fANOVA importance of the hyperparameters over the finished trials
- * (importance.h), from the cache while no trial finished since. */
+ * (importance.h), from the cache while no trial finished since; ranked by
+ * ?objective= (one of the experiment's objectives, default the first;
+ * docs/search.md "Hyperparameter importance"). */
 static enum MHD_Result h_exp_importance(api_call *k)
 {
     json_t *sum = NULL, *trials = NULL, *out = NULL;
+    enum MHD_Result r;
+    const char *want = api_query_arg(k, "objective");
     int rc = sched_experiment_export(k->a->s, k->id, &sum, &trials);
-    if (rc == 0) {
-        const json_t *hp = json_object_get(json_object_get(sum, "config"), "hyperparameters");
-        rc = importance_cache_get(k->a->imp, k->id, hp, trials, &out, &k->e);
+    if (rc) goto end;
+    /* Every objective: a list's "objectives", else the one "objective". */
+    json_t *one = json_object_get(sum, "objective"), *objs = json_object_get(sum, "objectives"), *ob = one;
+    size_t n = json_is_array(objs) ? json_array_size(objs) : 1, pick = 0;
+    if (want) {
+        for (pick = 0; pick < n; pick++) {
+            ob = json_is_array(objs) ? json_array_get(objs, pick) : one;
+            if (!strcmp(want, json_string_value(json_object_get(ob, "metric")) ?: "")) break;
+        }
+        if (pick == n) {
+            char names[1024] = "";
+            for (size_t i = 0; i < n; i++) {
+                const json_t *oi = json_is_array(objs) ? json_array_get(objs, i) : one;
+                size_t l = strlen(names);
+                snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "",
+                         json_string_value(json_object_get(oi, "metric")) ?: "");
+            }
+            r = api_send_err(k->c, 400, "objective", "not an objective of experiment %lld (one of: %s)",
+                             (long long)k->id, names);
+            goto out;
+        }
     }
+    /* The first objective is the trials' "objective"; another one its last value. */
+    const char *metric = json_string_value(json_object_get(ob, "metric"));
+    const json_t *hp = json_object_get(json_object_get(sum, "config"), "hyperparameters");
+    rc = importance_cache_get(k->a->imp, k->id, pick ? metric : NULL, hp, trials, &out, &k->e);
+    if (rc == 0) {
+        json_object_set_new(out, "objective", json_string(metric ? metric : ""));
+        json_object_set(out, "goal", json_object_get(ob, "goal") ?: json_null());
+    }
+end:
+    r = reply(k, rc, "experiment", 200, out);
+    out = NULL;
+out:
+    json_decref(out);
     json_decref(sum);
     json_decref(trials);
-    return reply(k, rc, "experiment", 200, out);
+    return r;
 }
 
 /* ---------- handlers: trials ---------- */
@@ -697,24 +732,44 @@ static enum MHD_Result h_webhook_list(api_call *k)
     return reply(k, rc, "webhook", 200, out);
 }
 
-static enum MHD_Result h_webhook_delete(api_call *k)
+/* May the request act on (verb: "delete", "test") hook k->id? 0 when it
+ * may, else 1 with the 404 or 403 in *ret (docs/api.md "Roles"). */
+static int hook_refused(api_call *k, const char *verb, enum MHD_Result *ret)
 {
-    if (!k->a->wh) return no_webhooks(k);
     char owner[AUTH_NAME_MAX + 1];
     int64_t xid = 0;
-    enum MHD_Result ret;
     int rc = webhook_owner(k->a->wh, k->id, owner, sizeof owner, &xid);
-    if (rc) return api_send_rc(k->c, rc, NULL, "webhook");
+    if (rc) return (*ret = api_send_rc(k->c, rc, NULL, "webhook")), 1;
     if (xid == 0 && k->role != AUTH_ADMIN)
-        return refuse(k, 0, 0, NULL, "webhook %lld is global; only an admin may delete it", (long long)k->id);
+        return (*ret = refuse(k, 0, 0, NULL, "webhook %lld is global; only an admin may %s it", (long long)k->id,
+                              verb)), 1;
     /* A per-experiment hook: its creator, the experiment's owner, or an admin. */
     if (xid > 0 && !may_change(k, owner)) {
         char what[48];
-        snprintf(what, sizeof what, "delete webhook %lld of", (long long)k->id);
-        if (owner_refused(k, xid, 0, what, &ret)) return ret;
+        snprintf(what, sizeof what, "%s webhook %lld of", verb, (long long)k->id);
+        if (owner_refused(k, xid, 0, what, ret)) return 1;
     }
-    rc = webhook_delete(k->a->wh, k->id);
+    return 0;
+}
+
+static enum MHD_Result h_webhook_delete(api_call *k)
+{
+    if (!k->a->wh) return no_webhooks(k);
+    enum MHD_Result ret;
+    if (hook_refused(k, "delete", &ret)) return ret;
+    int rc = webhook_delete(k->a->wh, k->id);
     return reply(k, rc, "webhook", 200, rc ? NULL : json_pack("{sIsb}", "id", (json_int_t)k->id, "deleted", 1));
+}
+
+/* A webhook.test delivery through the outbox (webhook_test). */
+static enum MHD_Result h_webhook_test(api_call *k)
+{
+    if (!k->a->wh) return no_webhooks(k);
+    enum MHD_Result ret;
+    json_t *out = NULL;
+    if (hook_refused(k, "test", &ret)) return ret;
+    int rc = webhook_test(k->a->wh, k->id, k->user, &out);
+    return reply(k, rc, "webhook", 202, out);
 }
 
 static enum MHD_Result h_agent_wait(api_call *k)
@@ -762,6 +817,7 @@ static const api_route routes[] = {
     {"/api/v1/webhooks",             "GET",       ROLE_USER,  USER_MAX,  F_NO_AGENT,    h_webhook_list},
     {"/api/v1/webhooks",             "POST",      ROLE_USER,  USER_MAX,  F_JSON,        h_webhook_create},
     {"/api/v1/webhooks/*",           "DELETE",    ROLE_USER,  USER_MAX,  0,             h_webhook_delete},
+    {"/api/v1/webhooks/*/test",      "POST",      ROLE_USER,  USER_MAX,  0,             h_webhook_test},
     {"/api/v1/agents",               "GET",       ROLE_USER,  USER_MAX,  0,             h_agent_list},
     {"/api/v1/agents",               "POST",      ROLE_AGENT, USER_MAX,  F_JSON,        h_agent_register},
     {"/api/v1/agents/*/heartbeat",   "POST",      ROLE_AGENT, AGENT_MAX, F_JSON,        h_agent_heartbeat},

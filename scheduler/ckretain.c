@@ -80,14 +80,18 @@ void ckretain_decide(const ckretain_policy *p, int archived, const ckr_trial *tr
         const ckr_trial *t = &trials[ck[a].trial];
         int is_best = 0;
         for (size_t j = 0; j < nb; j++) is_best |= best[j] == ck[a].trial;
-        size_t best_at = b - 1;   /* the newest, unless a row is at the best step */
-        for (size_t j = a; j < b && is_best && t->best_step >= 0; j++)
-            if (ck[j].step == t->best_step) best_at = j;
+        /* The row that scored the trial's objective: the newest at the
+         * step of the objective's report (docs/guide.md "The objective");
+         * every ended trial keeps it, so download --best always works. */
+        size_t score_at = b;
+        for (size_t j = a; j < b && t->has_obj && t->best_step >= 0; j++)
+            if (ck[j].step == t->best_step) score_at = j;
+        size_t best_at = score_at < b ? score_at : b - 1;   /* else the newest */
         for (size_t j = a; j < b; j++) {
             int newest_k = (int64_t)(b - j) <= p->keep_latest;
             if (archived) ck[j].keep = 0;
             else if (!t->ended) ck[j].keep = 1;
-            else ck[j].keep = newest_k || (j == b - 1 && t->needed) || (is_best && j == best_at);
+            else ck[j].keep = newest_k || (j == b - 1 && t->needed) || (is_best && j == best_at) || j == score_at;
         }
         a = b;
     }
@@ -129,6 +133,7 @@ static int state_ended(const char *s)
 typedef struct exp_facts {
     ckretain_policy pol;
     int  goal_max;
+    int  agg_last;      /* objective.aggregate "last" (the default with a list) */
     int  reuses;        /* ASHA or PBT, still ACTIVE or PAUSED */
     char metric[80];
 } exp_facts;
@@ -138,8 +143,13 @@ static void exp_facts_read(const char *config, const char *state, exp_facts *f)
     json_t *cfg = json_loads(config ? config : "{}", 0, NULL);
     json_t *pol = json_object_get(cfg, "checkpoint_policy");
     json_t *kl = json_object_get(pol, "keep_latest"), *kb = json_object_get(pol, "keep_best_trials");
-    const char *goal = json_string_value(json_object_get(json_object_get(cfg, "objective"), "goal"));
-    const char *metric = json_string_value(json_object_get(json_object_get(cfg, "objective"), "metric"));
+    /* The first objective of a list is the trial's objective (docs/search.md). */
+    json_t *obj = json_object_get(cfg, "objective");
+    if (json_is_array(obj)) obj = json_array_get(obj, 0);
+    const char *goal = json_string_value(json_object_get(obj, "goal"));
+    const char *metric = json_string_value(json_object_get(obj, "metric"));
+    const char *agg = json_string_value(json_object_get(obj, "aggregate"));
+    f->agg_last = agg ? strcmp(agg, "last") == 0 : json_is_array(json_object_get(cfg, "objective"));
     const char *srch = json_string_value(json_object_get(json_object_get(cfg, "searcher"), "name"));
     f->pol.keep_latest = json_is_integer(kl) ? json_integer_value(kl) : EXP_DEFAULT_KEEP_LATEST;
     f->pol.keep_best_trials = json_is_integer(kb) ? json_integer_value(kb) : EXP_DEFAULT_KEEP_BEST;
@@ -211,14 +221,19 @@ end:
     return rc;
 }
 
-/* The step of each trial's first report of its best objective value. */
+/* The step of each trial's report that scored its objective: the first
+ * report of its best value, with aggregate "last" its last report. */
 static int load_best_steps(sqlite3 *db, int64_t xid, const exp_facts *f, exp_rows *r)
 {
     sqlite3_stmt *st = NULL;
     int rc = HF_EDB, src;
-    if (sqlite3_prepare_v2(db, "SELECT m.trial_id, m.step, MIN(m.seq) FROM metrics m JOIN trials t ON t.id=m.trial_id "
-                               "WHERE t.experiment_id=?1 AND m.name=?2 AND m.step IS NOT NULL AND m.value=t.objective "
-                               "GROUP BY m.trial_id", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, f->agg_last
+                               ? "SELECT m.trial_id, m.step, MAX(m.seq) FROM metrics m JOIN trials t ON t.id=m.trial_id "
+                                 "WHERE t.experiment_id=?1 AND m.name=?2 AND m.step IS NOT NULL AND m.value=t.objective "
+                                 "GROUP BY m.trial_id"
+                               : "SELECT m.trial_id, m.step, MIN(m.seq) FROM metrics m JOIN trials t ON t.id=m.trial_id "
+                                 "WHERE t.experiment_id=?1 AND m.name=?2 AND m.step IS NOT NULL AND m.value=t.objective "
+                                 "GROUP BY m.trial_id", -1, &st, NULL) != SQLITE_OK)
         goto end;
     sqlite3_bind_int64(st, 1, xid);
     sqlite3_bind_text(st, 2, f->metric, -1, SQLITE_STATIC);
@@ -315,6 +330,27 @@ int ckretain_release(ckretain *cr, const char (*hashes)[CKSTORE_HASH_LEN + 1], s
     return release_hashes(cr, hashes, n, &bytes);
 }
 
+/* Store the metrics of each kept row's step (schema/0014) once its trial
+ * has ended: every report is in by then. RET 0 or HF_EDB / HF_ENOSPC. */
+static int fill_metrics(sqlite3 *db, int64_t xid)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = HF_EDB;
+    if (sqlite3_prepare_v2(db, "UPDATE checkpoints SET metrics=(SELECT json_group_object(name,value) FROM (SELECT "
+                               "m.name,m.value,MAX(m.seq) FROM metrics m WHERE m.trial_id=checkpoints.trial_id AND "
+                               "m.step=checkpoints.step GROUP BY m.name)) WHERE metrics IS NULL AND step IS NOT NULL "
+                               "AND state='stored' AND trial_id IN (SELECT id FROM trials WHERE experiment_id=?1 AND "
+                               "state IN ('COMPLETED','FAILED','STOPPED','CANCELED'))", -1, &st, NULL) != SQLITE_OK)
+        goto end;
+    sqlite3_bind_int64(st, 1, xid);
+    int src = sqlite3_step(st);
+    rc = src == SQLITE_DONE ? 0 : src == SQLITE_FULL ? HF_ENOSPC : HF_EDB;
+end:
+    if (rc) hf_error("checkpoint retention: storing checkpoint metrics: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* Decide experiment xid and delete what its policy drops. */
 static int sweep_experiment(ckretain *cr, int64_t xid, const char *state, const char *config, int archived)
 {
@@ -329,6 +365,7 @@ static int sweep_experiment(ckretain *cr, int64_t xid, const char *state, const 
         goto end;
     ckretain_decide(&f.pol, archived, r.tr, r.ntr, r.ck, r.nck);
     if ((rc = delete_rows(cr->db, &r, &ndel))) goto end;
+    if (!archived && (rc = fill_metrics(cr->db, xid))) goto end;
     rc = exec_sql(cr->db, "COMMIT");
 end:
     if (rc) {

@@ -15,6 +15,10 @@
  *     best objective; trials without one never count) keep their best
  *     checkpoint: the one at the step of the best objective report, else
  *     their newest;
+ *   - every ended trial keeps the checkpoint that scored its objective:
+ *     the newest row at the step of the report its objective came from
+ *     (the first report of its best value, with objective.aggregate
+ *     "last" its last report; docs/guide.md "The objective");
  *   - an ended trial that may still be continued keeps its newest: the
  *     parent of a trial that has not ended (PBT), and every trial of an
  *     ASHA or PBT experiment that is still ACTIVE or PAUSED (a promotion
@@ -60,7 +64,7 @@ typedef struct ckr_trial {
     int     needed;      /* its newest must stay (may be continued) */
     int     has_obj;
     double  norm;        /* best objective, oriented so that higher is better */
-    int64_t best_step;   /* step of the best objective report, -1 = unknown */
+    int64_t best_step;   /* step of the report that scored the objective, -1 = unknown */
 } ckr_trial;
 
 typedef struct ckr_ckpt {

@@ -656,27 +656,61 @@ int ckstore_list(ckstore *ck, int64_t trial_id, json_t **out)
     if (!ck->db) { json_decref(arr); return HF_EUNSUP; }
     if (!arr) return HF_ENOMEM;
     pthread_mutex_lock(&ck->mu);
-    /* The newest 10000, oldest first. */
-    if (sqlite3_prepare_v2(ck->db, "SELECT sha256,size,step,attempt,time,name,agent_id FROM (SELECT * FROM checkpoints "
-                                   "WHERE trial_id=? AND state='stored' ORDER BY id DESC LIMIT 10000) ORDER BY id",
+    int src;
+    int64_t scored_step = -1;
+    json_t *scored = NULL;
+    /* The step of the report that scored the trial's objective (docs/guide.md
+     * "The objective"; the rule of ckretain.h): the first report of its
+     * value, with aggregate "last" (the default with a list) its last. */
+    if (sqlite3_prepare_v2(ck->db, "SELECT m.step FROM metrics m JOIN trials t ON t.id=m.trial_id "
+                                   "JOIN experiments x ON x.id=t.experiment_id WHERE m.trial_id=?1 AND "
+                                   "m.step IS NOT NULL AND m.value=t.objective AND m.name=COALESCE("
+                                   "json_extract(x.config,'$.objective.metric'),json_extract(x.config,'$.objective[0].metric')) "
+                                   "ORDER BY CASE WHEN COALESCE(json_extract(x.config,'$.objective.aggregate'),"
+                                   "json_extract(x.config,'$.objective[0].aggregate'),CASE WHEN "
+                                   "json_type(x.config,'$.objective')='array' THEN 'last' ELSE 'best' END)='last' "
+                                   "THEN -m.seq ELSE m.seq END LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+        goto end;
+    sqlite3_bind_int64(st, 1, trial_id);
+    if ((src = sqlite3_step(st)) == SQLITE_ROW) scored_step = sqlite3_column_int64(st, 0);
+    else if (src != SQLITE_DONE) goto end;
+    sqlite3_finalize(st);
+    st = NULL;
+    /* The newest 10000, oldest first; each with the metrics of its step
+     * (stored once the trial ended, else each metric's last report there). */
+    if (sqlite3_prepare_v2(ck->db, "SELECT sha256,size,step,attempt,time,name,agent_id,COALESCE(metrics,"
+                                   "(SELECT json_group_object(name,value) FROM (SELECT m.name,m.value,MAX(m.seq) FROM "
+                                   "metrics m WHERE m.trial_id=c.trial_id AND m.step=c.step GROUP BY m.name))) "
+                                   "FROM (SELECT * FROM checkpoints "
+                                   "WHERE trial_id=? AND state='stored' ORDER BY id DESC LIMIT 10000) c ORDER BY id",
                            -1, &st, NULL) != SQLITE_OK)
         goto end;
     sqlite3_bind_int64(st, 1, trial_id);
-    int src;
-    while ((src = sqlite3_step(st)) == SQLITE_ROW)
-        if (json_array_append_new(arr, json_pack("{sssIsIsIsIss?so?}", "sha256", (const char *)sqlite3_column_text(st, 0),
-                                                 "size", (json_int_t)sqlite3_column_int64(st, 1),
-                                                 "step", (json_int_t)sqlite3_column_int64(st, 2),
-                                                 "attempt", (json_int_t)sqlite3_column_int64(st, 3),
-                                                 "time", (json_int_t)sqlite3_column_int64(st, 4),
-                                                 "name", (const char *)sqlite3_column_text(st, 5),
-                                                 "agent_id", sqlite3_column_type(st, 6) == SQLITE_NULL ? NULL
-                                                     : json_integer(sqlite3_column_int64(st, 6))))) {
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *mtext = (const char *)sqlite3_column_text(st, 7);
+        json_t *m = mtext ? json_loads(mtext, 0, NULL) : NULL;
+        json_t *row = json_pack("{sssIsIsIsIss?so?so}", "sha256", (const char *)sqlite3_column_text(st, 0),
+                                "size", (json_int_t)sqlite3_column_int64(st, 1),
+                                "step", (json_int_t)sqlite3_column_int64(st, 2),
+                                "attempt", (json_int_t)sqlite3_column_int64(st, 3),
+                                "time", (json_int_t)sqlite3_column_int64(st, 4),
+                                "name", (const char *)sqlite3_column_text(st, 5),
+                                "agent_id", sqlite3_column_type(st, 6) == SQLITE_NULL ? NULL
+                                    : json_integer(sqlite3_column_int64(st, 6)),
+                                "metrics", json_is_object(m) ? json_incref(m) : json_object());
+        json_decref(m);
+        if (!row || json_array_append_new(arr, row)) {
             rc = HF_ENOMEM;
             goto end;
         }
+        json_object_set_new(row, "scored", json_false());
+        if (scored_step >= 0 && sqlite3_column_type(st, 2) != SQLITE_NULL && sqlite3_column_int64(st, 2) == scored_step)
+            scored = row;   /* the newest at that step */
+    }
     if (src != SQLITE_DONE) goto end;
-    *out = json_pack("{so}", "checkpoints", arr);
+    if (scored) json_object_set_new(scored, "scored", json_true());
+    *out = json_pack("{soso}", "checkpoints", arr, "scored_step",
+                     scored_step >= 0 ? json_integer(scored_step) : json_null());
     arr = NULL;
     rc = *out ? 0 : HF_ENOMEM;
 end:

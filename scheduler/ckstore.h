@@ -115,8 +115,11 @@ void ckstore_upload_abort(ckstore_upload *up);
  * HF_ECORRUPT (the object is gone), HF_ENOSPC, HF_EDB, HF_EUNSUP (no
  * database). */
 int ckstore_record(ckstore *ck, int64_t trial_id, ckstore_info *info);
-/* {"checkpoints": [{sha256, size, step, attempt, time, name, agent_id}]} of trial_id,
- * oldest first (the newest last). RET 0 with *out (caller owns), HF_EDB,
+/* {"checkpoints": [{sha256, size, step, attempt, time, name, agent_id,
+ * metrics, scored}], "scored_step"} of trial_id, oldest first (the newest
+ * last): metrics {"name": value} reported at the row's step; scored true on
+ * the newest row at scored_step, the step of the report that scored the
+ * trial's objective (null when unknown). RET 0 with *out (caller owns), HF_EDB,
  * HF_ENOMEM, HF_EUNSUP. */
 int ckstore_list(ckstore *ck, int64_t trial_id, json_t **out);
 

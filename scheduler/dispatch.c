@@ -407,7 +407,7 @@ void dispatch_pass(sched *s)
             x->waits_report = !t && !finished;
             if (!t) {
                 if (finished && exp_active_count(x) == 0 && x->counts[T_PAUSED] == 0)
-                    exp_set_state(s, x, E_COMPLETED, "search finished");
+                    exp_search_finished(s, x);
                 x->pass = s->pass;
                 continue;
             }

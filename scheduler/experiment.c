@@ -18,8 +18,8 @@
 static const char *const top_keys[] = {"name", "description", "objective", "searcher", "hyperparameters",
                                        "trial", "priority", "weight", "tags", "checkpoint_policy", "warm_start",
                                        "context", "constraints", NULL};
-static const char *const trial_keys[] = {"command", "resources", "distributed", "max_restarts", "env",
-                                         "grace_period_ms", "launcher", NULL};
+static const char *const trial_keys[] = {"command", "resources", "distributed", "max_restarts", "max_failures",
+                                         "env", "grace_period_ms", "launcher", NULL};
 static const char *const resources_keys[] = {"workers", "slots_per_worker", NULL};
 static const char *const distributed_keys[] = {"mode", "backend", "ps", "staleness", NULL};
 static const char *const policy_keys[] = {"keep_latest", "keep_best_trials", NULL};
@@ -91,6 +91,10 @@ static int parse_trial(json_t *tr, exp_spec *spec, hf_jerr *e)
         spec->launcher_mpirun = 1;
     }
     if ((rc = hf_json_get_int(tr, "trial", "max_restarts", 0, 0, 100, &spec->max_restarts, e))) return rc;
+    /* Trials failed for good in a row that end the experiment FAILED
+     * (docs/scheduler.md "End states"); 0 = never. */
+    spec->max_failures = EXP_DEFAULT_MAX_FAILURES;
+    if ((rc = hf_json_get_int(tr, "trial", "max_failures", 0, 0, 1000000, &spec->max_failures, e))) return rc;
     if ((rc = hf_json_get_int(tr, "trial", "grace_period_ms", 0, 0, 3600000, &spec->grace_ms, e))) return rc;
     if ((rc = hf_json_get_object(tr, "trial", "env", 0, &spec->env, e))) return rc;
     if (spec->env) {
@@ -139,6 +143,31 @@ static int mo_searcher_check(const exp_spec *spec, hf_jerr *e)
     return 0;
 }
 
+/* objective.aggregate (docs/guide.md "The objective"): "best" (the
+ * default with one objective) or "last". A list is always "last": the
+ * Pareto front and MOTPE rank each objective's last value, so a list's
+ * objectives may name only "last". RET 0 or HF_EINVAL with e filled. */
+static int aggregate_parse(const json_t *objective, int n_obj, int *agg_last, hf_jerr *e)
+{
+    char path[64];
+    *agg_last = json_is_array(objective);
+    for (size_t k = 0; k < (size_t)n_obj; k++) {
+        const json_t *o = json_is_array(objective) ? json_array_get(objective, k) : objective;
+        const json_t *a = json_object_get(o, "aggregate");
+        if (json_is_array(objective)) hf_jpath_index(path, sizeof path, "objective", k);
+        else snprintf(path, sizeof path, "objective");
+        if (!a) continue;
+        const char *v = json_string_value(a);
+        if (!v || (strcmp(v, "best") && strcmp(v, "last")))
+            return hf_jerr_set(e, path, "aggregate", "must be \"best\" or \"last\"");
+        if (json_is_array(objective) && strcmp(v, "last"))
+            return hf_jerr_set(e, path, "aggregate", "a list of objectives is ranked by each one's last value "
+                               "(the Pareto front): only \"last\"");
+        *agg_last = strcmp(v, "last") == 0;
+    }
+    return 0;
+}
+
 int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
 {
     int rc;
@@ -164,6 +193,7 @@ int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
         goto end;
     spec->metric = spec->obj_metric[0];
     spec->goal_max = spec->obj_goal_max[0];
+    if ((rc = aggregate_parse(json_object_get(cfg, "objective"), spec->mo.n_obj, &spec->agg_last, e))) goto end;
 
     /* The space first: the searcher's validation may depend on it (grid). */
     if ((rc = hf_json_get_object(cfg, "", "hyperparameters", 1, &hp, e))) goto end;

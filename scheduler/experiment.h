@@ -26,6 +26,7 @@
 #define EXP_MAX_KEEP        100000   /* checkpoint_policy counts */
 #define EXP_DEFAULT_KEEP_LATEST 1    /* checkpoint_policy defaults (Determined's) */
 #define EXP_DEFAULT_KEEP_BEST   1
+#define EXP_DEFAULT_MAX_FAILURES 20  /* trial.max_failures (docs/scheduler.md "End states") */
 #define EXP_MAX_DESCRIPTION 16384    /* bytes of Markdown (also through PATCH) */
 
 typedef struct exp_spec {
@@ -33,6 +34,8 @@ typedef struct exp_spec {
     const char *name;
     const char *metric;          /* objective.metric (the first one of a list) */
     int         goal_max;        /* objective.goal == "maximize" */
+    int         agg_last;        /* objective.aggregate == "last": a trial's objective is its last
+                                    report, not its best (docs/guide.md "The objective") */
     /* "objective" as a list and "constraints" (docs/search.md): mo.n_obj
      * objectives, obj_metric[0] == metric; mo.n_con constrained metrics. */
     search_objectives mo;
@@ -58,6 +61,7 @@ typedef struct exp_spec {
     int64_t     workers;
     int64_t     slots_per_worker;
     int64_t     max_restarts;
+    int64_t     max_failures;    /* trial.max_failures: failed trials in a row that end it, 0 = off */
     int64_t     priority;        /* higher is placed first */
     double      weight;          /* fair-share weight among experiments of equal priority */
     int64_t     grace_ms;        /* SIGTERM grace before SIGKILL */

@@ -126,7 +126,7 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-uint32_t expmeta_trial_seed(uint64_t exp_seed, int64_t trial_id)
+uint32_t expmeta_trial_seed(uint64_t exp_seed, int64_t trial_idx)
 {
-    return (uint32_t)(mix64(mix64(exp_seed) ^ (uint64_t)trial_id) & 0x7fffffffu);
+    return (uint32_t)(mix64(mix64(exp_seed) ^ (uint64_t)trial_idx) & 0x7fffffffu);
 }

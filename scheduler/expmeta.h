@@ -51,9 +51,12 @@ int expmeta_patch_trial(const json_t *body, const char **notes, hf_jerr *e);
 int expmeta_has_tag(const json_t *tags, const char *tag);
 
 /* HYPERFARM_SEED of a trial: splitmix64 of the experiment's searcher seed
- * and the trial id, reduced to 31 bits so that every common library takes
+ * and the trial's index within the experiment (0 = its first trial, not
+ * the farm-wide id), reduced to 31 bits so that every common library takes
  * it (numpy's seed must be below 2^32). Same inputs, same seed: a trial
- * run again (restart, promotion) gets the same one. */
-uint32_t expmeta_trial_seed(uint64_t exp_seed, int64_t trial_id);
+ * run again (restart, promotion) gets the same one, and the same file
+ * submitted again gives its trials the same seeds (docs/search.md
+ * "Reproducibility and restart"). */
+uint32_t expmeta_trial_seed(uint64_t exp_seed, int64_t trial_idx);
 
 #endif

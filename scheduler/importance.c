@@ -33,11 +33,13 @@
 #include "scheduler/importance.h"
 
 #include "hf_err.h"
+#include "hf_metric.h"
 #include "scheduler/search_space.h"
 
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -491,21 +493,28 @@ end:
 
 /* ---------- experiments: encoding the trials ---------- */
 
-static int trial_used(const json_t *t)
+/* The value t is ranked by (importance_compute_of), NULL when it has none. */
+static const json_t *trial_value(const json_t *t, const char *metric)
+{
+    const json_t *v = metric ? json_object_get(json_object_get(t, "latest"), metric) : json_object_get(t, "objective");
+    return json_is_number(v) && isfinite(json_number_value(v)) ? v : NULL;
+}
+
+static int trial_used(const json_t *t, const char *metric)
 {
     const char *st = json_string_value(json_object_get(t, "state"));
-    return st && strcmp(st, "COMPLETED") == 0 && json_is_number(json_object_get(t, "objective")) &&
+    return st && strcmp(st, "COMPLETED") == 0 && trial_value(t, metric) &&
            json_is_object(json_object_get(t, "hparams"));
 }
 
-uint64_t importance_signature(const json_t *trials)
+uint64_t importance_signature_of(const json_t *trials, const char *metric)
 {
     uint64_t h = 1469598103934665603ULL;
     size_t i;
     const json_t *t;
     json_array_foreach(trials, i, t) {
-        if (!trial_used(t)) continue;
-        double ob = json_number_value(json_object_get(t, "objective"));
+        if (!trial_used(t, metric)) continue;
+        double ob = json_number_value(trial_value(t, metric));
         uint64_t bits;
         memcpy(&bits, &ob, sizeof bits);
         uint64_t id = (uint64_t)json_integer_value(json_object_get(t, "id"));
@@ -513,6 +522,11 @@ uint64_t importance_signature(const json_t *trials)
         h = (h ^ bits) * 1099511628211ULL;
     }
     return h;
+}
+
+uint64_t importance_signature(const json_t *trials)
+{
+    return importance_signature_of(trials, NULL);
 }
 
 /* The column a value of parameter p takes: numbers as they are, a
@@ -542,13 +556,19 @@ static int param_varies(const space_param *p)
 int importance_compute(const json_t *hparams, const json_t *trials, const imp_opts *o, json_t **out,
                        uint64_t *sig, hf_jerr *e)
 {
+    return importance_compute_of(hparams, trials, NULL, o, out, sig, e);
+}
+
+int importance_compute_of(const json_t *hparams, const json_t *trials, const char *metric, const imp_opts *o,
+                          json_t **out, uint64_t *sig, hf_jerr *e)
+{
     int rc;
     search_space *sp = NULL;
     const json_t **rows = NULL;
     int *keep = NULL, *group = NULL;
     double *X = NULL, *y = NULL, *bounds = NULL, *imp = NULL;
     *out = NULL;
-    *sig = importance_signature(trials);
+    *sig = importance_signature_of(trials, metric);
     rc = search_space_parse(hparams, &sp, e);
     if (rc) goto end;
     size_t nt = 0, i;
@@ -558,7 +578,7 @@ int importance_compute(const json_t *hparams, const json_t *trials, const imp_op
     rc = HF_ENOMEM;
     if (!rows || !keep) goto end;
     json_array_foreach(trials, i, t)
-        if (trial_used(t)) rows[nt++] = t;
+        if (trial_used(t, metric)) rows[nt++] = t;
     if (nt > IMP_MAX_TRIALS) {   /* the newest */
         memmove(rows, rows + (nt - IMP_MAX_TRIALS), IMP_MAX_TRIALS * sizeof *rows);
         nt = IMP_MAX_TRIALS;
@@ -613,7 +633,7 @@ int importance_compute(const json_t *hparams, const json_t *trials, const imp_op
         col += width;
         g++;
     }
-    for (size_t r = 0; r < nt; r++) y[r] = json_number_value(json_object_get(rows[r], "objective"));
+    for (size_t r = 0; r < nt; r++) y[r] = json_number_value(trial_value(rows[r], metric));
     rc = imp_fanova(X, y, nt, d, bounds, group, ng, o, imp);
     if (rc) goto end;
     /* largest first */
@@ -657,6 +677,7 @@ end:
 
 typedef struct slot {
     int64_t  exp_id;
+    char     metric[HF_METRIC_NAME_MAX + 1];   /* "": the trials' "objective" */
     uint64_t sig;
     uint64_t used;      /* LRU clock */
     json_t  *v;
@@ -683,14 +704,23 @@ void importance_cache_free(importance_cache *c)
     free(c);
 }
 
-int importance_cache_get(importance_cache *c, int64_t exp_id, const json_t *hparams, const json_t *trials,
-                         json_t **out, hf_jerr *e)
+/* Does slot s hold an answer for (exp_id, key)? */
+static int slot_is(const slot *s, int64_t exp_id, const char *key)
 {
-    uint64_t sig = importance_signature(trials);
+    return s->v && s->exp_id == exp_id && strcmp(s->metric, key) == 0;
+}
+
+int importance_cache_get(importance_cache *c, int64_t exp_id, const char *metric, const json_t *hparams,
+                         const json_t *trials, json_t **out, hf_jerr *e)
+{
+    const char *key = metric ? metric : "";
     *out = NULL;
+    if (strlen(key) > HF_METRIC_NAME_MAX) return hf_jerr_set(e, "", "objective", "longer than %d bytes",
+                                                             HF_METRIC_NAME_MAX);
+    uint64_t sig = importance_signature_of(trials, metric);
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < CACHE_SLOTS; i++)
-        if (c->s[i].v && c->s[i].exp_id == exp_id && c->s[i].sig == sig) {
+        if (slot_is(&c->s[i], exp_id, key) && c->s[i].sig == sig) {
             c->s[i].used = ++c->clock;
             *out = json_deep_copy(c->s[i].v);
         }
@@ -702,16 +732,17 @@ int importance_cache_get(importance_cache *c, int64_t exp_id, const json_t *hpar
     imp_opts o;
     imp_opts_default(&o);
     json_t *v = NULL;
-    int rc = importance_compute(hparams, trials, &o, &v, &sig, e);
+    int rc = importance_compute_of(hparams, trials, metric, &o, &v, &sig, e);
     if (rc) return rc;
     pthread_mutex_lock(&c->mu);
     int victim = 0;
     for (int i = 0; i < CACHE_SLOTS; i++) {
-        if (c->s[i].v && c->s[i].exp_id == exp_id) { victim = i; break; }   /* replace the stale answer */
+        if (slot_is(&c->s[i], exp_id, key)) { victim = i; break; }   /* replace the stale answer */
         if (!c->s[i].v || c->s[i].used < c->s[victim].used) victim = i;
     }
     json_decref(c->s[victim].v);
-    c->s[victim] = (slot){exp_id, sig, ++c->clock, json_deep_copy(v)};
+    c->s[victim] = (slot){.exp_id = exp_id, .sig = sig, .used = ++c->clock, .v = json_deep_copy(v)};
+    snprintf(c->s[victim].metric, sizeof c->s[victim].metric, "%s", key);
     pthread_mutex_unlock(&c->mu);
     json_object_set_new(v, "cached", json_false());
     *out = v;

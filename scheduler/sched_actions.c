@@ -175,7 +175,7 @@ static int exp_resume(sched *s, experiment *x, hf_jerr *e)
 
 static int exp_cancel(sched *s, experiment *x, hf_jerr *e)
 {
-    if (x->state == E_COMPLETED || x->state == E_CANCELED) {
+    if (x->state == E_COMPLETED || x->state == E_CANCELED || x->state == E_FAILED) {
         hf_jerr_set(e, "", NULL, "experiment is already %s", exp_state_names[x->state]);
         return HF_ESTATE;
     }
@@ -188,7 +188,7 @@ static int exp_cancel(sched *s, experiment *x, hf_jerr *e)
 }
 
 /* Archive and delete need an experiment that runs nothing and will not
- * by itself: COMPLETED or CANCELED, or PAUSED, with no trial placed (a
+ * by itself: COMPLETED, FAILED or CANCELED, or PAUSED, with no trial placed (a
  * trial still stopping holds its ranks until its agent confirms). */
 static int exp_check_idle(const experiment *x, const char *what, hf_jerr *e)
 {
@@ -325,7 +325,7 @@ int sched_experiment_extend_as(sched *s, int64_t id, const json_t *body, const c
     if ((rc = sched_searcher_rebuild(s, x))) { x->max_trials = old_max; goto end; }
     txn_begin(s);
     x->searcher_done = 0;
-    if (x->state == E_COMPLETED) exp_set_state(s, x, E_ACTIVE, "extended");
+    if (x->state == E_COMPLETED || x->state == E_FAILED) exp_set_state(s, x, E_ACTIVE, "extended");
     else exp_save(s, x);
     char d[64];
     snprintf(d, sizeof d, "max_trials %lld", (long long)nm);

@@ -53,7 +53,7 @@
 /* Trial states: indexes of sched_trial_state_names. */
 enum { T_QUEUED, T_ASSIGNED, T_RUNNING, T_COMPLETED, T_FAILED, T_STOPPED, T_CANCELED, T_PAUSED, T__N };
 /* Experiment states: indexes of exp_state_names. */
-enum { E_ACTIVE, E_PAUSED, E_COMPLETED, E_CANCELED, E__N };
+enum { E_ACTIVE, E_PAUSED, E_COMPLETED, E_CANCELED, E_FAILED, E__N };
 extern const char *const exp_state_names[E__N];
 
 /* Rank state in allocations.started. */
@@ -137,6 +137,10 @@ struct experiment {
     char         *submitted_by;  /* user name of the submitting token, NULL = unknown */
     json_t       *warm;          /* owned warm-start history snapshot (warmstart.h), NULL = none */
     int64_t       context_size;  /* bytes of spec.context's object; 0 = not looked up yet */
+    /* End states (docs/scheduler.md "End states"; 0013_end_reason). */
+    char          end_reason[256];  /* why it ended, "" while ACTIVE or PAUSED */
+    int64_t       fail_run;      /* trials that finally FAILED in a row (trial.max_failures) */
+    char          last_fail[160];/* the last one's detail (in memory only) */
 };
 
 typedef struct agent {
@@ -378,6 +382,9 @@ int sched_searcher_rebuild(sched *s, experiment *x);
 /* Write x's row (state, max_trials, searcher_done) and emit its summary. */
 void exp_save(sched *s, experiment *x);
 void exp_set_state(sched *s, experiment *x, int st, const char *detail);
+/* The search finished: COMPLETED, or FAILED when every ended trial failed. */
+void exp_search_finished(sched *s, experiment *x);
+static inline int exp_state_ended(int st) { return st == E_COMPLETED || st == E_CANCELED || st == E_FAILED; }
 /* Every trial state change: memory, trials row, events row, SSE. */
 void trial_set_state(sched *s, trial *t, int st, const char *detail);
 /* Tell t's searcher and median rule that t ended in st. */
@@ -395,6 +402,9 @@ void trial_report(sched *s, trial *t, const char *name, double v, double x_pos);
  * slot >= 1 it fills (another objective, sign-normalised, a constraint, or
  * the cost metric, raw, as SEARCH_COST_SLOT). */
 void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_pos, double v);
+/* Is metric name of x minimized (its "best" the lowest)? An objective by
+ * its goal, any other by its name (docs/guide.md "The objective"). */
+int  metric_minimized(const experiment *x, const char *name);
 
 /* ---------- sched_views.c ---------- */
 

@@ -141,6 +141,32 @@ static int load_allocations(sched *s, int64_t now_mono)
  * creation order (on_created), the objective's reports in arrival order
  * (on_report; other objectives, constraints and the cost metric through
  * on_metric, in the same order), then the finished trials (on_done). */
+static int by_ended_at(const void *a, const void *b)
+{
+    const trial *ta = *(trial *const *)a, *tb = *(trial *const *)b;
+    return ta->ended_at < tb->ended_at ? -1 : ta->ended_at > tb->ended_at;
+}
+
+/* trial.max_failures counts on across a restart: the failures in a row are
+ * those after the last trial that ended COMPLETED or STOPPED (by ended_at;
+ * CANCELED trials neither count nor break the run). */
+static void load_fail_run(experiment *x)
+{
+    x->fail_run = 0;
+    if (exp_state_ended(x->state) || !x->ntrials) return;
+    trial **v = malloc(x->ntrials * sizeof *v);
+    size_t n = 0;
+    if (!v) return;
+    for (size_t k = 0; k < x->ntrials; k++)
+        if (trial_state_terminal(x->trials[k]->state)) v[n++] = x->trials[k];
+    qsort(v, n, sizeof *v, by_ended_at);
+    for (size_t k = n; k-- > 0;) {
+        if (v[k]->state == T_COMPLETED || v[k]->state == T_STOPPED) break;
+        if (v[k]->state == T_FAILED) x->fail_run++;
+    }
+    free(v);
+}
+
 static void load_replay(sched *s, experiment *x)
 {
     /* The warm-start history first: it is older than every trial, and the
@@ -167,6 +193,7 @@ static void load_replay(sched *s, experiment *x)
     row_scan_end(q);
     for (size_t k = 0; k < x->ntrials; k++)
         if (trial_state_terminal(x->trials[k]->state)) trial_done_notify(x->trials[k], x->trials[k]->state);
+    load_fail_run(x);
 }
 
 /* x's searcher and median rule built afresh, with the searcher's

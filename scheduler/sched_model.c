@@ -21,7 +21,7 @@
 
 const char *const sched_trial_state_names[8] = {"QUEUED", "ASSIGNED", "RUNNING", "COMPLETED",
                                                 "FAILED", "STOPPED", "CANCELED", "PAUSED"};
-const char *const exp_state_names[E__N] = {"ACTIVE", "PAUSED", "COMPLETED", "CANCELED"};
+const char *const exp_state_names[E__N] = {"ACTIVE", "PAUSED", "COMPLETED", "CANCELED", "FAILED"};
 
 int sched_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {

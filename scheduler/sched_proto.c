@@ -294,7 +294,7 @@ json_t *proto_assignment(sched *s, trial *t, trial_rank *tr)
     SETENVI("HYPERFARM_WORLD_SIZE", t->nranks);
     SETENVI("HYPERFARM_LOCAL_RANK", tr->local_rank);
     SETENVI("HYPERFARM_ATTEMPT", t->attempt);
-    SETENVI("HYPERFARM_SEED", expmeta_trial_seed(x->spec.seed, t->id));
+    SETENVI("HYPERFARM_SEED", expmeta_trial_seed(x->spec.seed, t->idx));
     snprintf(master, sizeof master, "%s:%d", a0 ? a0->host : "127.0.0.1", t->port);
     SETENV("HYPERFARM_MASTER", master);
     int64_t budget = t->budget > 0 ? t->budget : x->spec.max_epochs;

@@ -99,7 +99,8 @@ void row_exp_update(sched *s, const experiment *x)
     sqlite3_bind_int(st, 3, x->searcher_done);
     store_bind_opt_int(st, 4, x->ended_at > 0, x->ended_at);
     sqlite3_bind_int(st, 5, x->archived);
-    sqlite3_bind_int64(st, 6, x->id);
+    store_bind_text(st, 6, x->end_reason[0] ? x->end_reason : NULL);
+    sqlite3_bind_int64(st, 7, x->id);
     row_exec(s, st);
 }
 
@@ -373,6 +374,8 @@ int row_exp_next(sqlite3_stmt *q, experiment **out, int64_t *id, hf_jerr *e)
     x->parent_id = sqlite3_column_int64(q, 10);
     if (sqlite3_column_type(q, 11) != SQLITE_NULL) x->submitted_by = strdup(col_text(q, 11));
     x->warm = sqlite3_column_type(q, 12) != SQLITE_NULL ? col_json(q, 12) : NULL;
+    if (sqlite3_column_type(q, 13) != SQLITE_NULL)   /* 0013_end_reason */
+        snprintf(x->end_reason, sizeof x->end_reason, "%s", col_text(q, 13));
     *out = x;
     return 1;
 }

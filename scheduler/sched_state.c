@@ -7,8 +7,12 @@
  *   back to QUEUED; an ASHA promotion sends a STOPPED/COMPLETED trial back
  *   to QUEUED with a larger budget, to resume from its own checkpoint.)
  *
- *   ACTIVE <-> PAUSED, ACTIVE -> COMPLETED (search finished; extend makes it
- *   ACTIVE again), ACTIVE | PAUSED | COMPLETED -> CANCELED.
+ *   ACTIVE <-> PAUSED, ACTIVE -> COMPLETED | FAILED (search finished: FAILED
+ *   when no trial completed or stopped and at least one failed), ACTIVE |
+ *   PAUSED -> FAILED (trial.max_failures trials failed in a row: the rest
+ *   are canceled), COMPLETED | FAILED -> ACTIVE (extend), ACTIVE | PAUSED |
+ *   COMPLETED | FAILED -> CANCELED. An ended experiment keeps the reason in
+ *   end_reason (docs/scheduler.md "End states").
  *
  * Every state change goes through trial_set_state / exp_set_state, which
  * write the record's row and an events row in the current transaction and
@@ -22,9 +26,11 @@
 #include "scheduler/sched_int.h"
 
 #include "hf_log.h"
+#include "hf_metric.h"
 #include "hf_time.h"
 #include "scheduler/metrics.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -43,15 +49,58 @@ void exp_set_state(sched *s, experiment *x, int st, const char *detail)
     if (x->state == st) return;
     x->state = st;
     s->dispatch_dirty = 1;
-    if (st == E_COMPLETED || st == E_CANCELED) x->ended_at = hf_wall_ms();
-    else x->ended_at = 0;
+    if (exp_state_ended(st)) {
+        x->ended_at = hf_wall_ms();
+        snprintf(x->end_reason, sizeof x->end_reason, "%s", detail ? detail : "");
+    } else {
+        x->ended_at = 0;
+        x->end_reason[0] = 0;
+        x->fail_run = 0;   /* extended or resumed: count failures afresh */
+    }
     exp_save(s, x);
     row_event(s, x->id, 0, exp_state_names[st], detail);
     hf_info("experiment %lld -> %s%s%s", (long long)x->id, exp_state_names[st], detail ? ": " : "",
             detail ? detail : "");
 }
 
-void trial_set_state(sched *s, trial *t, int st, const char *detail)
+/* The search has nothing left to run and no trial is active or paused. */
+void exp_search_finished(sched *s, experiment *x)
+{
+    int64_t failed = x->counts[T_FAILED], good = x->counts[T_COMPLETED] + x->counts[T_STOPPED];
+    if (good > 0 || failed == 0) {
+        exp_set_state(s, x, E_COMPLETED, "search finished");
+        return;
+    }
+    char why[256];
+    snprintf(why, sizeof why, "%s%lld trial%s failed%s%.160s", failed > 1 ? "all " : "", (long long)failed,
+             failed > 1 ? "s" : "", x->last_fail[0] ? "; the last: " : "", x->last_fail);
+    exp_set_state(s, x, E_FAILED, why);
+}
+
+/* t ended for good in st (no restart follows): count failures in a row and
+ * end the experiment FAILED at trial.max_failures (0 = never). */
+static void exp_trial_ended(sched *s, trial *t, int st, const char *detail)
+{
+    experiment *x = t->exp;
+    if (st == T_COMPLETED || st == T_STOPPED) {
+        x->fail_run = 0;
+        return;
+    }
+    if (st != T_FAILED) return;
+    x->fail_run++;
+    snprintf(x->last_fail, sizeof x->last_fail, "%s", detail ? detail : "");
+    if (!x->spec.max_failures || x->fail_run < x->spec.max_failures) return;
+    if (x->state != E_ACTIVE && x->state != E_PAUSED) return;
+    char why[256];
+    snprintf(why, sizeof why, "%lld trials failed in a row (trial.max_failures)%s%.160s", (long long)x->fail_run,
+             x->last_fail[0] ? "; the last: " : "", x->last_fail);
+    exp_set_state(s, x, E_FAILED, why);
+    for (size_t i = 0; i < x->ntrials; i++)
+        if (!trial_state_terminal(x->trials[i]->state)) trial_request_kill(s, x->trials[i], T_CANCELED, "max_failures");
+}
+
+/* trial_set_state with the events row typed ev (NULL: the state's name). */
+static void trial_set_state_ev(sched *s, trial *t, int st, const char *ev, const char *detail)
 {
     int old = t->state;
     t->exp->counts[old]--;
@@ -62,10 +111,15 @@ void trial_set_state(sched *s, trial *t, int st, const char *detail)
     if (trial_state_terminal(st)) t->ended_at = hf_wall_ms();
     else if (old != st && trial_state_terminal(old)) t->ended_at = 0;
     row_trial_update(s, t);
-    row_event(s, t->exp->id, t->id, sched_trial_state_names[st], detail);
+    row_event(s, t->exp->id, t->id, ev ? ev : sched_trial_state_names[st], detail);
     txn_emit(s, "trial", trial_view(s, t));
     hf_debug("trial %lld %s -> %s%s%s", (long long)t->id, sched_trial_state_names[old], sched_trial_state_names[st],
              detail ? ": " : "", detail ? detail : "");
+}
+
+void trial_set_state(sched *s, trial *t, int st, const char *detail)
+{
+    trial_set_state_ev(s, t, st, NULL, detail);
 }
 
 /* ---------- ends of attempts ---------- */
@@ -113,7 +167,10 @@ static void trial_finish(sched *s, trial *t, int target, const char *detail)
         else { t->fail_agent = agent_id; t->fail_streak = 1; }
         if (t->restarts < x->spec.max_restarts && (x->state == E_ACTIVE || x->state == E_PAUSED)) {
             char d[160];
-            trial_set_state(s, t, T_FAILED, detail);
+            /* An attempt with a restart left: its events row is
+             * ATTEMPT_FAILED, so trial.FAILED (a webhook) means the trial
+             * failed for good (docs/scheduler.md "End states"). */
+            trial_set_state_ev(s, t, T_FAILED, "ATTEMPT_FAILED", detail);
             t->restarts++;
             snprintf(d, sizeof d, "restart %lld of %lld from the newest checkpoint", (long long)t->restarts,
                      (long long)x->spec.max_restarts);
@@ -130,6 +187,7 @@ static void trial_finish(sched *s, trial *t, int target, const char *detail)
     }
     trial_set_state(s, t, target, detail);
     trial_done_notify(t, target);
+    exp_trial_ended(s, t, target, detail);
 }
 
 /* Is tr a holder rank of a launcher (mpirun) trial whose rank 0 still
@@ -147,7 +205,10 @@ void trial_request_kill(sched *s, trial *t, int target, const char *reason)
     if (trial_state_terminal(t->state)) return;
     if (t->state == T_QUEUED || t->state == T_PAUSED) {
         trial_set_state(s, t, target, reason);
-        if (trial_state_terminal(target)) trial_done_notify(t, target);
+        if (trial_state_terminal(target)) {
+            trial_done_notify(t, target);
+            exp_trial_ended(s, t, target, reason);
+        }
         return;
     }
     int any_sent = 0;
@@ -215,9 +276,27 @@ void rank_exited(sched *s, trial *t, trial_rank *r, int code, const char *why)
 
 /* ---------- objective and metric reports ---------- */
 
-static int lower_is_better(const char *name)
+/* docs/guide.md "The objective": an objective uses its goal; any other
+ * metric is minimized when its name (any case) contains loss, err,
+ * perplexity, latency, time, second or _ms, unless it is a rate (contains
+ * throughput, or ends in per_s, per_sec, per_second, per_ms or /s);
+ * else maximized. */
+int metric_minimized(const experiment *x, const char *name)
 {
-    return strstr(name, "loss") || strstr(name, "err") || strstr(name, "time") || strstr(name, "perplexity");
+    for (int k = 0; k < x->spec.mo.n_obj; k++)
+        if (!strcmp(name, x->spec.obj_metric[k])) return !x->spec.obj_goal_max[k];
+    char low[HF_METRIC_NAME_MAX + 1];
+    size_t i = 0;
+    for (; name[i] && i < sizeof low - 1; i++) low[i] = (char)tolower((unsigned char)name[i]);
+    low[i] = '\0';
+    static const char *const rates[] = {"per_s", "per_sec", "per_second", "per_ms", "/s", NULL};
+    if (strstr(low, "throughput")) return 0;
+    for (const char *const *r = rates; *r; r++)
+        if (i >= strlen(*r) && !strcmp(low + i - strlen(*r), *r)) return 0;
+    static const char *const mins[] = {"loss", "err", "perplexity", "latency", "time", "second", "_ms", NULL};
+    for (const char *const *m = mins; *m; m++)
+        if (strstr(low, *m)) return 1;
+    return 0;
 }
 
 void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_pos, double v)
@@ -236,6 +315,21 @@ void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_
         x->srch->ops->on_metric(x->srch, trial_id, SEARCH_TIME_SLOT(&sp->mo), x_pos, v);
 }
 
+/* Recompute x's best trial from its trials' objectives (ties: the lower
+ * id). Needed when objective.aggregate is "last" and the best trial's
+ * objective went down. */
+static void exp_best_rescan(experiment *x)
+{
+    x->best_trial = 0;
+    for (size_t i = 0; i < x->ntrials; i++) {
+        const trial *u = x->trials[i];
+        if (!u->has_obj || (x->best_trial && exp_norm(x, u->obj) <= x->best_norm)) continue;
+        x->best_trial = u->id;
+        x->best_norm = exp_norm(x, u->obj);
+        x->best_raw = u->obj;
+    }
+}
+
 void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
 {
     experiment *x = t->exp;
@@ -243,9 +337,7 @@ void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
     t->mver++;
     json_t *b = json_object_get(t->best, name);
     int is_obj = strcmp(name, x->spec.metric) == 0;
-    int lower = is_obj ? !x->spec.goal_max : lower_is_better(name);
-    for (int k = 1; k < x->spec.mo.n_obj; k++)
-        if (!strcmp(name, x->spec.obj_metric[k])) lower = !x->spec.obj_goal_max[k];
+    int lower = metric_minimized(x, name);
     /* Other objectives and constraints: recorded by the searcher whatever
      * the trial's state, exactly as the replay feeds them. */
     exp_feed_slots(x, t->id, name, x_pos, v);
@@ -257,11 +349,16 @@ void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
     }
     if (!is_obj) return;
     if (x->waits_report) s->dispatch_dirty = 1;   /* the searcher may want to run something now */
-    if (!t->has_obj || exp_norm(x, v) > exp_norm(x, t->obj)) {
+    /* The trial's objective: its best report, or with objective.aggregate
+     * "last" its latest (docs/guide.md "The objective"). */
+    if (!t->has_obj || x->spec.agg_last || exp_norm(x, v) > exp_norm(x, t->obj)) {
         t->has_obj = 1;
         t->obj = v;
     }
-    if (x->best_trial == 0 || exp_norm(x, v) > x->best_norm) {
+    if (x->best_trial == t->id && x->spec.agg_last && exp_norm(x, v) < x->best_norm) {
+        exp_best_rescan(x);   /* the best trial's last value got worse */
+        txn_emit(s, "experiment", exp_summary(x));
+    } else if (x->best_trial == 0 || exp_norm(x, v) > x->best_norm) {
         x->best_trial = t->id;
         x->best_norm = exp_norm(x, v);
         x->best_raw = v;

@@ -45,7 +45,20 @@ json_t *exp_summary(const experiment *x)
                      "max_concurrent_trials", (json_int_t)x->spec.max_concurrent,
                      "priority", (json_int_t)x->spec.priority, "weight", x->spec.weight);
     if (!v) return NULL;
+    /* How a trial's objective is computed, and every objective of a list
+     * (docs/guide.md "The objective", docs/search.md "Multi-objective"). */
+    json_object_set_new(json_object_get(v, "objective"), "aggregate",
+                        json_string(x->spec.agg_last ? "last" : "best"));
+    if (x->spec.mo.n_obj > 1) {
+        json_t *objs = json_array();
+        for (int k = 0; k < x->spec.mo.n_obj; k++)
+            json_array_append_new(objs, json_pack("{ssss}", "metric", x->spec.obj_metric[k], "goal",
+                                                  x->spec.obj_goal_max[k] ? "maximize" : "minimize"));
+        json_object_set_new(v, "objectives", objs);
+    }
     if (x->archived) json_object_set_new(v, "archived", json_true());
+    /* Why it ended (docs/scheduler.md "End states"), null while it runs. */
+    json_object_set_new(v, "end_reason", x->end_reason[0] ? json_string(x->end_reason) : json_null());
     /* Workflow members (docs/scheduler.md "Workflow"). */
     json_object_set_new(v, "description", x->description ? json_string(x->description) : json_null());
     json_object_set_new(v, "tags", x->tags ? json_deep_copy(x->tags) : json_array());
@@ -58,6 +71,17 @@ json_t *exp_summary(const experiment *x)
     return v;
 }
 
+/* {"metric": "minimize"|"maximize"} for each metric in t's best: the
+ * direction its best was taken in (docs/guide.md "The objective"). */
+static json_t *trial_goals(const trial *t)
+{
+    json_t *g = json_object(), *v;
+    const char *k;
+    json_object_foreach(t->best, k, v)
+        json_object_set_new(g, k, json_string(metric_minimized(t->exp, k) ? "minimize" : "maximize"));
+    return g;
+}
+
 json_t *trial_view(sched *s, const trial *t)
 {
     agent *a = t->agent_id ? agent_find(s, t->agent_id) : NULL;
@@ -68,7 +92,7 @@ json_t *trial_view(sched *s, const trial *t)
                                                (json_int_t)t->ranks[r].agent_id, "agent", ra ? ra->name : "?"));
     }
     int64_t budget = t->budget > 0 ? t->budget : t->exp->spec.max_epochs;
-    return json_pack("{sIsIsssOsosososIsIsosIsososososososIsIsssI}", "id", (json_int_t)t->id,
+    json_t *v = json_pack("{sIsIsssOsosososIsIsosIsososososososIsIsssI}", "id", (json_int_t)t->id,
                      "experiment_id", (json_int_t)t->exp->id, "state", sched_trial_state_names[t->state],
                      "hparams", t->hparams, "agent_id", opt_int(t->agent_id > 0, t->agent_id),
                      "agent", a ? json_string(a->name) : json_null(), "exit_code", opt_int(t->has_exit, t->exit_code),
@@ -81,7 +105,9 @@ json_t *trial_view(sched *s, const trial *t)
                      "budget", budget > 0 ? json_integer(budget) : json_null(),
                      "idx", (json_int_t)t->idx, "parent_trial", (json_int_t)t->parent,
                      "kill_reason", t->kill_state >= 0 ? t->kill_reason : "",
-                     "seed", (json_int_t)expmeta_trial_seed(t->exp->spec.seed, t->id));
+                     "seed", (json_int_t)expmeta_trial_seed(t->exp->spec.seed, t->idx));
+    if (v) json_object_set_new(v, "goals", trial_goals(t));
+    return v;
 }
 
 /* ---------- the cached trial table (see the top of this file) ---------- */

@@ -379,7 +379,7 @@ end:
 
 /* ---------- the experiment file's "objective" and "constraints" ---------- */
 
-static const char *const objective_keys[] = {"metric", "goal", NULL};
+static const char *const objective_keys[] = {"metric", "goal", "aggregate", NULL};   /* experiment.c reads aggregate */
 static const char *const constraint_keys[] = {"metric", "min", "max", NULL};
 
 static int parse_one_objective(const json_t *obj, const char *path, const char **metric, int *goal_max,

@@ -34,7 +34,8 @@ static const char *const stmt_sql[ST__COUNT] = {
                       "parent_experiment,submitted_by,warm_history) VALUES(1+max(coalesce((SELECT max(id) FROM "
                       "experiments),0),coalesce((SELECT id FROM id_floor WHERE name='experiments'),0)),"
                       "?,?,?,?,?,?,?,?,?,?)",
-    [ST_EXP_UPDATE] = "UPDATE experiments SET state=?,max_trials=?,searcher_done=?,ended_at=?,archived=? WHERE id=?",
+    [ST_EXP_UPDATE] = "UPDATE experiments SET state=?,max_trials=?,searcher_done=?,ended_at=?,archived=?,end_reason=? "
+                      "WHERE id=?",
     [ST_TRIAL_INSERT] = "INSERT INTO trials(id,experiment_id,idx,state,hparams,budget,parent_trial,created_at) "
                         "VALUES(1+max(coalesce((SELECT max(id) FROM trials),0),coalesce((SELECT id FROM id_floor "
                         "WHERE name='trials'),0)),?,?,?,?,?,?,?)",
@@ -58,7 +59,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_EXP_META] = "UPDATE experiments SET description=?,tags=? WHERE id=?",
     [ST_TRIAL_NOTES] = "UPDATE trials SET notes=? WHERE id=?",
     [ST_LOAD_EXPERIMENTS] = "SELECT id,state,config,max_trials,searcher_done,created_at,ended_at,archived,"
-                            "description,tags,parent_experiment,submitted_by,warm_history "
+                            "description,tags,parent_experiment,submitted_by,warm_history,end_reason "
                             "FROM experiments ORDER BY id",
     [ST_LOAD_AGENTS] = "SELECT id,name,host,slots,gpus,version,state,registered_at,last_heartbeat,"
                        "hb_instance,hb_batch FROM agents ORDER BY id",

@@ -2,8 +2,9 @@
  * webhook.c — webhook registration and the outbox delivery thread
  * (webhook.h; docs/protocol.md "Webhooks").
  *
- * Invariants: the outbox rows are written only by the events trigger
- * (schema/0009_insight.sql), in the transaction of the state change; this
+ * Invariants: the outbox rows are written by the events trigger
+ * (schema/0009_insight.sql), in the transaction of the state change, and
+ * by webhook_test (a test row, with its own events row); otherwise this
  * file only reads them and records outcomes. One connection (w->db,
  * foreign keys on, 5 s busy timeout like the core's writer, whose short
  * transactions it waits for) serves the API calls and the thread, under
@@ -45,7 +46,7 @@
 
 /* ---------- validation ---------- */
 
-static const char *const exp_states[] = {"ACTIVE", "PAUSED", "COMPLETED", "CANCELED", NULL};
+static const char *const exp_states[] = {"ACTIVE", "PAUSED", "COMPLETED", "CANCELED", "FAILED", NULL};
 static const char *const trial_states[] = {"QUEUED", "ASSIGNED", "RUNNING", "COMPLETED", "FAILED",
                                            "STOPPED", "CANCELED", "PAUSED", NULL};
 
@@ -104,7 +105,7 @@ int webhook_spec_parse(const json_t *body, webhook_spec *out, hf_jerr *e)
             snprintf(p, sizeof p, "events[%zu]", i);
             if (!json_is_string(f) || !filter_ok(json_string_value(f)))
                 return hf_jerr_set(e, p, NULL, "must be \"*\", \"experiment.*\", \"trial.*\", \"experiment.STATE\" "
-                                   "(ACTIVE, PAUSED, COMPLETED, CANCELED) or \"trial.STATE\" (QUEUED, ASSIGNED, "
+                                   "(ACTIVE, PAUSED, COMPLETED, CANCELED, FAILED) or \"trial.STATE\" (QUEUED, ASSIGNED, "
                                    "RUNNING, COMPLETED, FAILED, STOPPED, CANCELED, PAUSED)");
         }
         out->events = ev;
@@ -127,34 +128,62 @@ int webhook_sign(const char *secret, const void *body, size_t len, char out[72])
     return 0;
 }
 
+/* "trial.FAILED", "experiment.COMPLETED", or "webhook.test" (a test delivery). */
+static const char *event_name(const webhook_event *ev, char *buf, size_t size)
+{
+    if (strcmp(ev->state, WEBHOOK_TEST_EVENT) == 0) return WEBHOOK_TEST_EVENT;
+    snprintf(buf, size, "%s.%s", ev->trial_id > 0 ? "trial" : "experiment", ev->state);
+    return buf;
+}
+
 char *webhook_body(const webhook_event *ev, const char *format)
 {
-    const char *kind = ev->trial_id > 0 ? "trial" : "experiment";
-    char name[300];
+    int test = strcmp(ev->state, WEBHOOK_TEST_EVENT) == 0;
+    const char *kind = test ? "webhook" : ev->trial_id > 0 ? "trial" : "experiment";
+    char buf[300];
+    const char *name = event_name(ev, buf, sizeof buf);
     json_t *v;
-    snprintf(name, sizeof name, "%s.%s", kind, ev->state);
-    if (strcmp(format, "slack") == 0) {
+    if (test && strcmp(format, "slack") == 0) {
+        char text[400];
+        snprintf(text, sizeof text, "hyperfarm: %.300s", ev->detail ? ev->detail : "test delivery");
+        v = json_pack("{ss}", "text", text);
+    } else if (strcmp(format, "slack") == 0) {
         char text[1200], obj[64] = "";
-        if (ev->has_objective) snprintf(obj, sizeof obj, ", objective %.6g", ev->objective);
+        if (ev->has_objective && ev->trial_id > 0) snprintf(obj, sizeof obj, ", objective %.6g", ev->objective);
+        else if (ev->has_objective && ev->objective_trial > 0)   /* an experiment event: its best trial's */
+            snprintf(obj, sizeof obj, ", best objective %.6g (trial %lld)", ev->objective,
+                     (long long)ev->objective_trial);
         if (ev->trial_id > 0)
             snprintf(text, sizeof text, "hyperfarm: trial %lld of experiment %lld (%.200s) is %s%s%s%.300s",
                      (long long)ev->trial_id, (long long)ev->experiment_id,
                      ev->experiment_name ? ev->experiment_name : "?", ev->state, obj,
                      ev->detail && *ev->detail ? ": " : "", ev->detail ? ev->detail : "");
         else
-            snprintf(text, sizeof text, "hyperfarm: experiment %lld (%.200s) is %s%s%.300s",
+            snprintf(text, sizeof text, "hyperfarm: experiment %lld (%.200s) is %s%s%s%.300s",
                      (long long)ev->experiment_id, ev->experiment_name ? ev->experiment_name : "?", ev->state,
-                     ev->detail && *ev->detail ? ": " : "", ev->detail ? ev->detail : "");
+                     *obj ? obj : "", ev->detail && *ev->detail ? ": " : "", ev->detail ? ev->detail : "");
         v = json_pack("{ss}", "text", text);
     } else {
-        v = json_pack("{sIsssssssIsosIsIsosososo}", "delivery", (json_int_t)ev->delivery, "event", name, "kind", kind,
-                      "state", ev->state, "experiment_id", (json_int_t)ev->experiment_id,
+        v = json_pack("{sIsssssssososIsIsosososo}", "delivery", (json_int_t)ev->delivery, "event", name, "kind", kind,
+                      "state", test ? "test" : ev->state,
+                      "experiment_id", ev->experiment_id > 0 ? json_integer(ev->experiment_id) : json_null(),
                       "experiment_name", ev->experiment_name ? json_string(ev->experiment_name) : json_null(),
                       "event_id", (json_int_t)ev->event_id, "time", (json_int_t)ev->time,
                       "trial_id", ev->trial_id > 0 ? json_integer(ev->trial_id) : json_null(),
                       "objective", ev->has_objective ? json_real(ev->objective) : json_null(),
                       "detail", ev->detail ? json_string(ev->detail) : json_null(),
                       "hyperfarm", json_string("1"));
+    }
+    if (v && strcmp(format, "slack") && !test) {
+        /* Which trial the objective is of (an experiment event: its best),
+         * and every objective of a list (docs/protocol.md "Webhooks"). */
+        json_object_set_new(v, "objective_trial", ev->objective_trial > 0 ? json_integer(ev->objective_trial)
+                                                                           : json_null());
+        if (ev->objectives) {
+            json_t *o = json_loads(ev->objectives, 0, NULL);
+            if (json_is_object(o)) json_object_set_new(v, "objectives", o);
+            else json_decref(o);
+        }
     }
     char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(v);
@@ -378,7 +407,7 @@ static long post(webhook_svc *w, const char *url, const char *body, const char *
 typedef struct due {
     webhook_event ev;
     int64_t hook_id;
-    char   *url, *secret, *format, *state, *detail, *name;
+    char   *url, *secret, *format, *state, *detail, *name, *objectives;
 } due;
 
 static char *col_dup(sqlite3_stmt *st, int i)
@@ -395,6 +424,30 @@ static void due_free(due *d)
     free(d->state);
     free(d->detail);
     free(d->name);
+    free(d->objectives);
+}
+
+/* With a list objective: {"metric": value, ...} of every objective of a
+ * trial (its last value, as the Pareto front ranks them; null when not
+ * reported) as malloc'ed JSON text; NULL with one objective or on error. */
+static char *objectives_text(const char *config, const char *latest)
+{
+    json_t *cfg = config ? json_loads(config, 0, NULL) : NULL, *objs = json_object_get(cfg, "objective");
+    char *out = NULL;
+    if (json_is_array(objs) && json_array_size(objs) > 0) {
+        json_t *vals = latest ? json_loads(latest, 0, NULL) : NULL, *o = json_object(), *m;
+        size_t i;
+        json_array_foreach(objs, i, m) {
+            const char *name = json_string_value(json_object_get(m, "metric"));
+            json_t *v = json_object_get(vals, name ? name : "");
+            if (name) json_object_set_new(o, name, json_is_number(v) ? json_real(json_number_value(v)) : json_null());
+        }
+        out = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+        json_decref(o);
+        json_decref(vals);
+    }
+    json_decref(cfg);
+    return out;
 }
 
 /* Read up to WEBHOOK_ROUND due rows (oldest first). RET how many. */
@@ -402,8 +455,15 @@ static int load_due(webhook_svc *w, due *out)
 {
     static const char *const q =
         "SELECT o.id,o.hook_id,h.url,h.secret,h.format,e.id,e.time,e.experiment_id,e.trial_id,e.type,e.detail,"
-        "x.name,t.objective FROM webhook_outbox o JOIN webhooks h ON h.id=o.hook_id JOIN events e ON e.id=o.event_id "
-        "LEFT JOIN experiments x ON x.id=e.experiment_id LEFT JOIN trials t ON t.id=e.trial_id "
+        "x.name,t.objective,t.id,x.config,t.latest FROM webhook_outbox o JOIN webhooks h ON h.id=o.hook_id "
+        "JOIN events e ON e.id=o.event_id LEFT JOIN experiments x ON x.id=e.experiment_id "
+        /* A trial event: its trial; an experiment event: its best trial
+         * by the (first) objective (docs/protocol.md "Webhooks"). */
+        "LEFT JOIN trials t ON t.id=CASE WHEN e.trial_id>0 THEN e.trial_id ELSE (SELECT b.id FROM trials b "
+        "JOIN experiments bx ON bx.id=b.experiment_id WHERE b.experiment_id=e.experiment_id AND b.objective IS NOT NULL "
+        "ORDER BY CASE WHEN COALESCE(json_extract(bx.config,'$.objective.goal'),"
+        "json_extract(bx.config,'$.objective[0].goal'))='maximize' "
+        "THEN -b.objective ELSE b.objective END, b.id LIMIT 1) END "
         "WHERE o.delivered_at IS NULL AND o.next_at<=?1 ORDER BY o.id LIMIT ?2";
     sqlite3_stmt *st = NULL;
     int n = 0;
@@ -428,6 +488,10 @@ static int load_due(webhook_svc *w, due *out)
             d->name = col_dup(st, 11);
             d->ev.has_objective = sqlite3_column_type(st, 12) != SQLITE_NULL;
             d->ev.objective = sqlite3_column_double(st, 12);
+            d->ev.objective_trial = sqlite3_column_int64(st, 13);
+            d->objectives = objectives_text((const char *)sqlite3_column_text(st, 14),
+                                            (const char *)sqlite3_column_text(st, 15));
+            d->ev.objectives = d->objectives;
             d->ev.state = d->state ? d->state : "?";
             d->ev.detail = d->detail;
             d->ev.experiment_name = d->name;
@@ -477,9 +541,9 @@ static int round_once(webhook_svc *w)
         int wait = b && b->retry_at > now;
         pthread_mutex_unlock(&w->bo_mu);
         if (wait) continue;   /* this hook failed a moment ago: keep its order */
-        char *body = webhook_body(&d[i].ev, d[i].format), sig[72], err[256] = "", event[80];
+        char *body = webhook_body(&d[i].ev, d[i].format), sig[72], err[256] = "", ebuf[80];
         if (!body || webhook_sign(d[i].secret, body, strlen(body), sig)) { free(body); continue; }
-        snprintf(event, sizeof event, "%s.%s", d[i].ev.trial_id > 0 ? "trial" : "experiment", d[i].ev.state);
+        const char *event = event_name(&d[i].ev, ebuf, sizeof ebuf);
         long status = post(w, d[i].url, body, sig, event, d[i].ev.delivery, err, sizeof err);
         free(body);
         tried++;
@@ -705,6 +769,63 @@ int webhook_delete(webhook_svc *w, int64_t id)
     pthread_mutex_unlock(&w->mu);
     if (rc == 0) forget_backoff(w, id);
     return rc;
+}
+
+int webhook_test(webhook_svc *w, int64_t id, const char *user, json_t **out)
+{
+    char detail[200];
+    sqlite3_stmt *st = NULL;
+    int rc = HF_EDB, src;
+    int64_t now = hf_wall_ms(), delivery = 0;
+    *out = NULL;
+    snprintf(detail, sizeof detail, "test delivery of webhook %lld, asked by %.64s", (long long)id,
+             user && *user ? user : "an anonymous user");
+    pthread_mutex_lock(&w->mu);
+    if (exec1(w->db, "BEGIN IMMEDIATE")) goto end;
+    /* The hook must exist: its outbox row references it. */
+    if (sqlite3_prepare_v2(w->db, "SELECT 1 FROM webhooks WHERE id=?", -1, &st, NULL) != SQLITE_OK) goto rollback;
+    sqlite3_bind_int64(st, 1, id);
+    src = sqlite3_step(st);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (src != SQLITE_ROW) { rc = src == SQLITE_DONE ? HF_ENOTFOUND : store_rc(src); goto rollback; }
+    /* An events row with no experiment (the trigger skips it: not a state). */
+    if (sqlite3_prepare_v2(w->db, "INSERT INTO events(time,experiment_id,trial_id,type,detail,user_name) "
+                                  "VALUES(?,NULL,NULL,?,?,?)", -1, &st, NULL) != SQLITE_OK) goto rollback;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_text(st, 2, WEBHOOK_TEST_EVENT, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, detail, -1, SQLITE_STATIC);
+    store_bind_text(st, 4, user && *user ? user : NULL);
+    src = sqlite3_step(st);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (src != SQLITE_DONE) { rc = store_rc(src); goto rollback; }
+    int64_t event_id = sqlite3_last_insert_rowid(w->db);
+    if (sqlite3_prepare_v2(w->db, "INSERT INTO webhook_outbox(hook_id,event_id,next_at) VALUES(?,?,?)", -1, &st,
+                           NULL) != SQLITE_OK) goto rollback;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, event_id);
+    sqlite3_bind_int64(st, 3, now);
+    src = sqlite3_step(st);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (src != SQLITE_DONE) { rc = store_rc(src); goto rollback; }
+    delivery = sqlite3_last_insert_rowid(w->db);
+    if (exec1(w->db, "COMMIT")) goto rollback;
+    rc = 0;
+    goto end;
+rollback:
+    if (rc == HF_EDB) hf_warn("webhook %lld: cannot queue a test delivery: %s", (long long)id, sqlite3_errmsg(w->db));
+    exec1(w->db, "ROLLBACK");
+end:
+    pthread_mutex_unlock(&w->mu);
+    if (rc) return rc;
+    pthread_mutex_lock(&w->wake_mu);
+    pthread_cond_signal(&w->wake_cv);
+    pthread_mutex_unlock(&w->wake_mu);
+    *out = json_pack("{sIsIss}", "webhook", (json_int_t)id, "delivery", (json_int_t)delivery, "event",
+                     WEBHOOK_TEST_EVENT);
+    return *out ? 0 : HF_ENOMEM;
 }
 
 int webhook_owner(webhook_svc *w, int64_t id, char *owner, size_t len, int64_t *experiment_id)

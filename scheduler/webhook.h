@@ -64,7 +64,9 @@ typedef struct webhook_event {
     const char *detail;          /* may be NULL */
     const char *experiment_name; /* may be NULL */
     int         has_objective;
-    double      objective;       /* the trial's best objective value, when it has one */
+    double      objective;       /* the objective of the trial (an experiment event: of its best trial) */
+    int64_t     objective_trial; /* that trial, 0 = none */
+    const char *objectives;      /* JSON {"metric": value} of every objective of a list, NULL with one */
 } webhook_event;
 
 /* The body of ev for a hook of format ("json" or "slack"): malloc'ed
@@ -89,6 +91,15 @@ int webhook_create(webhook_svc *w, const webhook_spec *sp, json_t **out);
 int webhook_list(webhook_svc *w, json_t **out);
 /* Delete hook id and its undelivered rows. RET 0 or HF_ENOTFOUND / HF_EDB. */
 int webhook_delete(webhook_svc *w, int64_t id);
+
+/* Queue a test delivery to hook id (POST /webhooks/{id}/test): an events
+ * row of type WEBHOOK_TEST_EVENT (no experiment; detail names the hook and
+ * user) and its outbox row, in one transaction, then wake the thread: it
+ * goes the way of every delivery (signed, retried, counted by list).
+ * *out = {"webhook": id, "delivery": outbox id, "event": "webhook.test"}.
+ * RET 0, HF_ENOTFOUND, HF_EDB. */
+#define WEBHOOK_TEST_EVENT "webhook.test"
+int webhook_test(webhook_svc *w, int64_t id, const char *user, json_t **out);
 
 /* Who created hook id ("" when not recorded) and its experiment (0 =
  * global). RET 0, HF_ENOTFOUND, HF_EDB. */

@@ -20,7 +20,9 @@
  *   stops     when hf_should_stop() (SIGTERM or the agent's control file):
  *             exits 0, keeping the last checkpoint
  *
- * Build:  cc -O2 -Icommon -o c_trial experiments/examples/c_trial.c -lm
+ * Build:  `make` builds it as experiments/examples/c_trial, the command of
+ *         experiments/c-trial.json (which ships this folder as its context);
+ *         by hand: cc -O2 -Icommon -o c_trial experiments/examples/c_trial.c -lm
  *
  * hf_client.h uses POSIX calls (sigaction, clock_gettime): with a strict
  * -std=c11 they need a feature-test macro before the first #include.

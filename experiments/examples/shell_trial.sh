@@ -12,8 +12,9 @@
 #             grace period) or when ../control.json says "should_stop": true:
 #             it saves its state and exits 0.
 #
-# Submit it with an absolute path (trials run in their own directory):
-#     "command": ["bash", "/path/to/hyperfarm/experiments/examples/shell_trial.sh"]
+# experiments/shell-trial.json ships this folder as the trials' code context
+# ("context": "examples") and runs it in the trial's own copy:
+#     "command": ["bash", "shell_trial.sh"]
 # Outside hyperfarm it runs too: ./shell_trial.sh  (checkpoints in ./)
 set -u
 

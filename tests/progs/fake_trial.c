@@ -201,7 +201,7 @@ int main(int argc, char **argv)
         static const char *const names[] = {"HYPERFARM_TRIAL_ID", "HYPERFARM_EXPERIMENT_ID", "HYPERFARM_HPARAMS",
             "HYPERFARM_RANK", "HYPERFARM_WORLD_SIZE", "HYPERFARM_LOCAL_RANK", "HYPERFARM_MASTER",
             "HYPERFARM_CHECKPOINT_DIR", "HYPERFARM_CONTROL_FILE", "HYPERFARM_MAX_EPOCHS", "HYPERFARM_BUDGET",
-            "HYPERFARM_ATTEMPT", "CUDA_VISIBLE_DEVICES", "PATH", NULL};
+            "HYPERFARM_ATTEMPT", "HYPERFARM_SEED", "CUDA_VISIBLE_DEVICES", "PATH", NULL};
         char cwd[4096];
         for (int i = 0; names[i]; i++) {
             const char *v = getenv(names[i]);

@@ -7,7 +7,7 @@
 #     hf_start_scheduler             # free loopback port, temp database
 #     hf_start_agent a1 --slots 2
 #     id=$(hf_submit "$json")        # POST an experiment, print its id
-#     hf_wait_experiment "$id" 60    # until COMPLETED or CANCELED
+#     hf_wait_experiment "$id" 60    # until COMPLETED, CANCELED or FAILED
 #     hf_get "/api/v1/experiments/$id" | hf_jq_assert '.state == "COMPLETED"' "sweep completed"
 #
 # Everything a test starts is tracked and killed on exit (normal end,
@@ -42,6 +42,9 @@
 set -euo pipefail
 
 : "${HF_BIN:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/bin}"
+# The repository (examples and test programs that trials run; under the
+# sanitizer build HF_BIN is build/san/bin, inside it).
+HF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HF_TMP=""
 HF_URL=""
 HF_PORT=""
@@ -212,7 +215,8 @@ hf_start_agent() {  # NAME [ARGS...]
   chmod 1777 "$HF_TMP"
   # shellcheck disable=SC2086
   "$HF_BIN/hyperfarm-agent" --scheduler "$HF_URL" --name "$name" --workdir "$HF_TMP/agent-$name" \
-    --sandbox-bind "$HF_TMP" --sandbox-bind "$(cd "$HF_BIN/.." && pwd):ro" \
+    --sandbox-bind "$HF_TMP" --sandbox-bind "$HF_REPO:ro" \
+    $([[ $HF_BIN/ == "$HF_REPO"/* ]] || echo --sandbox-bind "$HF_BIN:ro") \
     ${HF_AGENT_ARGS:-} "$@" >>"$HF_TMP/agent-$name.log" 2>&1 &
   HF_AGENT_PIDS[$name]=$!
   hf_log "agent $name pid $! (--slots etc: $*)"
@@ -278,7 +282,7 @@ hf_exp_state() { curl -fsS -m 5 "$HF_URL/api/v1/experiments/$1" | jq -r .state; 
 hf_exp_ended() {
   local s
   s=$(hf_exp_state "$1") || return 1
-  [[ $s == COMPLETED || $s == CANCELED ]]
+  [[ $s == COMPLETED || $s == CANCELED || $s == FAILED ]]
 }
 
 hf_wait_experiment() {  # ID [TIMEOUT_S]

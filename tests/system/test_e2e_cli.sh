@@ -7,12 +7,17 @@
 # kill exp, pause/resume, every --json output parses with jq, not-found
 # ids exit 3, an unreachable scheduler exits 4 with the URL and a hint,
 # the completion script loads in bash, and `hyperfarm up` starts a farm
-# that answers and stops cleanly on SIGINT.
+# that answers and stops cleanly on SIGINT, with the scheduler's and agent's
+# logs in a file beside the database (not on the terminal) and the agent's
+# work folder there too. Issue 28: `webhooks` add/list/test/delete against
+# a real receiver (the test delivery signed with the hook's secret),
+# `ls --all` marks archived experiments, `logs --grep` with no match says
+# "0 matches" on stderr and exits 0.
 source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm hyperfarm-scheduler hyperfarm-agent tests/fake_trial
 hf_setup
 
-hf_start_scheduler
+hf_start_scheduler --webhook-allow-private
 hf_start_agent cli-a --slots 2
 
 expect_rc() {  # WANT MESSAGE CMD... : run CMD, check its exit code
@@ -104,6 +109,14 @@ expect_rc 0 "logs -f on an ended trial returns" timeout 20 "$HF_BIN/hyperfarm" -
 expect_rc 0 "logs --json" hf_cli logs "$tid" --json
 jq -se 'length >= 2 and all(.[]; has("seq") and has("line"))' "$HF_TMP/out" >/dev/null || hf_fail "logs --json is not one object per line"
 expect_rc 3 "logs of a missing trial" hf_cli logs 999999
+expect_rc 0 "logs --grep with no match" hf_cli logs "$tid" --grep 'no-such-line-anywhere'
+[[ ! -s $HF_TMP/out ]] || hf_fail "logs --grep with no match printed on stdout: $(head -c 300 "$HF_TMP/out")"
+grep -qx "0 matches" "$HF_TMP/err" || hf_fail "logs --grep with no match: stderr is '$(cat "$HF_TMP/err")', not '0 matches'"
+expect_rc 0 "logs --experiment --grep with no match" hf_cli logs --experiment "$id" --grep 'no-such-line-anywhere'
+grep -qx "0 matches" "$HF_TMP/err" || hf_fail "logs --experiment --grep: no '0 matches'"
+expect_rc 0 "logs --grep with a match" hf_cli logs "$tid" --grep 'EPOCH 1' -i
+grep_out "epoch 1 done"
+grep -q "matches" "$HF_TMP/err" && hf_fail "logs --grep with matches printed a count on stderr"
 
 # --- export
 expect_rc 0 "export --csv" hf_cli export "$id" --csv
@@ -120,6 +133,63 @@ expect_rc 0 "agents" hf_cli agents
 grep_out "cli-a"
 expect_rc 0 "agents --json" hf_cli agents --json
 jq -e '.agents | any(.name == "cli-a")' "$HF_TMP/out" >/dev/null || hf_fail "agents --json lacks cli-a"
+
+# --- ls --all marks an archived experiment
+expect_rc 0 "archive" hf_cli archive "$id"
+expect_rc 0 "ls after archive" hf_cli ls
+grep -q "cli-sweep" "$HF_TMP/out" && hf_fail "ls still lists the archived experiment"
+expect_rc 0 "ls --all" hf_cli ls --all
+grep -q "cli-sweep.*COMPLETED (archived)" "$HF_TMP/out" || hf_fail "ls --all does not mark it archived: $(cat "$HF_TMP/out")"
+expect_rc 0 "ls --all --tsv" hf_cli ls --all --tsv
+awk -F'\t' -v id="$id" '$1 == id && $3 == "COMPLETED (archived)" {ok = 1} END {exit !ok}' "$HF_TMP/out" \
+  || hf_fail "ls --all --tsv: no 'COMPLETED (archived)' state cell for $id"
+
+# --- webhooks: add, list, test (a real, signed delivery), delete
+rport=$(hf_free_port)
+"${PYTHON:-python3}" "$(dirname "$0")/webhook_receiver.py" "$rport" "$HF_TMP/hooks.jsonl" >"$HF_TMP/receiver.log" 2>&1 &
+hf_track $!
+hf_wait_for 10 grep -q ready "$HF_TMP/receiver.log" || hf_fail "webhook receiver did not start"
+expect_rc 0 "webhooks (none yet)" hf_cli webhooks
+grep_out "no webhooks"
+expect_rc 0 "webhooks add" hf_cli webhooks add "http://127.0.0.1:$rport/hook" --events 'experiment.*, trial.FAILED'
+hid=$(cat "$HF_TMP/out")
+[[ $hid =~ ^[0-9]+$ ]] || hf_fail "webhooks add printed '$hid', not an id"
+secret=$(sed -n 's/^signing secret .*: \([0-9a-f]*\)$/\1/p' "$HF_TMP/err")
+[[ ${#secret} == 64 ]] || hf_fail "webhooks add did not show the generated secret: $(cat "$HF_TMP/err")"
+expect_rc 0 "webhooks list" hf_cli webhooks list
+grep -q "^$hid .*http://127.0.0.1:$rport/hook .*all .*experiment\.\*,trial\.FAILED" "$HF_TMP/out" \
+  || hf_fail "webhooks list lacks hook $hid: $(cat "$HF_TMP/out")"
+expect_rc 0 "webhooks test" hf_cli webhooks test "$hid"
+grep_out "test delivery"
+hf_wait_for 15 bash -c "jq -se 'any(.[]; (.body | fromjson | .event) == \"webhook.test\")' '$HF_TMP/hooks.jsonl'" \
+  || hf_fail "the receiver got no webhook.test delivery: $(cat "$HF_TMP/hooks.jsonl" 2>/dev/null | head -c 800)"
+jq -c 'select((.body | fromjson | .event) == "webhook.test")' "$HF_TMP/hooks.jsonl" | head -1 >"$HF_TMP/test-delivery.json"
+python3 - "$HF_TMP/test-delivery.json" "$secret" <<'PY' || hf_fail "the test delivery's signature or headers are wrong"
+import hashlib, hmac, json, sys
+d = json.loads(open(sys.argv[1]).read())
+h = {k.lower(): v for k, v in d["headers"].items()}
+want = "sha256=" + hmac.new(sys.argv[2].encode(), d["body"].encode(), hashlib.sha256).hexdigest()
+assert h["x-hyperfarm-signature"] == want, (h["x-hyperfarm-signature"], want)
+assert h["x-hyperfarm-event"] == "webhook.test", h["x-hyperfarm-event"]
+b = json.loads(d["body"])
+assert b["kind"] == "webhook" and b["experiment_id"] is None and "test delivery" in b["detail"], b
+PY
+hf_log "ok: the test delivery arrived, signed with the hook's secret"
+hf_wait_for 10 bash -c "'$HF_BIN/hyperfarm' --url '$HF_URL' webhooks --json | jq -e '.webhooks[] | select(.id == $hid) | .delivered >= 1 and .last_status == 200'" \
+  || hf_fail "webhooks list does not count the test delivery: $(hf_cli webhooks --json)"
+expect_rc 0 "webhooks --tsv" hf_cli webhooks --tsv
+head -1 "$HF_TMP/out" | grep -q $'^ID\tURL\tEXPERIMENT' || hf_fail "webhooks --tsv header: $(head -1 "$HF_TMP/out")"
+expect_rc 2 "webhooks add of a URL that is not http(s)" hf_cli webhooks add "ftp://127.0.0.1/x"
+grep_err "url"
+expect_rc 2 "webhooks add with an empty event filter" hf_cli webhooks add "http://127.0.0.1:$rport/x" --events 'trial.FAILED,,'
+expect_rc 2 "webhooks test without an id" hf_cli webhooks test
+expect_rc 2 "webhooks delete of a non-id" hf_cli webhooks delete abc
+expect_rc 3 "webhooks test of a missing hook" hf_cli webhooks test 999999
+expect_rc 0 "webhooks delete" hf_cli webhooks delete "$hid"
+grep_out "deleted"
+expect_rc 3 "webhooks delete again" hf_cli webhooks delete "$hid"
+expect_rc 0 "webhooks after delete" hf_cli webhooks
+grep_out "no webhooks"
 
 # --- kill trial, pause/resume, kill exp on a slow experiment
 slow=$HF_TMP/slow.json
@@ -170,10 +240,13 @@ bash -c "source '$HF_TMP/compl.bash' && complete -p hyperfarm" | grep -q _hyperf
   || hf_fail "completion script does not register"
 hf_log "ok: completion script loads"
 
-# --- hyperfarm up: a farm that answers and stops on SIGINT
+# --- hyperfarm up: a farm that answers and stops on SIGINT; its children
+# log to farm/up.log beside the database, the agent works in
+# farm/hyperfarm-work, and the terminal gets only up's own lines.
 uport=$(hf_free_port)
-(cd "$HF_TMP" && exec "$HF_BIN/hyperfarm" up --listen "127.0.0.1:$uport" --db "$HF_TMP/up.db" \
-   --workdir "$HF_TMP/up-work" --slots 1) >"$HF_TMP/up.log" 2>&1 &
+mkdir -p "$HF_TMP/farm"
+(cd "$HF_TMP" && exec "$HF_BIN/hyperfarm" up --listen "127.0.0.1:$uport" --db farm/up.db \
+   --slots 1) >"$HF_TMP/up.log" 2>&1 &
 up=$!
 hf_track "$up"
 hf_wait_http "http://127.0.0.1:$uport/healthz" 20 || hf_fail "hyperfarm up: no scheduler on port $uport"
@@ -181,6 +254,13 @@ hf_wait_for 15 bash -c "'$HF_BIN/hyperfarm' --url http://127.0.0.1:$uport agents
   || hf_fail "hyperfarm up: no agent registered"
 hf_wait_for 5 grep -q "dashboard  http://127.0.0.1:$uport/" "$HF_TMP/up.log" || hf_fail "hyperfarm up did not print the dashboard URL"
 hf_log "ok: hyperfarm up serves on $uport with one agent"
+grep -q "logs       farm/up.log" "$HF_TMP/up.log" || hf_fail "hyperfarm up does not say where the logs are: $(cat "$HF_TMP/up.log")"
+grep -q "export HYPERFARM_URL=http://127.0.0.1:$uport" "$HF_TMP/up.log" || hf_fail "hyperfarm up's hint lacks the URL"
+[[ -d $HF_TMP/farm/hyperfarm-work ]] || hf_fail "the agent's work folder is not next to the database: $(ls "$HF_TMP" "$HF_TMP/farm")"
+[[ ! -e $HF_TMP/hyperfarm-work ]] || hf_fail "hyperfarm up made a work folder in the current directory"
+grep -q "hyperfarm-scheduler" "$HF_TMP/farm/up.log" || hf_fail "the scheduler's lines are not in farm/up.log"
+grep -q "hyperfarm-agent" "$HF_TMP/farm/up.log" || hf_fail "the agent's lines are not in farm/up.log"
+grep -q "hyperfarm-scheduler\|hyperfarm-agent" "$HF_TMP/up.log" && hf_fail "the children still log to up's terminal: $(head -20 "$HF_TMP/up.log")"
 kill -INT "$up"
 rc=0
 for ((i = 0; i < 200; i++)); do hf_alive "$up" || break; sleep 0.1; done

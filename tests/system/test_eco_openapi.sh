@@ -186,6 +186,7 @@ call "$U" GET "$xl" "/api/v1/experiments/999999/logs?grep=x" "" 404
 xi='/api/v1/experiments/{id}/importance'
 call "$U" GET "$xi" "/api/v1/experiments/$E/importance" "" 200
 call "$U" GET "$xi" "/api/v1/experiments/999999/importance" "" 404
+call "$U" GET "$xi" "/api/v1/experiments/$E/importance?objective=no_such_metric" "" 400
 # checkpoints: upload (streamed PUT), list, download by hash
 printf 'checkpoint bytes\n' >"$HF_TMP/ckpt"
 CKS=$(sha256sum "$HF_TMP/ckpt" | cut -c1-64)
@@ -266,6 +267,9 @@ call "" POST /api/v1/webhooks /api/v1/webhooks "$wh" 401
 call "$U" POST /api/v1/webhooks /api/v1/webhooks "@$HF_TMP/big" 413
 call "$U" GET /api/v1/webhooks /api/v1/webhooks "" 200
 jq -e '.webhooks | length == 1 and (.[0] | has("secret") | not)' >/dev/null <<<"$BODY_OUT" || hf_fail "GET /webhooks: $BODY_OUT"
+call "$U" POST '/api/v1/webhooks/{id}/test' "/api/v1/webhooks/$WH/test" "" 403   # admin's global hook
+call admin-tok POST '/api/v1/webhooks/{id}/test' "/api/v1/webhooks/$WH/test" "" 202
+call admin-tok POST '/api/v1/webhooks/{id}/test' /api/v1/webhooks/999999/test "" 404
 call "$A" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 403
 call "$U" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 403
 call admin-tok DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 200

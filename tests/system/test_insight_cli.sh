@@ -4,6 +4,9 @@
 # on x, hardly on lr, not at all on the categorical z) then
 #   importance: the API and `hyperfarm importance` rank x first, the values
 #     sum to 1, a second call comes from the cache, --tsv/--json agree;
+#     ?objective= / --objective: a two-objective sweep (f1 depends only on
+#     x, f2 only on y) ranks y first by f2; a name not an objective is a
+#     400 naming objective (exit 2);
 #   compare: `hyperfarm compare` shows both trials, marks hp.x as
 #     different and hp.epochs as not; bad ids exit 2, unknown ones 3;
 #   logs --grep: one trial and a whole experiment, fixed / case-insensitive
@@ -51,6 +54,42 @@ expect_rc 0 "importance --tsv" "$H" importance "$id" --tsv
 [[ $(sed -n 2p "$HF_TMP/out" | cut -f1) == x && $(wc -l <"$HF_TMP/out") == 4 ]] || hf_fail "tsv: $(cat "$HF_TMP/out")"
 expect_rc 3 "importance of an unknown experiment" "$H" importance 99999
 expect_rc 2 "importance of a bad id" "$H" importance t3
+hf_jq_assert '.objective == "val_acc" and .goal == "maximize"' "the answer names its objective" <<<"$imp"
+hf_get "/api/v1/experiments/$id/importance?objective=val_acc" \
+  | hf_jq_assert '.cached == true and .params[0] == "x"' "objective=the first one is the default's answer"
+code=$(curl -s -o "$HF_TMP/bad" -w '%{http_code}' "$HF_URL/api/v1/experiments/$id/importance?objective=nope")
+[[ $code == 400 ]] && jq -e '.field == "objective" and (.error | test("val_acc"))' "$HF_TMP/bad" >/dev/null \
+  || hf_fail "objective=nope: $code $(cat "$HF_TMP/bad")"
+
+# ---- importance by objective: f1 depends only on x, f2 only on y ----
+prog=$HF_TMP/mo_trial.sh
+cat >"$prog" <<'EOF'
+#!/usr/bin/env bash
+x=$(jq -r .x <<<"$HYPERFARM_HPARAMS"); y=$(jq -r .y <<<"$HYPERFARM_HPARAMS")
+awk -v x="$x" -v y="$y" 'BEGIN { printf "HYPERFARM {\"epoch\": 1, \"f1\": %.6f, \"f2\": %.6f}\n", 3 * x, (y - 0.2) ^ 2 }'
+EOF
+chmod +x "$prog"
+mo=$(hf_submit "$(jq -n --arg prog "$prog" '{
+  name: "insight-mo", objective: [{metric: "f1", goal: "maximize"}, {metric: "f2", goal: "minimize"}],
+  searcher: {name: "random", max_trials: 16, max_concurrent_trials: 4, seed: 3},
+  hyperparameters: {x: {type: "uniform", min: 0, max: 1}, y: {type: "uniform", min: 0, max: 1}},
+  trial: {command: [$prog], max_restarts: 0}}')")
+hf_wait_experiment "$mo" 120
+hf_get "/api/v1/experiments/$mo/importance" \
+  | hf_jq_assert '.trials == 16 and .params[0] == "x" and .objective == "f1" and .goal == "maximize"' "f1 ranks x first"
+hf_get "/api/v1/experiments/$mo/importance?objective=f2" \
+  | hf_jq_assert '.trials == 16 and .params[0] == "y" and .importance.y > 0.8 and .objective == "f2"
+                  and .goal == "minimize" and .cached == false' "objective=f2 ranks y first"
+hf_get "/api/v1/experiments/$mo/importance" | hf_jq_assert '.cached == true and .params[0] == "x"' \
+  "f1's answer is still cached beside f2's"
+code=$(curl -s -o "$HF_TMP/bad" -w '%{http_code}' "$HF_URL/api/v1/experiments/$mo/importance?objective=f3")
+[[ $code == 400 ]] && jq -e '.field == "objective" and (.error | test("f1, f2"))' "$HF_TMP/bad" >/dev/null \
+  || hf_fail "objective=f3: $code $(cat "$HF_TMP/bad")"
+expect_rc 0 "importance --objective f2" "$H" importance "$mo" --objective f2
+head -1 "$HF_TMP/out" | grep -q 'for f2 (min)' && head -2 "$HF_TMP/out" | tail -1 | grep -q '^  y ' \
+  || hf_fail "importance --objective f2: $(cat "$HF_TMP/out")"
+expect_rc 2 "importance --objective of no objective" "$H" importance "$mo" --objective f3
+grep -q 'objective' "$HF_TMP/err" || hf_fail "the error does not name objective: $(cat "$HF_TMP/err")"
 
 # ---- compare ----
 read -r t1 t2 < <(hf_get "/api/v1/experiments/$id/trials" | jq -r '[.trials[0].id, .trials[1].id] | @tsv')

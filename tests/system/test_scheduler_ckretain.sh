@@ -5,11 +5,12 @@
 # an agent does:
 #   - after the trials of an experiment ended, only its policy's
 #     checkpoints remain (keep_latest 1, keep_best_trials 1: each trial's
-#     newest, plus the best trial's checkpoint at its best step), rows and
+#     newest, plus each trial's checkpoint that scored its objective), rows and
 #     object files alike, and the experiment's bytes are in its summary,
 #     in /metrics and in `hyperfarm show`;
 #   - `hyperfarm checkpoints` lists them; `hyperfarm download` writes the
-#     exact bytes (verified) and exits 3 for a step that is not stored;
+#     exact bytes (verified), `--best` the scored one, and exits 3 for a
+#     step that is not stored;
 #   - deleting or archiving a running experiment is refused (409 / exit 6),
 #     `delete` without --yes changes nothing;
 #   - archiving frees every byte of the experiment (directory, /metrics),
@@ -47,6 +48,7 @@ put() {
   [[ $code == 201 ]] || hf_fail "PUT trial $1 step $2 -> $code: $(cat "$HF_TMP/put.out")"
 }
 n_objects() { find "$CK/objects" -type f | wc -l; }
+n_objects_is() { (( $(n_objects) == $1 )); }   # re-counted at every try of hf_wait_for
 store_bytes() { find "$CK/objects" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
 metric_bytes() {  # EXP: hyperfarm_checkpoint_experiment_bytes of EXP, or "none"
   curl -fsS "$HF_URL/metrics" | awk -v e="hyperfarm_checkpoint_experiment_bytes{experiment=\"$1\"}" \
@@ -62,8 +64,8 @@ mapfile -t TR < <(hf_get "/api/v1/experiments/$A/trials" | jq -r '.trials[].id')
 (( ${#TR[@]} == 3 )) || hf_fail "expected 3 trials, got ${TR[*]}"
 BEST=$(hf_get "/api/v1/experiments/$A" | jq -r .best.trial_id)
 # fake_trial reports val_acc at steps 100, 200, 300 (rising with the epoch:
-# the best at 300); a checkpoint at 400 has no report, so for the best
-# trial the best checkpoint (300) and the newest (400) differ.
+# the best at 300); a checkpoint at 400 has no report, so for every trial
+# the checkpoint that scored its objective (300) and the newest (400) differ.
 for t in "${TR[@]}"; do
   for s in 100 200 300 400; do
     head -c $MiB /dev/urandom >"$HF_TMP/ck-$t-$s"
@@ -71,24 +73,22 @@ for t in "${TR[@]}"; do
   done
 done
 hf_log "uploaded 12 checkpoints of 1 MiB to trials ${TR[*]} (best $BEST)"
-want_rows() { for t in "${TR[@]}"; do
-  if [[ $t == "$BEST" ]]; then [[ $(rows_of "$t") == '[300,400]' ]] || return 1
-  else [[ $(rows_of "$t") == '[400]' ]] || return 1; fi; done; }
+want_rows() { for t in "${TR[@]}"; do [[ $(rows_of "$t") == '[300,400]' ]] || return 1; done; }
 hf_wait_for 15 want_rows || hf_fail "retention did not apply: $(for t in "${TR[@]}"; do echo "$t: $(rows_of "$t")"; done)"
-hf_wait_for 5 test "$(n_objects)" -eq 4 || hf_fail "expected 4 object files, found $(n_objects)"
+hf_wait_for 5 n_objects_is 6 || hf_fail "expected 6 object files, found $(n_objects)"
 for t in "${TR[@]}"; do
   s=$(sha256sum "$HF_TMP/ck-$t-400" | cut -c1-64)
   [[ -f $CK/objects/${s:0:2}/$s ]] || hf_fail "trial $t's newest object is gone"
   s=$(sha256sum "$HF_TMP/ck-$t-100" | cut -c1-64)
   [[ ! -e $CK/objects/${s:0:2}/$s ]] || hf_fail "trial $t's step-100 object is still there"
 done
-hf_assert_eq "$(store_bytes)" $((4 * MiB)) "bytes on disk"
-hf_assert_eq "$(hf_get "/api/v1/experiments/$A" | jq .checkpoint_bytes)" $((4 * MiB)) "checkpoint_bytes"
+hf_assert_eq "$(store_bytes)" $((6 * MiB)) "bytes on disk"
+hf_assert_eq "$(hf_get "/api/v1/experiments/$A" | jq .checkpoint_bytes)" $((6 * MiB)) "checkpoint_bytes"
 hf_assert_eq "$(hf_get /api/v1/experiments | jq --argjson a "$A" '.experiments[] | select(.id == $a) | .checkpoint_bytes')" \
-  $((4 * MiB)) "checkpoint_bytes in the list"
-hf_assert_eq "$(metric_bytes "$A")" $((4 * MiB)) "/metrics experiment bytes"
-hf_cli show "$A" | grep -q 'storage    4.00 MiB of checkpoints' || hf_fail "show: $(hf_cli show "$A" | head -8)"
-hf_log "ok: retention kept 4 of 12 checkpoints (rows, files, summary, /metrics, show)"
+  $((6 * MiB)) "checkpoint_bytes in the list"
+hf_assert_eq "$(metric_bytes "$A")" $((6 * MiB)) "/metrics experiment bytes"
+hf_cli show "$A" | grep -q 'storage    6.00 MiB of checkpoints' || hf_fail "show: $(hf_cli show "$A" | head -8)"
+hf_log "ok: retention kept 6 of 12 checkpoints (rows, files, summary, /metrics, show)"
 
 # ---- access: checkpoints and download -----------------------------------------
 out=$(hf_cli checkpoints "$BEST")
@@ -101,6 +101,8 @@ f=$(find "$HF_TMP/dl" -type f)
 cmp -s "$f" "$HF_TMP/ck-$BEST-300" || hf_fail "the downloaded step 300 differs"
 hf_cli download "$BEST" -o "$HF_TMP/dl2" >/dev/null || hf_fail "download (newest) failed"
 cmp -s "$HF_TMP"/dl2/* "$HF_TMP/ck-$BEST-400" || hf_fail "the downloaded newest differs"
+hf_cli download "$BEST" --best -o "$HF_TMP/dl4" >/dev/null || hf_fail "download --best failed"
+cmp -s "$HF_TMP"/dl4/* "$HF_TMP/ck-$BEST-300" || hf_fail "download --best did not fetch the step-300 checkpoint"
 set +e
 err=$(hf_cli download "$BEST" --step 100 -o "$HF_TMP/dl3" 2>&1 >/dev/null); rc=$?
 set -e
@@ -135,7 +137,7 @@ TC=$(hf_get "/api/v1/experiments/$C/trials" | jq -r '.trials[0].id')
 put "$TC" 1 "$HF_TMP/ck-$BEST-400"
 head -c $((2 * MiB)) /dev/urandom >"$HF_TMP/ck-c"
 put "$TC" 2 "$HF_TMP/ck-c"
-hf_wait_for 10 test "$(n_objects)" -eq 5 || hf_fail "expected 5 objects, found $(n_objects)"
+hf_wait_for 10 n_objects_is 7 || hf_fail "expected 7 objects, found $(n_objects)"
 arch=$(hf_cli archive "$A") || hf_fail "archive failed"
 grep -q 'archived experiment' <<<"$arch" || hf_fail "archive said: $arch"
 hf_assert_eq "$(hf_get "/api/v1/experiments/$A" | jq -c '[.archived, .checkpoint_bytes]')" '[true,0]' "archived summary"
@@ -149,7 +151,7 @@ hf_get '/api/v1/experiments?archived=1' | jq -e --argjson a "$A" 'any(.experimen
   || hf_fail "?archived=1 does not list it"
 hf_cli ls --all | grep -q '^ *'"$A"' ' || hf_fail "ls --all does not list it"
 hf_get "/api/v1/experiments/$A/trials" | jq -e '.trials | length == 3' >/dev/null || hf_fail "archived trials are gone"
-hf_log "ok: archive freed A's 3 MiB of its own, kept the shared object, hid A from the list"
+hf_log "ok: archive freed A's 5 MiB of its own, kept the shared object, hid A from the list"
 
 # ---- delete -------------------------------------------------------------------
 before=$(store_bytes)

@@ -314,6 +314,98 @@ static void test_exit_for_status(void **state)
     assert_int_equal(cli_exit_for_status(503), CLI_UNREACHABLE);
 }
 
+/* `webhooks` words: the verbs, their one argument, what is refused. */
+static void test_webhook_args(void **state)
+{
+    (void)state;
+    static const struct { int argc; const char *argv[3]; int rc; const char *verb; int64_t id; const char *url; } cases[] = {
+        {0, {NULL}, 0, "list", 0, NULL},
+        {1, {"list"}, 0, "list", 0, NULL},
+        {2, {"add", "http://h/x"}, 0, "add", 0, "http://h/x"},
+        {2, {"test", "3"}, 0, "test", 3, NULL},
+        {2, {"delete", "12"}, 0, "delete", 12, NULL},
+        {1, {"add"}, HF_EINVAL, NULL, 0, NULL},
+        {1, {"test"}, HF_EINVAL, NULL, 0, NULL},
+        {3, {"delete", "1", "2"}, HF_EINVAL, NULL, 0, NULL},
+        {2, {"list", "x"}, HF_EINVAL, NULL, 0, NULL},
+        {2, {"test", "0"}, HF_EINVAL, NULL, 0, NULL},
+        {2, {"delete", "abc"}, HF_EINVAL, NULL, 0, NULL},
+        {2, {"test", "e3"}, HF_EINVAL, NULL, 0, NULL},
+        {1, {"frob"}, HF_EINVAL, NULL, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char verb[16] = "", err[256] = "";
+        int64_t id = -1;
+        const char *url = "unset";
+        int rc = cli_webhook_args(cases[i].argc, (char **)cases[i].argv, verb, sizeof verb, &id, &url, err, sizeof err);
+        assert_int_equal(rc, cases[i].rc);
+        if (rc) {
+            assert_true(err[0] != '\0');
+            continue;
+        }
+        assert_string_equal(verb, cases[i].verb);
+        assert_int_equal(id, cases[i].id);
+        if (cases[i].url) assert_string_equal(url, cases[i].url);
+        else assert_null(url);
+    }
+}
+
+static void test_webhook_events(void **state)
+{
+    (void)state;
+    static const struct { const char *in; int rc; const char *want; } cases[] = {
+        {"*", 0, "[\"*\"]"},
+        {"trial.FAILED,experiment.*", 0, "[\"trial.FAILED\", \"experiment.*\"]"},
+        {"trial.FAILED, experiment.COMPLETED ", 0, "[\"trial.FAILED\", \"experiment.COMPLETED\"]"},
+        {"a,", 0, "[\"a\"]"},
+        {"", HF_EINVAL, NULL},
+        {"a,,b", HF_EINVAL, NULL},
+        {",a", HF_EINVAL, NULL},
+        {"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", HF_EINVAL, NULL},   /* 65 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[256] = "";
+        json_t *arr = NULL;
+        int rc = cli_webhook_events(cases[i].in, &arr, err, sizeof err);
+        assert_int_equal(rc, cases[i].rc);
+        if (rc) {
+            assert_null(arr);
+            assert_non_null(strstr(err, "--events"));
+            continue;
+        }
+        json_t *want = json_loads(cases[i].want, 0, NULL);
+        assert_true(json_equal(arr, want));
+        json_decref(want);
+        json_decref(arr);
+    }
+}
+
+/* webhooks' add-only flags on another verb, and a bad experiment id: exit 2
+ * before any request (the URL is a closed port: a request would exit 4). */
+static void test_webhook_usage(void **state)
+{
+    (void)state;
+    static const char *const cases[][6] = {
+        {"hyperfarm", "--url", "http://127.0.0.1:1", "webhooks", "test", "1"},
+        {"hyperfarm", "--url", "http://127.0.0.1:1", "webhooks", "add", "http://x/y"},
+    };
+    char *out = NULL, *err = NULL;
+    size_t ol, el;
+    FILE *o = open_memstream(&out, &ol), *e = open_memstream(&err, &el);
+    char *v1[] = {(char *)cases[0][0], (char *)cases[0][1], (char *)cases[0][2], (char *)cases[0][3],
+                  (char *)cases[0][4], (char *)cases[0][5], "--format", "slack", NULL};
+    assert_int_equal(cli_main(8, v1, o, e), CLI_USAGE);
+    char *v2[] = {(char *)cases[1][0], (char *)cases[1][1], (char *)cases[1][2], (char *)cases[1][3],
+                  (char *)cases[1][4], (char *)cases[1][5], "--experiment", "t3", NULL};
+    assert_int_equal(cli_main(8, v2, o, e), CLI_USAGE);
+    fclose(o);
+    fclose(e);
+    assert_non_null(strstr(err, "go with 'webhooks add'"));
+    assert_non_null(strstr(err, "t3"));
+    free(out);
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +420,9 @@ int main(void)
         cmocka_unit_test(test_unreachable),
         cmocka_unit_test(test_submit_bad_files),
         cmocka_unit_test(test_exit_for_status),
+        cmocka_unit_test(test_webhook_args),
+        cmocka_unit_test(test_webhook_events),
+        cmocka_unit_test(test_webhook_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

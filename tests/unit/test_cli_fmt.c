@@ -219,7 +219,7 @@ static void test_export_csv(void **state)
     assert_non_null(trials);
     mem_out m;
     mem_open(&m);
-    assert_int_equal(cli_export_csv(m.f, trials), 0);
+    assert_int_equal(cli_export_csv(m.f, NULL, trials), 0);
     char *s = mem_close(&m);
     assert_string_equal(s,
         "trial_id,state,agent,restarts,exit_code,started_at,ended_at,duration_s,objective,"
@@ -227,6 +227,20 @@ static void test_export_csv(void **state)
         "1,COMPLETED,a,0,0,1000,3500,2.500,0.5,0.1,sgd,,0.5\n"
         "2,RUNNING,\"b,c\",1,,2000,,,,0.01,,64,\n");
     free(s);
+    /* A list objective: one objective.<metric> column each (the others' last values). */
+    json_t *exp = json_loads("{\"objectives\": [{\"metric\": \"val_acc\", \"goal\": \"maximize\"},"
+                             " {\"metric\": \"lat\", \"goal\": \"minimize\"}]}", 0, NULL);
+    json_object_set_new(json_array_get(trials, 0), "latest", json_pack("{sfsf}", "val_acc", 0.4, "lat", 12.5));
+    mem_open(&m);
+    assert_int_equal(cli_export_csv(m.f, exp, trials), 0);
+    s = mem_close(&m);
+    assert_string_equal(s,
+        "trial_id,state,agent,restarts,exit_code,started_at,ended_at,duration_s,objective,"
+        "objective.val_acc,objective.lat,hp.lr,hp.opt,hp.hidden,best.val_acc\n"
+        "1,COMPLETED,a,0,0,1000,3500,2.500,0.5,0.5,12.5,0.1,sgd,,0.5\n"
+        "2,RUNNING,\"b,c\",1,,2000,,,,,,0.01,,64,\n");
+    free(s);
+    json_decref(exp);
     json_decref(trials);
 }
 

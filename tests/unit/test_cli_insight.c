@@ -61,6 +61,8 @@ static void test_compare_table(void **state)
                       "hparams", "lr", 0.1, "opt", "adam", "epochs", 3, "best", "acc", 0.5);
     tr[1] = json_pack("{sisisssfs{sfsssisi}s{sfsf}}", "id", 4, "experiment_id", 1, "state", "COMPLETED", "objective", 0.7,
                       "hparams", "lr", 0.2, "opt", "adam", "epochs", 3, "depth", 2, "best", "acc", 0.7, "loss", 0.1);
+    /* The scheduler's "goals": which way each best was taken. */
+    json_object_set_new(tr[1], "goals", json_pack("{ssss}", "acc", "maximize", "loss", "minimize"));
     cli_table t;
     char heads[CLI_COMPARE_MAX][32];
     assert_int_equal(cli_compare_table(&t, tr, 2, heads), 0);
@@ -78,7 +80,8 @@ static void test_compare_table(void **state)
     assert_non_null(strstr(out, " \thp.opt\tadam\tadam\n"));
     assert_non_null(strstr(out, " \thp.epochs\t3\t3\n"));
     assert_non_null(strstr(out, "*\thp.depth\t-\t2\n"));        /* only one trial has it */
-    assert_non_null(strstr(out, "*\tbest.loss\t-\t0.1\n"));
+    assert_non_null(strstr(out, "*\tbest.loss (min)\t-\t0.1\n"));
+    assert_non_null(strstr(out, "*\tbest.acc (max)\t0.5\t0.7\n"));
     free(out);
     assert_int_equal(cli_compare_table(&t, tr, 0, heads), HF_EINVAL);
     json_decref(tr[0]);

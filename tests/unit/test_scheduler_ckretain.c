@@ -52,8 +52,12 @@ typedef struct dcase {
 static const dcase dcases[] = {
     {"defaults: newest of each ended trial", {1, 1}, 0, 2, {ENDED(1, 0.5, -1), ENDED(2, 0.9, -1)},
      {"1,2,3", "1,2"}, {"3", "2"}},
-    {"keep_latest 0, best 1 at its best step", {0, 1}, 0, 2, {ENDED(1, 0.5, 2), ENDED(2, 0.9, 1)},
-     {"1,2,3", "1,2"}, {"", "1"}},
+    {"keep_latest 0, best 1 at its best step; every trial its scoring one", {0, 1}, 0, 2,
+     {ENDED(1, 0.5, 2), ENDED(2, 0.9, 1)}, {"1,2,3", "1,2"}, {"2", "1"}},
+    {"keep nothing by policy: the scoring checkpoints stay", {0, 0}, 0, 3,
+     {ENDED(1, 0.5, 3), ENDED(2, 0.9, 1), NOOBJ(3)}, {"1,2,3", "1,2", "1,2"}, {"3", "1", ""}},
+    {"scoring step without a checkpoint, not among the best: nothing", {0, 0}, 0, 1, {ENDED(1, 0.5, 7)},
+     {"5,10"}, {""}},
     {"best step without a checkpoint: its newest", {0, 1}, 0, 1, {ENDED(1, 0.5, 7)}, {"5,10"}, {"10"}},
     {"best 2 of 3 (ties: older trial)", {0, 2}, 0, 3, {ENDED(1, 0.7, -1), ENDED(2, 0.7, -1), ENDED(3, 0.9, -1)},
      {"1,2", "1,2", "1,2"}, {"2", "", "2"}},
@@ -192,6 +196,19 @@ static int64_t count_objects(void)
     return n;
 }
 
+/* The first column of sql's first row as a malloc'ed string (NULL: none). */
+static char *one_text(sqlite3 *db, const char *q)
+{
+    sqlite3_stmt *st = NULL;
+    char *out = NULL;
+    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_column_text(st, 0))
+        out = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (!out) fail_msg("%s: no text", q);
+    return out;
+}
+
 /* The kept steps of trial tid, "1,3". */
 static void kept_steps(env *e, int64_t tid, char *out, size_t len)
 {
@@ -225,14 +242,27 @@ typedef struct dbcase {
 
 static const dbcase dbcases[] = {
     {"defaults: each trial's newest, the best trial's best step", CFG("", "random"), "COMPLETED", 0,
-     {{"COMPLETED", "0.5", 0, "1:0.2,2:0.5,3:0.4", "1,2,3", "3"},
+     {{"COMPLETED", "0.5", 0, "1:0.2,2:0.5,3:0.4", "1,2,3", "2,3"},
       {"COMPLETED", "0.9", 0, "1:0.9,2:0.1,3:0.3", "1,2,3", "1,3"},
       {"FAILED", NULL, 0, "", "1,2", "2"}}},
     {"keep_latest 0, keep_best_trials 2", CFG(",\"checkpoint_policy\":{\"keep_latest\":0,\"keep_best_trials\":2}",
                                                 "random"), "COMPLETED", 0,
      {{"COMPLETED", "0.5", 0, "1:0.5", "1,2", "1"},
       {"STOPPED", "0.9", 0, "2:0.9", "1,2,3", "2"},
-      {"CANCELED", "0.1", 0, "1:0.1", "1", ""}}},
+      {"CANCELED", "0.1", 0, "1:0.1", "1", "1"}}},
+    {"aggregate last: the last report scored",
+     "{\"name\":\"e\",\"objective\":{\"metric\":\"acc\",\"goal\":\"maximize\",\"aggregate\":\"last\"},"
+     "\"searcher\":{\"name\":\"random\"},\"checkpoint_policy\":{\"keep_latest\":0,\"keep_best_trials\":0}}",
+     "COMPLETED", 0, {{"COMPLETED", "0.5", 0, "1:0.5,2:0.9,3:0.5", "1,2,3", "3"}}},
+    {"aggregate best: the first report of the best value scored",
+     "{\"name\":\"e\",\"objective\":{\"metric\":\"acc\",\"goal\":\"maximize\",\"aggregate\":\"best\"},"
+     "\"searcher\":{\"name\":\"random\"},\"checkpoint_policy\":{\"keep_latest\":0,\"keep_best_trials\":0}}",
+     "COMPLETED", 0, {{"COMPLETED", "0.9", 0, "1:0.5,2:0.9,3:0.9", "1,2,3", "2"}}},
+    {"a list objective: the first one, last by default",
+     "{\"name\":\"e\",\"objective\":[{\"metric\":\"acc\",\"goal\":\"maximize\"},"
+     "{\"metric\":\"lat\",\"goal\":\"minimize\"}],"
+     "\"searcher\":{\"name\":\"random\"},\"checkpoint_policy\":{\"keep_latest\":0,\"keep_best_trials\":0}}",
+     "COMPLETED", 0, {{"COMPLETED", "0.4", 0, "1:0.4,2:0.8,3:0.4", "1,2,3", "3"}}},
     {"a running trial keeps all; a queued PBT child keeps its parent's newest",
      CFG(",\"checkpoint_policy\":{\"keep_latest\":0,\"keep_best_trials\":0}", "random"), "ACTIVE", 0,
      {{"RUNNING", NULL, 0, "", "1,2,3", "1,2,3"},
@@ -306,6 +336,28 @@ static void test_db_table(void **state)
     ckretain_get_stats(e.cr, &cs);
     assert_true(cs.rows_deleted > 0);
     assert_int_equal(cs.rows_deleted, cs.objects_freed);
+    /* Each kept row of an ended trial stores the metrics of its step
+     * (schema/0014), and the list marks the row that scored the objective. */
+    char *m = one_text(store_db(e.st), "SELECT metrics FROM checkpoints WHERE trial_id=101 AND step=2");
+    assert_string_equal(m, "{\"acc\":0.5}");
+    free(m);
+    json_t *list = NULL;
+    assert_int_equal(ckstore_list(e.ck, 101, &list), 0);
+    assert_int_equal(json_integer_value(json_object_get(list, "scored_step")), 2);
+    json_t *rows_j = json_object_get(list, "checkpoints");
+    assert_int_equal(json_array_size(rows_j), 2);
+    assert_true(json_is_true(json_object_get(json_array_get(rows_j, 0), "scored")));
+    assert_true(json_is_false(json_object_get(json_array_get(rows_j, 1), "scored")));
+    assert_true(json_real_value(json_object_get(json_object_get(json_array_get(rows_j, 1), "metrics"), "acc")) == 0.4);
+    json_decref(list);
+    /* aggregate "last": the last report at step 3 scored. */
+    assert_int_equal(ckstore_list(e.ck, 301, &list), 0);
+    assert_int_equal(json_integer_value(json_object_get(list, "scored_step")), 3);
+    json_decref(list);
+    /* A list objective: its first, "last" by default. */
+    assert_int_equal(ckstore_list(e.ck, 501, &list), 0);
+    assert_int_equal(json_integer_value(json_object_get(list, "scored_step")), 3);
+    json_decref(list);
     /* Nothing changed: the next pass skips the work. */
     assert_int_equal(ckretain_sweep(e.cr, 0), 0);
     ckretain_stats cs2;

@@ -10,6 +10,7 @@
 
 #include "hf_err.h"
 #include "scheduler/experiment.h"
+#include "scheduler/sched_int.h"   /* metric_minimized */
 
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,60 @@ static void test_good(void **state)
     assert_int_equal(sp.keep_latest, 1);      /* Determined's defaults */
     assert_int_equal(sp.keep_best_trials, 1);
     experiment_spec_free(&sp);
+    json_decref(j);
+}
+
+/* objective.aggregate: "best" by default with one objective, "last" with a
+ * list (docs/guide.md "The objective"); either may be named. */
+static void test_aggregate(void **state)
+{
+    (void)state;
+    static const struct { const char *obj; int last; } cases[] = {
+        {GOOD_OBJ, 0},
+        {"\"objective\":{\"metric\":\"a\",\"goal\":\"maximize\",\"aggregate\":\"last\"}", 1},
+        {"\"objective\":{\"metric\":\"a\",\"goal\":\"maximize\",\"aggregate\":\"best\"}", 0},
+        {"\"objective\":[{\"metric\":\"a\",\"goal\":\"maximize\"},{\"metric\":\"b\",\"goal\":\"minimize\"}]", 1},
+        {"\"objective\":[{\"metric\":\"a\",\"goal\":\"maximize\",\"aggregate\":\"last\"},"
+         "{\"metric\":\"b\",\"goal\":\"minimize\"}]", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char t[2048];
+        snprintf(t, sizeof t, "{\"name\":\"x\",%s," GOOD_SR "," GOOD_HP "," GOOD_TR "}", cases[i].obj);
+        json_t *j = json_loads(t, 0, NULL);
+        exp_spec sp;
+        hf_jerr e;
+        assert_non_null(j);
+        if (experiment_parse(j, &sp, &e)) fail_msg("case %zu: %s: %s", i, e.field, e.msg);
+        if (sp.agg_last != cases[i].last) fail_msg("case %zu: agg_last %d", i, sp.agg_last);
+        experiment_spec_free(&sp);
+        json_decref(j);
+    }
+}
+
+/* Each metric's direction (docs/guide.md "The objective"): objectives by
+ * their goal, others by their name. */
+static void test_metric_direction(void **state)
+{
+    (void)state;
+    static const struct { const char *name; int min; } cases[] = {
+        {"val_acc", 0},            /* the objective: maximize */
+        {"lat", 1},                /* objective[1]: minimize */
+        {"train_loss", 1}, {"val_error", 1}, {"perplexity", 1}, {"epoch_seconds", 1}, {"step_time", 1},
+        {"p99_latency", 1}, {"fwd_ms", 1}, {"Epoch_Seconds", 1},
+        {"samples_per_second", 0}, {"tokens_per_sec", 0}, {"img/s", 0}, {"throughput_time", 0},
+        {"accuracy", 0}, {"f1", 0}, {"reward", 0},
+    };
+    json_t *j = json_loads("{\"name\":\"x\",\"objective\":[{\"metric\":\"val_acc\",\"goal\":\"maximize\"},"
+                           "{\"metric\":\"lat\",\"goal\":\"minimize\"}]," GOOD_SR "," GOOD_HP "," GOOD_TR "}", 0, NULL);
+    experiment x;
+    hf_jerr e;
+    memset(&x, 0, sizeof x);
+    assert_non_null(j);
+    assert_int_equal(experiment_parse(j, &x.spec, &e), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (metric_minimized(&x, cases[i].name) != cases[i].min)
+            fail_msg("%s: minimized %d, expected %d", cases[i].name, !cases[i].min, cases[i].min);
+    experiment_spec_free(&x.spec);
     json_decref(j);
 }
 
@@ -97,6 +152,13 @@ typedef struct bad_case {
 static const bad_case bad[] = {
     {"[]", ""},
     {"{\"objective\":{}}", "name"},
+    {"{\"name\":\"x\",\"objective\":{\"metric\":\"a\",\"goal\":\"maximize\",\"aggregate\":\"mean\"}," GOOD_SR ","
+     GOOD_HP "," GOOD_TR "}", "objective.aggregate"},
+    {"{\"name\":\"x\",\"objective\":{\"metric\":\"a\",\"goal\":\"maximize\",\"aggregate\":1}," GOOD_SR ","
+     GOOD_HP "," GOOD_TR "}", "objective.aggregate"},
+    {"{\"name\":\"x\",\"objective\":[{\"metric\":\"a\",\"goal\":\"maximize\",\"aggregate\":\"last\"},"
+     "{\"metric\":\"b\",\"goal\":\"minimize\",\"aggregate\":\"best\"}]," GOOD_SR "," GOOD_HP "," GOOD_TR "}",
+     "objective[1].aggregate"},
     {"{\"name\":5}", "name"},
     {"{\"name\":\"\"}", "name"},
     {"{\"name\":\"x\",\"bogus\":1}", "bogus"},
@@ -175,6 +237,8 @@ int main(void)
         cmocka_unit_test(test_good),
         cmocka_unit_test(test_seed_chosen_and_stored),
         cmocka_unit_test(test_checkpoint_policy),
+        cmocka_unit_test(test_aggregate),
+        cmocka_unit_test(test_metric_direction),
         cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

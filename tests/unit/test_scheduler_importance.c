@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
+#include "hf_metric.h"
 #include "scheduler/importance.h"
 #include "scheduler/search_space.h"
 
@@ -158,26 +159,116 @@ static void test_cache(void **state)
     importance_cache *c = importance_cache_new();
     json_t *sp = space(), *tr = trials_of(30, 3), *out = NULL;
     hf_jerr e;
-    assert_int_equal(importance_cache_get(c, 5, sp, tr, &out, &e), 0);
+    assert_int_equal(importance_cache_get(c, 5, NULL, sp, tr, &out, &e), 0);
     assert_true(json_is_false(json_object_get(out, "cached")));
     json_decref(out);
-    assert_int_equal(importance_cache_get(c, 5, sp, tr, &out, &e), 0);
+    assert_int_equal(importance_cache_get(c, 5, NULL, sp, tr, &out, &e), 0);
     assert_true(json_is_true(json_object_get(out, "cached")));
     json_decref(out);
     /* the running trial completes: recomputed */
     json_t *last = json_array_get(tr, json_array_size(tr) - 1);
     json_object_set_new(last, "state", json_string("COMPLETED"));
-    assert_int_equal(importance_cache_get(c, 5, sp, tr, &out, &e), 0);
+    assert_int_equal(importance_cache_get(c, 5, NULL, sp, tr, &out, &e), 0);
     assert_true(json_is_false(json_object_get(out, "cached")));
     assert_int_equal(json_integer_value(json_object_get(out, "trials")), 30);
     json_decref(out);
     /* another experiment does not see experiment 5's answer */
-    assert_int_equal(importance_cache_get(c, 6, sp, tr, &out, &e), 0);
+    assert_int_equal(importance_cache_get(c, 6, NULL, sp, tr, &out, &e), 0);
     assert_true(json_is_false(json_object_get(out, "cached")));
     json_decref(out);
     json_decref(sp);
     json_decref(tr);
     importance_cache_free(c);
+}
+
+/* Two objectives: f1 (the trials' "objective", also in "latest") depends
+ * only on x, f2 (its last value in "latest") only on y; ranking by f2
+ * flips the answer, and the cache keeps one answer per objective. */
+static json_t *trials_two_objectives(size_t n, uint64_t seed)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        double x = search_rng_uniform(&seed), y = search_rng_uniform(&seed);
+        double f1 = 3 * x, f2 = (y - 0.2) * (y - 0.2);
+        json_array_append_new(a, json_pack("{sIsss{sfsf}sfs{sfsf}}", "id", (json_int_t)(i + 1), "state",
+                                           "COMPLETED", "hparams", "x", x, "y", y, "objective", f1, "latest",
+                                           "f1", f1, "f2", f2));
+    }
+    /* a trial that never reported f2 is left out of f2's ranking only */
+    json_array_append_new(a, json_pack("{sIsss{sfsf}sfs{sf}}", "id", (json_int_t)(n + 1), "state", "COMPLETED",
+                                       "hparams", "x", 0.5, "y", 0.5, "objective", 1.5, "latest", "f1", 1.5));
+    return a;
+}
+
+static const char *top_param(const json_t *out)
+{
+    return json_string_value(json_array_get(json_object_get(out, "params"), 0));
+}
+
+static void test_by_objective(void **state)
+{
+    (void)state;
+    json_t *sp = json_pack("{s{sssfsf}s{sssfsf}}", "x", "type", "uniform", "min", 0.0, "max", 1.0, "y", "type",
+                           "uniform", "min", 0.0, "max", 1.0);
+    json_t *tr = trials_two_objectives(80, 11), *out = NULL;
+    hf_jerr e;
+    uint64_t sig = 0;
+    imp_opts o;
+    imp_opts_default(&o);
+    o.n_trees = 16;
+    assert_int_equal(importance_compute_of(sp, tr, NULL, &o, &out, &sig, &e), 0);
+    assert_string_equal(top_param(out), "x");
+    assert_int_equal(json_integer_value(json_object_get(out, "trials")), 81);
+    assert_true(json_real_value(json_object_get(json_object_get(out, "importance"), "x")) > 0.9);
+    json_decref(out);
+    assert_int_equal(importance_compute_of(sp, tr, "f2", &o, &out, &sig, &e), 0);
+    assert_string_equal(top_param(out), "y");
+    assert_int_equal(json_integer_value(json_object_get(out, "trials")), 80);   /* the one without f2 left out */
+    assert_true(json_real_value(json_object_get(json_object_get(out, "importance"), "y")) > 0.9);
+    assert_true(sig == importance_signature_of(tr, "f2"));
+    assert_true(sig != importance_signature_of(tr, NULL));
+    json_decref(out);
+    /* An objective no trial reported: nothing ranked. */
+    assert_int_equal(importance_compute_of(sp, tr, "f3", &o, &out, &sig, &e), 0);
+    assert_int_equal(json_integer_value(json_object_get(out, "trials")), 0);
+    assert_int_equal(json_object_size(json_object_get(out, "importance")), 0);
+    json_decref(out);
+
+    /* The cache: (experiment, objective) pairs do not see each other's answers. */
+    importance_cache *c = importance_cache_new();
+    assert_int_equal(importance_cache_get(c, 9, NULL, sp, tr, &out, &e), 0);
+    assert_string_equal(top_param(out), "x");
+    json_decref(out);
+    assert_int_equal(importance_cache_get(c, 9, "f2", sp, tr, &out, &e), 0);
+    assert_true(json_is_false(json_object_get(out, "cached")));
+    assert_string_equal(top_param(out), "y");
+    json_decref(out);
+    assert_int_equal(importance_cache_get(c, 9, NULL, sp, tr, &out, &e), 0);   /* still kept */
+    assert_true(json_is_true(json_object_get(out, "cached")));
+    assert_string_equal(top_param(out), "x");
+    json_decref(out);
+    assert_int_equal(importance_cache_get(c, 9, "f2", sp, tr, &out, &e), 0);
+    assert_true(json_is_true(json_object_get(out, "cached")));
+    assert_string_equal(top_param(out), "y");
+    json_decref(out);
+    /* f2 of trial 1 changes: f2's answer is recomputed, f1's still cached */
+    json_object_set_new(json_object_get(json_array_get(tr, 0), "latest"), "f2", json_real(0.7));
+    assert_int_equal(importance_cache_get(c, 9, "f2", sp, tr, &out, &e), 0);
+    assert_true(json_is_false(json_object_get(out, "cached")));
+    json_decref(out);
+    assert_int_equal(importance_cache_get(c, 9, NULL, sp, tr, &out, &e), 0);
+    assert_true(json_is_true(json_object_get(out, "cached")));
+    json_decref(out);
+    /* a name longer than any metric is refused, naming objective */
+    char longname[HF_METRIC_NAME_MAX + 8];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    assert_int_equal(importance_cache_get(c, 9, longname, sp, tr, &out, &e), HF_EINVAL);
+    assert_string_equal(e.field, "objective");
+    assert_null(out);
+    importance_cache_free(c);
+    json_decref(sp);
+    json_decref(tr);
 }
 
 /* ---------- against Optuna ---------- */
@@ -307,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_experiment_encoding),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_by_objective),
         cmocka_unit_test(test_against_optuna),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

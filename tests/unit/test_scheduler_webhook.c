@@ -62,7 +62,28 @@ static void test_body(void **state)
     assert_string_equal(json_string_value(json_object_get(v, "experiment_name")), "sweep \"A\"");
     json_decref(v);
     free(s);
+    /* An experiment event: its best trial's objective, and with a list
+     * objective every objective of that trial. */
     ev.trial_id = 0;
+    ev.objective_trial = 12;
+    ev.objectives = "{\"acc\":0.25,\"lat\":null}";
+    s = webhook_body(&ev, "json");
+    v = json_loads(s, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(v, "event")), "experiment.COMPLETED");
+    assert_true(json_is_null(json_object_get(v, "trial_id")));
+    assert_true(json_real_value(json_object_get(v, "objective")) == 0.25);
+    assert_int_equal(json_integer_value(json_object_get(v, "objective_trial")), 12);
+    assert_true(json_real_value(json_object_get(json_object_get(v, "objectives"), "acc")) == 0.25);
+    assert_true(json_is_null(json_object_get(json_object_get(v, "objectives"), "lat")));
+    json_decref(v);
+    free(s);
+    s = webhook_body(&ev, "slack");
+    v = json_loads(s, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(v, "text")),
+                        "hyperfarm: experiment 3 (sweep \"A\") is COMPLETED, best objective 0.25 (trial 12): exit 0");
+    json_decref(v);
+    free(s);
+    ev.objectives = NULL;
     ev.has_objective = 0;
     ev.detail = NULL;
     s = webhook_body(&ev, "slack");

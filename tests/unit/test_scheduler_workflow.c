@@ -215,6 +215,8 @@ static void test_token_users(void **state)
  * assignment is run at once (started, one report of m = value(trial id),
  * exited 0, all in the next heartbeat). RET the number of trials run.
  * assigned[] collects the assignments when not NULL. */
+static int drive_exit_code;   /* the exit code drive's trials end with (0 unless a test sets it) */
+
 static int drive(sched *c, int64_t aid, double (*value)(int64_t), json_t *assigned)
 {
     int done = 0;
@@ -239,7 +241,7 @@ static int drive(sched *c, int64_t aid, double (*value)(int64_t), json_t *assign
                                             "values", "m", value(t)));
             json_array_append_new(json_object_get(items, "events"),
                                   json_pack("{sIsIsssisisi}", "trial_id", t, "attempt", at, "type", "exited",
-                                            "time", 2, "pid", 100, "exit_code", 0));
+                                            "time", 2, "pid", 100, "exit_code", drive_exit_code));
             done++;
         }
         size_t n = json_array_size(json_object_get(out, "assign"));
@@ -303,6 +305,73 @@ static void reopen(const char *path, store **s, sched **c)
     unit_open_core(path, NULL, s, c);
 }
 
+#define HPS "\"hyperparameters\": {\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}"
+
+/* End states (docs/scheduler.md "End states"): all trials failed ->
+ * FAILED with the reason; trial.max_failures stops a broken sweep; a good
+ * one COMPLETED ("search finished"); state and reason survive a reopen.
+ * Seeds: the same file twice gives trial k the same seed. */
+static void test_end_states_and_seeds(void **state)
+{
+    (void)state;
+    char path[320];
+    store *s;
+    sched *c;
+    hf_jerr e;
+    int64_t aid = open_farm("ends", 2, path, sizeof path, &s, &c);
+    drive_exit_code = 3;
+    int64_t a = submit_as(c, "{\"name\": \"all-fail\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                             " \"searcher\": {\"name\": \"random\", \"max_trials\": 3, \"seed\": 3}, " HPS
+                             ", \"trial\": {\"command\": [\"true\"], \"max_failures\": 0}}", "alice", 0, 0, &e);
+    drain(c, aid);
+    int64_t b = submit_as(c, "{\"name\": \"broken\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                             " \"searcher\": {\"name\": \"random\", \"max_trials\": 30, \"max_concurrent_trials\": 1},"
+                             " " HPS ", \"trial\": {\"command\": [\"true\"], \"max_failures\": 4}}", "alice", 0, 0, &e);
+    drain(c, aid);
+    drive_exit_code = 0;
+    int64_t g = submit_as(c, "{\"name\": \"good\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                             " \"searcher\": {\"name\": \"random\", \"max_trials\": 3, \"seed\": 3}, " SPACE "}",
+                          "alice", 0, 0, &e);
+    drain(c, aid);
+    submit_as(c, "{\"name\": \"bad\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                 " \"searcher\": {\"name\": \"random\", \"max_trials\": 3}, " HPS
+                 ", \"trial\": {\"command\": [\"true\"], \"max_failures\": -1}}", "alice", 0, HF_EINVAL, &e);
+    assert_string_equal(e.field, "trial.max_failures");
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *x = exp_get(c, a);
+        assert_string_equal(json_string_value(json_object_get(x, "state")), "FAILED");
+        assert_non_null(strstr(json_string_value(json_object_get(x, "end_reason")), "all 3 trials failed; the last: "));
+        json_decref(x);
+        x = exp_get(c, b);
+        assert_string_equal(json_string_value(json_object_get(x, "state")), "FAILED");
+        assert_non_null(strstr(json_string_value(json_object_get(x, "end_reason")),
+                               "4 trials failed in a row (trial.max_failures)"));
+        json_t *cn = json_object_get(x, "counts");
+        assert_int_equal(json_integer_value(json_object_get(cn, "failed")), 4);
+        assert_int_equal(json_integer_value(json_object_get(cn, "queued")), 0);
+        json_decref(x);
+        x = exp_get(c, g);
+        assert_string_equal(json_string_value(json_object_get(x, "state")), "COMPLETED");
+        assert_string_equal(json_string_value(json_object_get(x, "end_reason")), "search finished");
+        json_decref(x);
+        /* Same seed and index, same HYPERFARM_SEED, whatever the trial ids. */
+        json_t *ta = trials_of(c, a), *tg = trials_of(c, g);
+        for (size_t k = 0; k < 3; k++) {
+            json_t *u = json_array_get(json_object_get(ta, "trials"), k), *v = json_array_get(json_object_get(tg, "trials"), k);
+            assert_int_not_equal(json_integer_value(json_object_get(u, "id")), json_integer_value(json_object_get(v, "id")));
+            assert_int_equal(json_integer_value(json_object_get(u, "idx")), json_integer_value(json_object_get(v, "idx")));
+            assert_int_equal(json_integer_value(json_object_get(u, "seed")),
+                             expmeta_trial_seed(3, json_integer_value(json_object_get(u, "idx"))));
+            assert_int_equal(json_integer_value(json_object_get(u, "seed")), json_integer_value(json_object_get(v, "seed")));
+        }
+        json_decref(ta);
+        json_decref(tg);
+        reopen(path, &s, &c);
+    }
+    sched_free(c);
+    store_close(s);
+}
+
 static void test_users_patch_fork_on_a_core(void **state)
 {
     (void)state;
@@ -320,13 +389,19 @@ static void test_users_patch_fork_on_a_core(void **state)
     assert_string_equal(e.field, "tags[0]");
     json_t *assigned = json_array();
     assert_int_equal(drive(c, aid, value_of, assigned), 2);
-    /* HYPERFARM_SEED in every assignment, from the experiment seed and the trial id. */
+    /* HYPERFARM_SEED in every assignment, from the experiment seed and the
+     * trial's index within the experiment (its ids count from x's first). */
     size_t i;
     json_t *as;
+    int64_t first = INT64_MAX;
+    json_array_foreach(assigned, i, as) {
+        int64_t id = json_integer_value(json_object_get(as, "trial_id"));
+        if (id < first) first = id;
+    }
     json_array_foreach(assigned, i, as) {
         char want[32];
         snprintf(want, sizeof want, "%u",
-                 expmeta_trial_seed(3, json_integer_value(json_object_get(as, "trial_id"))));
+                 expmeta_trial_seed(3, json_integer_value(json_object_get(as, "trial_id")) - first));
         assert_string_equal(json_string_value(json_object_get(json_object_get(as, "env"), "HYPERFARM_SEED")), want);
     }
     json_decref(assigned);
@@ -483,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_warm_start_validation),
         cmocka_unit_test(test_token_users),
         cmocka_unit_test(test_users_patch_fork_on_a_core),
+        cmocka_unit_test(test_end_states_and_seeds),
         cmocka_unit_test(test_warm_start_and_extend),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

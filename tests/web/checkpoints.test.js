@@ -95,6 +95,7 @@ before(async () => {
   page = await ctx.newPage();
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()} (${page.url()})`); });
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message} (${page.url()})`));
+  page.on('response', (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()} ${r.request().method()} ${r.url().replace(URL, '')}`); });
   page.on('dialog', (d) => (dialogAnswer ? d.accept() : d.dismiss()));
 });
 

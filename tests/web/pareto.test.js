@@ -8,8 +8,14 @@
 // whose highlighted points are exactly the trials of GET .../pareto, with
 // the front, dominated and infeasible series populated; the 3-objective
 // page shows the three pairwise charts; a single-objective experiment has
-// no such panel; clicking a front point opens its trial. Screenshots go to
-// HF_SHOTS (dashboard-pareto-2.png, dashboard-pareto-3.png).
+// no such panel; clicking a front point opens its trial. Every objective
+// is shown: the list's objective cell, the header's objectives stat, the
+// trial table's objective columns with the front marked (the API's front);
+// importance names the objective it ranks and switches to the second one
+// (a chooser the single-objective page lacks); the chart spans the panel,
+// zooms, names the hovered trial and takes log scales. Screenshots go to
+// HF_SHOTS (dashboard-pareto-2.png, dashboard-pareto-3.png,
+// dashboard-importance-objective.png).
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
@@ -138,6 +144,80 @@ test('clicking a front point opens its trial', async () => {
   assert.equal(await page.evaluate(() => location.hash), `#/trials/${t.trial_id}`);
 });
 
+test('every objective everywhere: list, header, table with the front marked', async () => {
+  const id = ids[0];
+  const front = await api('GET', `/api/v1/experiments/${id}/pareto`);
+  const want = front.trials.map((t) => t.trial_id).sort((a, b) => a - b);
+  await page.goto(`${URL}/#/experiments/${id}`);
+  await page.waitForSelector('#pareto-panel:not([hidden])[data-front]', { timeout: 20000 });
+  await until('the chart to be drawn', async () => ((await seriesOf(0))['Pareto front'] || []).length > 0, 10000);
+  // The header names both objectives.
+  assert.match(await page.textContent('#objectives-stat'), /f1 ↓ · f2 ↓/);
+  // The trial table: a column per objective (last values) and the front marked.
+  await page.waitForSelector('#trials-table th[data-key="front"]');
+  const keys = await page.$$eval('#trials-table th[data-key]', (ths) => ths.map((t) => t.dataset.key));
+  assert.ok(keys.includes('obj:f1') && keys.includes('obj:f2'), `objective columns (${keys})`);
+  await until('the front marked in the table', async () => {
+    const marked = await page.$$eval('#trials-table tbody tr[data-id]', (trs) => trs.filter((tr) => tr.querySelector('.front-mark')).map((tr) => +tr.dataset.id));
+    return JSON.stringify(marked.sort((a, b) => a - b)) === JSON.stringify(want);
+  }, 10000);
+  // The importance panel says which objective it ranks.
+  await page.waitForSelector('#importance-panel .hint[data-objective="f1"]', { timeout: 15000 });
+  assert.match(await page.textContent('#importance-panel .hint'), /f1 \(the first of 2 objectives\)/);
+  // ... and has a chooser of the objectives: the second one ranks by f2.
+  assert.equal(await page.evaluate(() => document.getElementById('importance-objective-label').hidden), false);
+  assert.deepEqual(await page.$$eval('#importance-objective option', (os) => os.map((o) => o.value)), ['f1', 'f2']);
+  assert.equal(await page.textContent('#importance-panel h2'), 'Hyperparameter importance for f1');
+  const byF2 = await api('GET', `/api/v1/experiments/${id}/importance?objective=f2`);
+  assert.equal(byF2.objective, 'f2');
+  await page.selectOption('#importance-objective', 'f2');
+  await page.waitForSelector('#importance-chart[data-objective="f2"]', { timeout: 10000 });
+  assert.equal(await page.textContent('#importance-panel h2'), 'Hyperparameter importance for f2');
+  assert.match(await page.textContent('#importance-panel .hint'), /f2 \(objective 2 of 2 objectives\)/);
+  assert.equal(await page.getAttribute('#importance-chart', 'data-params'), byF2.params.join(','), 'the bars are f2\'s ranking');
+  await page.locator('#importance-panel').scrollIntoViewIfNeeded();
+  await page.locator('#importance-panel').screenshot({ path: path.join(SHOTS, 'dashboard-importance-objective.png') });
+  await page.selectOption('#importance-objective', 'f1');
+  await page.waitForSelector('#importance-chart[data-objective="f1"]', { timeout: 10000 });
+  // The chart spans the panel, zooms, names a hovered trial, takes log scales.
+  const [box, panel] = await page.evaluate(() => [document.querySelector('#pareto-grid .chart-box').getBoundingClientRect().width,
+    document.querySelector('#pareto-panel').clientWidth]);
+  assert.ok(box > panel - 40, `full width (${box} of ${panel})`);
+  const zoom = await page.evaluate(() => {
+    const c = window.echarts.getInstanceByDom(document.querySelector('#pareto-grid .chart'));
+    return c.getOption().dataZoom.map((z) => z.type);
+  });
+  assert.deepEqual(zoom, ['inside', 'inside']);
+  const t = front.trials[0];
+  const xy = await page.evaluate((v) => {
+    const el = document.querySelector('#pareto-grid .chart');
+    el.scrollIntoView({ block: 'center' });
+    const c = window.echarts.getInstanceByDom(el);
+    const [px, py] = c.convertToPixel({ gridIndex: 0 }, [v[0], v[1]]);
+    const r = el.getBoundingClientRect();
+    return [r.left + px, r.top + py];
+  }, t.values);
+  await page.mouse.move(xy[0], xy[1]);
+  await until('the hovered trial named', async () => {
+    const tip = await page.evaluate(() => [...document.querySelectorAll('#pareto-grid div')].map((d) => d.textContent).join('|'));
+    return tip.includes(`trial ${t.trial_id}`);
+  }, 5000);
+  await page.mouse.move(1, 1);
+  await page.check('#pareto-log');
+  await until('log axes', () => page.evaluate(() => {
+    const c = window.echarts.getInstanceByDom(document.querySelector('#pareto-grid .chart'));
+    const o = c.getOption();
+    return o.xAxis[0].type === 'log' && o.yAxis[0].type === 'log';
+  }), 5000);
+  assert.equal((await seriesOf(0))['Pareto front'].length, front.trials.length, 'the same points on log axes');
+  await page.screenshot({ path: path.join(SHOTS, 'dashboard-pareto-log.png'), fullPage: true });
+  await page.uncheck('#pareto-log');
+  // The experiment list shows both objectives.
+  await page.goto(`${URL}/#/experiments`);
+  await page.waitForSelector(`#experiments-table tr[data-id="${id}"]`);
+  assert.equal((await page.textContent(`#experiments-table tr[data-id="${id}"] td.objectives`)).trim(), 'f1 ↓ · f2 ↓');
+});
+
 test('three objectives: one scatter per pair', async () => {
   const id = ids[1];
   const front = await api('GET', `/api/v1/experiments/${id}/pareto`);
@@ -164,6 +244,10 @@ test('a single-objective experiment has no Pareto panel', async () => {
   await page.waitForSelector('[data-loaded="1"]', { timeout: 20000 });
   await new Promise((r) => setTimeout(r, 500));
   assert.equal(await page.evaluate(() => document.getElementById('pareto-panel').hidden), true);
+  // ... and no objective chooser in the importance panel.
+  await page.waitForSelector('#importance-chart[data-trials]', { timeout: 20000 });
+  assert.equal(await page.evaluate(() => document.getElementById('importance-objective-label').hidden), true);
+  assert.equal(await page.textContent('#importance-panel h2'), 'Hyperparameter importance');
 });
 
 test('no console errors or uncaught exceptions', () => {

@@ -10,6 +10,7 @@
 # them to docs/img/). Everything started is killed on exit (tests/system/lib.sh).
 #
 #   tests/web/run.sh [TEST_NAME_PATTERN]
+#   HF_WEB_TESTS=layout tests/web/run.sh     (only tests/web/layout.test.js)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -69,12 +70,12 @@ export HF_FAKE_TRIAL=$HF_BIN/tests/fake_trial
 args=(--test --test-concurrency=1 --test-reporter=spec)
 [[ -n ${1:-} ]] && args+=(--test-name-pattern "$1")
 rc=0
-TMPDIR=$HF_TMP/tmp node "${args[@]}" "$here"/*.test.js || rc=$?
+TMPDIR=$HF_TMP/tmp node "${args[@]}" "$here"/${HF_WEB_TESTS:-*}.test.js || rc=$?
 
 hf_log "screenshots in $shots: $(cd "$shots" && ls | tr '\n' ' ')"
 if [[ -n ${HF_UPDATE_DOCS_IMG:-} && $rc -eq 0 ]]; then
   mkdir -p "$root/docs/img"
-  cp "$shots"/dashboard-*.png "$shots"/workflow-*.png "$root/docs/img/"
+  cp "$shots"/dashboard-*.png "$shots"/workflow-*.png "$shots"/insight-*.png "$root/docs/img/"
   hf_log "copied screenshots to docs/img/"
 fi
 exit $rc

@@ -67,11 +67,11 @@
   function axesOption(e, log, metric) {
     return {
       animation: false,
-      grid: { left: 60, right: 24, top: 24, bottom: 40 },
-      xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 26, scale: true,
-        splitLine: { lineStyle: { color: '#eef0f4' } }, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) } },
+      grid: { left: 12, right: 24, top: 28, bottom: 34, containLabel: true },
+      xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 26, scale: true, minInterval: 1,
+        splitLine: { lineStyle: { color: '#eef0f4' } }, axisLabel: { hideOverlap: true } },
       yAxis: { type: log ? 'log' : 'value', scale: true, name: metric, nameTextStyle: { align: 'left' },
-        splitLine: { lineStyle: { color: '#eef0f4' } }, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) } },
+        splitLine: { lineStyle: { color: '#eef0f4' } }, axisLabel: { hideOverlap: true } },
       series: [{ id: 'extent', type: 'scatter', silent: true, symbolSize: 0, itemStyle: { opacity: 0 },
         data: [[e.x0, e.y0], [e.x1, e.y1]] }],
     };

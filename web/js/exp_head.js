@@ -13,11 +13,12 @@
     const crumb = h('span#exp-crumb', '#' + id);
     const title = h('h1#exp-title', 'Experiment ' + id);
     const badge = h('span');
+    const reason = h('span.end-reason#exp-end-reason');   /* why it ended (docs/scheduler.md "End states") */
     const actions = h('span');
     const stats = h('div.stats#exp-stats');
     root.append(
       h('div.crumbs', h('a', { href: '#/experiments' }, 'Experiments'), ' / ', crumb),
-      h('div.page-head', title, badge, h('div.spacer'), actions),
+      h('div.page-head', title, badge, reason, h('div.spacer'), actions),
       h('section.panel', stats));
 
     function render() {
@@ -26,14 +27,25 @@
       title.textContent = e.name || ('Experiment ' + id);
       crumb.textContent = `#${id} ${e.name || ''}`;
       badge.replaceChildren(HF.badge(e.state));
+      const why = e.end_reason && e.end_reason !== 'search finished' ? e.end_reason : '';
+      reason.textContent = why;
+      reason.title = why;
+      reason.hidden = !why;
       actions.replaceChildren(HF.experimentActions(e, (r) => store.mergeExp(r)));
       document.title = (e.name || 'experiment') + ' · hyperfarm';
-      const c = e.counts || {};
+      // The counts of the trials the page holds (the table's), so the
+      // header never lags the live trial events; the summary's before then.
+      let c = e.counts || {};
+      if (store.trials.size) {
+        c = {};
+        for (const t of store.trials.values()) { const k = String(t.state).toLowerCase(); c[k] = (c[k] || 0) + 1; }
+      }
       const stat = (v, l, extra) => h('div.stat', extra || {}, h('div.v', v), h('div.l', l));
       const obj = e.objective || {};
       stats.replaceChildren(
         stat(e.best && e.best.value != null ? HF.fmtNum(e.best.value) : '–', `best ${obj.metric || ''} (${obj.goal || ''})`, { id: 'best-stat' }),
         stat(e.best && e.best.trial_id != null ? h('a', { href: '#/trials/' + e.best.trial_id }, '#' + e.best.trial_id) : '–', 'best trial'),
+        ...(HF.objectives(e).length > 1 ? [stat(HF.objectivesText(e), `objectives (${HF.objectives(e).length}; best is of the first)`, { id: 'objectives-stat' })] : []),
         stat(e.searcher || '', 'searcher'),
         stat(`${(c.completed || 0) + (c.stopped || 0)}`, 'done'),
         stat(`${(c.running || 0) + (c.assigned || 0)}`, 'running', { id: 'running-stat' }),
@@ -47,6 +59,7 @@
 
     store.on('all', render);
     store.on('exp', render);
+    store.on('trial', render);
     const tick = setInterval(render, 5000);
     return () => clearInterval(tick);
   };

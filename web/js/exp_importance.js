@@ -3,8 +3,11 @@
  * (GET /api/v1/experiments/{id}/importance, docs/search.md), as horizontal
  * bars, most important on top (ECharts). Refetched, throttled to 5 s, when
  * the number of COMPLETED trials changed (the scheduler caches the answer
- * until then). Test hooks: #importance-chart data-params (names, most
- * important first), data-trials.
+ * until then). With several objectives a chooser (#importance-objective)
+ * picks the one ranked (?objective=, default the first); switching
+ * refetches and redraws, and the title names it. Test hooks:
+ * #importance-chart data-params (names, most important first),
+ * data-trials, data-objective (the objective of the drawn answer).
  */
 'use strict';
 (function (HF) {
@@ -13,22 +16,58 @@
   HF.exp.panels.importance = function (store, host) {
     const el = h('div.chart#importance-chart');
     const hint = h('span.hint', 'fANOVA over a random forest (as Optuna), completed trials only');
-    host.append(h('section.panel#importance-panel', h('div.panel-head', h('h2', 'Hyperparameter importance'), hint), el));
+    const title = h('h2', 'Hyperparameter importance');
+    const objSel = h('select#importance-objective', { 'aria-label': 'objective ranked' });
+    const objLabel = h('label#importance-objective-label', { hidden: true }, 'objective', objSel);
+    host.append(h('section.panel#importance-panel', h('div.panel-head', title, hint, h('div.spacer'), objLabel), el));
+    const EMPTY_H = '56px';
+    el.style.height = EMPTY_H;
     const chart = HF.charts.echart(el);
-    let seen = -1, busy = false;
+    HF.charts.emptyNote(el, 'loading…');
+    let seen = -1, busy = false, chosen = '', asked = '';
+
+    /* The chooser, once the experiment says it has several objectives. */
+    function chooser() {
+      const objs = HF.objectives(store.exp);
+      if (objs.length < 2 || objSel.options.length) return;
+      for (const o of objs) objSel.append(h('option', { value: o.metric }, `${o.metric} ${o.goal === 'minimize' ? '↓' : '↑'}`));
+      chosen = objSel.value = objs[0].metric;
+      objLabel.hidden = false;
+    }
+    objSel.addEventListener('change', () => {
+      chosen = objSel.value;
+      seen = -1;   // refetch now, whatever the trials did
+      refresh();
+      refresh.flush();
+    });
+
+    /* "f2 (objective 2 of 3)": the objective the answer r ranks. */
+    function objText(r) {
+      const objs = HF.objectives(store.exp);
+      const m = r.objective || (objs.length ? objs[0].metric : '');
+      const k = objs.findIndex((o) => o.metric === m);
+      if (!m) return 'the objective';
+      return objs.length > 1 ? `${m} (${k <= 0 ? 'the first' : 'objective ' + (k + 1)} of ${objs.length} objectives)` : m;
+    }
 
     function draw(r) {
       const names = r.params || [];
+      const objs = HF.objectives(store.exp);
+      const m = r.objective || (objs.length ? objs[0].metric : '');
       el.dataset.params = names.join(',');
       el.dataset.trials = String(r.trials);
-      if (!names.length) {
+      el.dataset.objective = hint.dataset.objective = m;
+      title.textContent = objs.length > 1 ? `Hyperparameter importance for ${m}` : 'Hyperparameter importance';
+      if (!names.length) {   // a one-line message, not a big empty box
         chart.c.clear();
+        el.style.height = EMPTY_H;
+        chart.c.resize();
         HF.charts.emptyNote(el, r.trials < 2 ? `needs 2 completed trials (${r.trials} so far)` : 'no hyperparameter varies');
         return;
       }
       HF.charts.emptyNote(el, null);
       const rev = names.slice().reverse();   // ECharts draws the first category at the bottom
-      hint.textContent = `fANOVA over a random forest (as Optuna), ${r.trials} completed trials`;
+      hint.textContent = `how much each hyperparameter explains ${objText(r)}: fANOVA over a random forest (as Optuna), ${r.trials} completed trials`;
       chart.c.setOption({
         animation: false,
         grid: { left: 8, right: 56, top: 8, bottom: 24, containLabel: true },
@@ -46,13 +85,18 @@
       if (store.closed || busy) return;
       let done = 0;
       for (const t of store.trials.values()) if (t.state === 'COMPLETED') done++;
-      if (done === seen) return;
+      chooser();
+      if (done === seen && chosen === asked) return;
       busy = true;
+      const want = chosen;
       try {
-        const r = await HF.api.get(`/api/v1/experiments/${store.id}/importance`);
+        const q = want ? '?objective=' + encodeURIComponent(want) : '';
+        const r = await HF.api.get(`/api/v1/experiments/${store.id}/importance${q}`);
         if (store.closed) return;
         seen = done;
+        asked = want;
         draw(r);
+        if (chosen !== want) refresh();   // switched while this one was in flight
       } catch (e) {
         if (!store.closed) HF.charts.emptyNote(el, 'importance: ' + e.message);
       } finally { busy = false; }

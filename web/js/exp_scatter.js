@@ -18,8 +18,8 @@
       tooltip: { trigger: 'item', formatter: (p) => `trial ${p.value[2]}<br>${HF.esc(d.key)} = ${HF.fmtVal(p.value[0])}<br>${HF.esc(objName)} = ${HF.fmtNum(p.value[1])}` },
       xAxis: d.type === 'category' ? { type: 'category', data: d.cats, name: d.key, nameLocation: 'middle', nameGap: 22,
         axisLabel: { interval: 0, hideOverlap: true, formatter: HF.exp.catLabel } }
-        : { type: d.type, scale: true, name: d.key, nameLocation: 'middle', nameGap: 22, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) }, splitLine: { lineStyle: { color: '#eef0f4' } } },
-      yAxis: { type: 'value', scale: true, axisLabel: { formatter: (v) => HF.fmtNum(v, 3) }, splitLine: { lineStyle: { color: '#eef0f4' } } },
+        : { type: d.type, scale: true, name: d.key, nameLocation: 'middle', nameGap: 22, axisLabel: { hideOverlap: true }, splitLine: { lineStyle: { color: '#eef0f4' } } },
+      yAxis: { type: 'value', scale: true, axisLabel: { hideOverlap: true }, splitLine: { lineStyle: { color: '#eef0f4' } } },
       series: [
         { type: 'scatter', name: 'other', data: off, symbolSize: 5, itemStyle: { color: '#c9ced8' }, large: off.length > 2000 },
         { type: 'scatter', name: 'trials', data: on, symbolSize: 7, itemStyle: { color: '#2f6fed', opacity: 0.8 }, large: on.length > 2000 },

@@ -163,7 +163,7 @@
   /* Can the scheduler archive / delete e now (docs/scheduler.md)? */
   const idle = (e) => {
     const c = e.counts || {};
-    return e.state === 'COMPLETED' || e.state === 'CANCELED' ||
+    return e.state === 'COMPLETED' || e.state === 'CANCELED' || e.state === 'FAILED' ||
       (e.state === 'PAUSED' && !(c.running || 0) && !(c.assigned || 0));
   };
 

@@ -1,7 +1,8 @@
 /* exp_table.js — the "Trials" panel: the trial table, sortable (click a
  * header; again to reverse), filterable (free text or terms like
  * `lr<0.01 optimizer=adam state=RUNNING`, and a state select), one column
- * per hyperparameter; only the brushed trials when the parallel
+ * per hyperparameter, one per objective with the Pareto front marked
+ * (several objectives); only the brushed trials when the parallel
  * coordinates hold a brush. The row of the hovered curve is highlighted,
  * and hovering a row highlights its curve.
  *
@@ -23,12 +24,23 @@
    * the chosen metric. */
   function columns(store) {
     const m = store.metric || store.objMetric();
+    // Several objectives: each one's last value (what the front ranks, as
+    // GET .../pareto) and the front mark; best/latest of the chosen metric
+    // only when it is not one of them.
+    const objs = HF.objectives(store.exp);
+    const multi = objs.length > 1;
+    const objCols = multi ? [
+      ...objs.map((o) => ({ key: 'obj:' + o.metric, label: `${o.metric} ${o.goal === 'minimize' ? '↓' : '↑'}`, num: true, get: (t) => (t.latest || {})[o.metric] })),
+      { key: 'front', label: 'front', get: (t) => (store.front ? (store.front.has(t.id) ? 'front' : '') : null) },
+    ] : [];
+    const mine = !multi || !objs.some((o) => o.metric === m);
     return [
       { key: 'id', label: 'ID', num: true, get: (t) => t.id },
       { key: 'state', label: 'State', get: (t) => t.state },
       ...store.hparamKeys().map((k) => ({ key: 'hp:' + k, label: k, num: !(store.specOf(k).values || []).some((v) => typeof v !== 'number'), get: (t) => (t.hparams || {})[k] })),
-      { key: 'best', label: 'best ' + m, num: true, get: (t) => (t.best || {})[m] },
-      { key: 'latest', label: 'latest ' + m, num: true, get: (t) => (t.latest || {})[m] },
+      ...objCols,
+      ...(mine ? [{ key: 'best', label: 'best ' + m, num: true, get: (t) => (t.best || {})[m] },
+        { key: 'latest', label: 'latest ' + m, num: true, get: (t) => (t.latest || {})[m] }] : []),
       { key: 'step', label: 'step', num: true, get: (t) => (t.latest || {}).step },
       { key: 'budget', label: 'budget', num: true, get: (t) => t.budget },
       { key: 'restarts', label: 'restarts', num: true, get: (t) => t.restarts },
@@ -82,6 +94,7 @@
         let cell;
         if (c.key === 'id') cell = `<a href="#/trials/${t.id}">${t.id}</a>`;
         else if (c.key === 'state') cell = `<span class="badge ${HF.esc(t.state)}">${HF.esc(t.state)}</span>`;
+        else if (c.key === 'front') cell = v ? '<span class="front-mark" title="on the Pareto front (GET /experiments/{id}/pareto)">★ front</span>' : '';
         else if (c.key === 'agent' && t.agent_id != null) cell = `<a href="#/agents">${HF.esc(cellText(c, t))}</a>`;
         else cell = HF.esc(cellText(c, t));
         html += `<td${c.num && typeof v === 'number' ? ' class="num"' : ''}>${cell}</td>`;
@@ -227,7 +240,7 @@
       if (row) row.classList.add('hl');
     }
 
-    for (const topic of ['all', 'exp', 'trial', 'latest', 'metric', 'selection']) store.on(topic, render);
+    for (const topic of ['all', 'exp', 'trial', 'latest', 'metric', 'selection', 'front']) store.on(topic, render);
     store.on('hover', (source) => { if (source === 'curves') highlightRow(store.curveHover); });
     return () => { cancelAnimationFrame(scrollRaf); wrapRO.disconnect(); render.cancel(); };
   };

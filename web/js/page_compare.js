@@ -42,7 +42,8 @@
     const S = { closed: false, chart: null, trials: [], metric: null };
     const metricSel = h('select#compare-metric');
     const curvesEl = h('div.chart.tall#compare-curves');
-    const hpHost = h('div.table-wrap'), mHost = h('div.table-wrap');
+    // The tables grow with their rows: no inner scrolling box that cuts them off.
+    const hpHost = h('div.table-wrap', { style: { maxHeight: 'none' } }), mHost = h('div.table-wrap', { style: { maxHeight: 'none' } });
     root.append(
       h('div.crumbs', h('a', { href: '#/experiments' }, 'Experiments'), ' / compare'),
       h('div.page-head', h('h1', `Compare ${ids.length} trials`), h('span.sub', 'rows where the trials differ are highlighted')),
@@ -99,7 +100,9 @@
       hpHost.replaceChildren(sideBySide('compare-table', T, hpRows));
       const metrics = keys('best').filter((k) => k !== 'step' && k !== 'epoch');
       const mRows = [];
-      for (const k of metrics) mRows.push(['best ' + k, (t) => (t.best || {})[k]], ['latest ' + k, (t) => (t.latest || {})[k]]);
+      // "best" follows each metric's direction (the trial's goals: docs/guide.md "The objective").
+      const dir = (k) => { const g = T.map((t) => (t.goals || {})[k]).find(Boolean); return g === 'minimize' ? ' (min)' : g === 'maximize' ? ' (max)' : ''; };
+      for (const k of metrics) mRows.push(['best ' + k + dir(k), (t) => (t.best || {})[k]], ['latest ' + k, (t) => (t.latest || {})[k]]);
       mRows.push(['step', (t) => (t.latest || {}).step]);
       mHost.replaceChildren(sideBySide('compare-metrics', T, mRows));
       const names = keys('latest').filter((k) => k !== 'step' && k !== 'epoch');

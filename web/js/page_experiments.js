@@ -177,8 +177,9 @@
       h('div.progress', { title: `${done} done, ${running} running, ${queued} queued, ${failed} failed/canceled` },
         h('span.done', { style: { width: pct(done) } }), h('span.running', { style: { width: pct(running) } }),
         h('span.queued', { style: { width: pct(queued) } }), h('span.failed', { style: { width: pct(failed) } })),
-      h('div.progress-text', `${done} done · ${running} running · ${queued} queued · ${failed} failed` +
-        (exp.max_trials ? ` / ${exp.max_trials}` : '')));
+      // "6/16 done · 2 running": counts that are 0 are left out (all are in the tooltip).
+      h('div.progress-text', [`${done}${exp.max_trials ? '/' + exp.max_trials : ''} done`, running && `${running} running`,
+        queued && `${queued} queued`, failed && `${failed} failed`].filter(Boolean).join(' · ')));
   }
 
   /* Pause/resume/cancel buttons for one experiment; `after` gets the new summary. */
@@ -192,7 +193,7 @@
       if (r && after) after(r);
     };
     const s = exp.state;
-    return h('span.row',
+    return h('span.row.actions',
       HF.guard(s === 'PAUSED'
         ? h('button.btn.small', { onclick: act('resume'), 'data-action': 'resume' }, 'Resume')
         : h('button.btn.small', { onclick: act('pause'), 'data-action': 'pause', disabled: s !== 'ACTIVE' }, 'Pause'), exp),
@@ -201,7 +202,8 @@
 
   HF.bestText = function (exp) {
     if (!exp.best || exp.best.value == null) return '–';
-    return HF.fmtNum(exp.best.value);
+    // Several objectives: the best of the first, named (the front is on the page).
+    return HF.fmtNum(exp.best.value) + (HF.objectives(exp).length > 1 ? ' ' + exp.objective.metric : '');
   };
 
   HF.pages = HF.pages || {};
@@ -358,7 +360,6 @@
 
     function row(exp) {
       const dur = exp.created_at ? (exp.ended_at || Date.now()) - exp.created_at : null;
-      const obj = exp.objective || {};
       return h('tr', { 'data-id': exp.id },
         h('td.num', h('a', { href: '#/experiments/' + exp.id }, exp.id)),
         h('td', h('a', { href: '#/experiments/' + exp.id }, exp.name || '(unnamed)'),
@@ -369,8 +370,8 @@
         h('td.num', exp.best && exp.best.trial_id != null
           ? h('a', { href: '#/trials/' + exp.best.trial_id, title: 'trial ' + exp.best.trial_id }, HF.bestText(exp))
           : HF.bestText(exp)),
-        h('td.muted', obj.metric ? `${obj.metric} ${obj.goal === 'minimize' ? '↓' : '↑'}` : ''),
-        h('td', { title: HF.fmtTime(exp.created_at) }, HF.fmtTime(exp.created_at)),
+        h('td.muted.objectives', HF.objectivesText(exp)),
+        h('td', { title: HF.fmtTime(exp.created_at) }, HF.fmtTime(exp.created_at).slice(5, 16)),   // MM-DD hh:mm
         h('td.num', HF.fmtDur(dur)),
         h('td.num.storage', exp.checkpoint_bytes ? HF.fmtBytes(exp.checkpoint_bytes) : '–'),
         h('td', HF.experimentActions(exp, (r) => { exps.set(r.id, Object.assign(exps.get(r.id) || {}, r)); render(); })));

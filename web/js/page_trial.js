@@ -170,12 +170,19 @@
     }
 
     // ---------- log tail ----------
+    const OWN_STAMP = /^\W{0,2}(\d{4}-\d\d-\d\d[T ])?\d\d:\d\d:\d\d/;
     function appendLogs(lines) {
       if (!lines.length) return;
       const frag = document.createDocumentFragment();
       for (const l of lines) {
-        const span = h('span.' + (l.stream === 'stderr' ? 'stderr' : 'stdout'), { 'data-stream': l.stream || 'stdout' },
-          h('span.ts', HF.fmtClock(l.time)), l.line, '\n');
+        // A line that starts with its own timestamp (a logging module's)
+        // gets none of ours (the time it arrived is its tooltip); stderr is
+        // marked by a thin amber bar before the text, not by colour.
+        const err = l.stream === 'stderr';
+        const own = OWN_STAMP.test(l.line || '');
+        const span = h('span.' + (err ? 'stderr' : 'stdout'),
+          { 'data-stream': l.stream || 'stdout', title: `${err ? 'stderr' : 'stdout'}, ${HF.fmtClock(l.time)}` },
+          own ? null : h('span.ts', HF.fmtClock(l.time)), h('span.stream-mark'), l.line, '\n');
         if (S.stream && (l.stream || 'stdout') !== S.stream) span.hidden = true;
         frag.appendChild(span);
       }

@@ -48,6 +48,13 @@ window.HF = window.HF || {};
   };
   HF.fmtVal = (v) => (typeof v === 'number' ? HF.fmtNum(v) : (v == null ? '' : String(v)));
 
+  /* Every objective of an experiment summary ([{metric, goal}]): its
+   * `objectives` for a multi-objective one, else its one `objective`. */
+  HF.objectives = (e) => (e && Array.isArray(e.objectives) && e.objectives.length ? e.objectives
+    : (e && e.objective && e.objective.metric ? [e.objective] : []));
+  /* "acc ↑ · loss ↓" */
+  HF.objectivesText = (e) => HF.objectives(e).map((o) => `${o.metric} ${o.goal === 'minimize' ? '↓' : '↑'}`).join(' · ');
+
   const pad = (n) => String(n).padStart(2, '0');
   HF.fmtTime = function (ms) {
     if (ms == null) return '';

@@ -141,6 +141,8 @@
     }
 
     async function loadEvents() {
+      // A deleted experiment has no events left to ask for (a 404).
+      if (store.closed || (store.exp && store.exp.deleted)) return;
       try {
         const r = await HF.api.get(`/api/v1/experiments/${id}/events?limit=200`);
         const evs = (r.events || []).filter((x) => x.user);
