@@ -82,7 +82,7 @@ mkdir -p "$HF_TMP/small"
 for f in "$root"/experiments/*.json; do
   b=$(basename "$f")
   if jq -e '.context' "$f" >/dev/null; then
-    if [[ $b == pytorch.json ]] && ! python3 -c 'import torch' 2>/dev/null; then
+    if [[ $b == pytorch.json ]] && ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
       hf_log "SKIP: $b needs python3-torch (apt install python3-torch), which is not installed"
       continue
     fi
