@@ -336,9 +336,9 @@ static int fill_metrics(sqlite3 *db, int64_t xid)
 {
     sqlite3_stmt *st = NULL;
     int rc = HF_EDB;
-    if (sqlite3_prepare_v2(db, "UPDATE checkpoints SET metrics=(SELECT json_group_object(name,value) FROM (SELECT "
-                               "m.name,m.value,MAX(m.seq) FROM metrics m WHERE m.trial_id=checkpoints.trial_id AND "
-                               "m.step=checkpoints.step GROUP BY m.name)) WHERE metrics IS NULL AND step IS NOT NULL "
+    if (sqlite3_prepare_v2(db, "UPDATE checkpoints SET metrics="
+                               CKSTORE_STEP_METRICS_SQL("checkpoints.trial_id", "checkpoints.step")
+                               " WHERE metrics IS NULL AND step IS NOT NULL "
                                "AND state='stored' AND trial_id IN (SELECT id FROM trials WHERE experiment_id=?1 AND "
                                "state IN ('COMPLETED','FAILED','STOPPED','CANCELED'))", -1, &st, NULL) != SQLITE_OK)
         goto end;

@@ -679,8 +679,7 @@ int ckstore_list(ckstore *ck, int64_t trial_id, json_t **out)
     /* The newest 10000, oldest first; each with the metrics of its step
      * (stored once the trial ended, else each metric's last report there). */
     if (sqlite3_prepare_v2(ck->db, "SELECT sha256,size,step,attempt,time,name,agent_id,COALESCE(metrics,"
-                                   "(SELECT json_group_object(name,value) FROM (SELECT m.name,m.value,MAX(m.seq) FROM "
-                                   "metrics m WHERE m.trial_id=c.trial_id AND m.step=c.step GROUP BY m.name))) "
+                                   CKSTORE_STEP_METRICS_SQL("c.trial_id", "c.step") ") "
                                    "FROM (SELECT * FROM checkpoints "
                                    "WHERE trial_id=? AND state='stored' ORDER BY id DESC LIMIT 10000) c ORDER BY id",
                            -1, &st, NULL) != SQLITE_OK)

@@ -34,6 +34,13 @@
 
 #define CKSTORE_HASH_LEN 64   /* hex characters of a SHA-256 */
 
+/* SQL: the metrics reported at one checkpoint's step, as a JSON object of
+ * each metric's last report there (schema/0014; the checkpoint list and
+ * retention's fill both use it). TRIAL and STEP are SQL expressions. */
+#define CKSTORE_STEP_METRICS_SQL(TRIAL, STEP)                                                        \
+    "(SELECT json_group_object(name,value) FROM (SELECT m.name,m.value,MAX(m.seq) FROM metrics m " \
+    "WHERE m.trial_id=" TRIAL " AND m.step=" STEP " GROUP BY m.name))"
+
 typedef struct ckstore ckstore;
 typedef struct ckstore_upload ckstore_upload;
 
