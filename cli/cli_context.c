@@ -19,6 +19,7 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
 #include <stdarg.h>
@@ -536,13 +537,24 @@ int cli_context_from_file(struct cli_ctx *ctx, const char *file, json_t *doc)
         fprintf(ctx->err, "error: %s: context: must be a directory (relative to the file) or a SHA-256\n", file);
         return CLI_USAGE;
     }
-    char dir[4096];
+    /* DIR must lie inside the file's own directory: a file handed to you
+     * must not make `submit` pack and upload ~/.ssh or / (a context is
+     * readable by every user of the farm). --context DIR stays the way to
+     * ship any other folder, named by you. */
+    char dir[4096], base[4096], real[PATH_MAX], real_base[PATH_MAX];
     const char *slash = strcmp(file, "-") ? strrchr(file, '/') : NULL;
-    int n = v[0] == '/' || !slash ? snprintf(dir, sizeof dir, "%s", v)
-                                  : snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - file), file, v);
+    int bn = slash ? snprintf(base, sizeof base, "%.*s", (int)(slash - file) + (slash == file), file)
+                   : snprintf(base, sizeof base, ".");
+    int n = snprintf(dir, sizeof dir, "%s/%s", base, v);
     struct stat st;
-    const char *why = n < 0 || n >= (int)sizeof dir ? "path too long"
-                    : stat(dir, &st) != 0 ? strerror(errno) : !S_ISDIR(st.st_mode) ? "not a directory" : NULL;
+    const char *why = n < 0 || n >= (int)sizeof dir || bn < 0 || bn >= (int)sizeof base ? "path too long"
+                    : v[0] == '/' ? "must be relative to the experiment file's directory (or use --context DIR)"
+                    : stat(dir, &st) != 0 ? strerror(errno) : !S_ISDIR(st.st_mode) ? "not a directory"
+                    : !realpath(dir, real) || !realpath(base, real_base) ? strerror(errno)
+                    : strncmp(real, real_base, strlen(real_base)) != 0 ||
+                              (real[strlen(real_base)] != '/' && real[strlen(real_base)] != '\0' && strcmp(real_base, "/") != 0)
+                          ? "lies outside the experiment file's directory (or use --context DIR)"
+                          : NULL;
     if (why) {
         fprintf(ctx->err, "error: %s: context: \"%s\" (%s): %s\n", file, v, dir, why);
         return CLI_USAGE;

@@ -60,6 +60,18 @@ set -e
 [[ $rc == 2 ]] && grep -qF "context: \"no-such-dir\" ($HF_TMP/no-such-dir): No such file or directory" <<<"$out" \
   || hf_fail "a missing context directory: exit $rc, $out"
 hf_log "ok: a missing context directory: $out"
+# a file handed to you cannot make submit pack a folder outside its own
+# directory (a context is readable by every user): exit 2, nothing uploaded
+for bad in /etc .. ../.. "examples/../.."; do
+  jq --arg c "$bad" '.context = $c' "$root/experiments/shell-trial.json" >"$HF_TMP/badctx.json"
+  mkdir -p "$HF_TMP/examples"
+  set +e
+  out=$(hf_cli submit "$HF_TMP/badctx.json" 2>&1); rc=$?
+  set -e
+  [[ $rc == 2 ]] && grep -qE "must be relative|lies outside the experiment file's directory" <<<"$out" \
+    || hf_fail "context \"$bad\": exit $rc, $out"
+done
+hf_log "ok: a context outside the file's directory is refused: $out"
 
 # 2. and 3. every file runs
 hf_start_agent ex1 --slots 2
