@@ -551,6 +551,10 @@ static int outcome(CURLcode cc, xfer *x, const char *what, char *err, size_t err
                                                                       : hf_strerror(x->ioerr));
         return x->ioerr;
     }
+    /* A server that refuses an upload may answer before it has read the
+     * body and close: curl then reports a send (or receive) error although
+     * a final status arrived; that status is the answer. */
+    if ((cc == CURLE_SEND_ERROR || cc == CURLE_RECV_ERROR) && x->status >= 400) cc = CURLE_OK;
     if (cc != CURLE_OK) {
         snprintf(err, errlen, "%s: %s", what, curl_easy_strerror(cc));
         return cc == CURLE_OPERATION_TIMEDOUT ? HF_ETIMEOUT : HF_ECONN;
