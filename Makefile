@@ -95,7 +95,7 @@ endif
 
 MODULES := common scheduler agent trainer cli
 define module_rules
-$(1)_SRC  := $$(filter-out $(1)/main.c,$$(wildcard $(1)/*.c))
+$(1)_SRC  := $$(filter-out $(1)/main.c,$$(wildcard $(1)/*.c $(1)/*/*.c))
 $(1)_OBJ  := $$(patsubst %.c,$(O)/%.o,$$($(1)_SRC))
 ifeq ($(1)$(CUDA),trainer1)
 $(1)_OBJ  += $$(patsubst %.cu,$(O)/%.cu.o,$$(wildcard $(1)/*.cu))

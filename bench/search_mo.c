@@ -1,6 +1,6 @@
 /*
  * search_mo.c — multi-objective search measured without training: our TPE
- * with several objectives (MOTPE, scheduler/search_tpe.c with
+ * with several objectives (MOTPE, scheduler/search/search_tpe.c with
  * search_mo.c's ranking) and random search on ZDT1 and ZDT2 (2 objectives,
  * 30 dimensions, Zitzler, Deb and Thiele 2000) and DTLZ2 (3 objectives,
  * 12 dimensions, Deb et al. 2002), all minimised. bench/search/mo_optuna.py
@@ -20,9 +20,9 @@
  * mo_optuna.py --ours reads to print ours beside Optuna's.
  */
 #include "hf_err.h"
-#include "scheduler/search.h"
-#include "scheduler/search_mo.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/search.h"
+#include "scheduler/search/search_mo.h"
+#include "scheduler/search/search_space.h"
 
 #include <math.h>
 #include <stdio.h>

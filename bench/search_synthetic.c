@@ -27,8 +27,8 @@
  * optuna_synthetic.py --ours reads to print ours beside Optuna's.
  */
 #include "hf_err.h"
-#include "scheduler/search.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/search.h"
+#include "scheduler/search/search_space.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * hf_file.h — small durable-file helpers shared by the content-addressed
- * stores (scheduler/ckstore.c, agent/agent_objects.c, common/hf_sha256.c):
+ * stores (scheduler/store/ckstore.c, agent/agent_objects.c, common/hf_sha256.c):
  * a write that finishes or fails whole, and the fsync of a directory that
  * makes a rename in it durable.
  */

@@ -1,7 +1,7 @@
 /*
  * hf_sha256.h — SHA-256 of a file descriptor's bytes, streamed through a
  * fixed buffer (GnuTLS gnutls_hash_*), as lowercase hex: the name of an
- * object in the content-addressed stores (scheduler/ckstore.h,
+ * object in the content-addressed stores (scheduler/store/ckstore.h,
  * agent/agent_objects.h). Thread-safe (no shared state).
  */
 #ifndef HF_SHA256_H

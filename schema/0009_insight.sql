@@ -33,7 +33,7 @@ CREATE TABLE webhooks (
 -- The durable outbox: one row per (hook, state-change event) to deliver,
 -- written by the trigger below in the same transaction as the events row
 -- of the state change, so a change that committed is delivered at least
--- once, across restarts. The delivery thread (scheduler/webhook.c) sets
+-- once, across restarts. The delivery thread (scheduler/notify/webhook.c) sets
 -- delivered_at on a 2xx, else attempts/next_at (exponential backoff).
 CREATE TABLE webhook_outbox (
     id           INTEGER PRIMARY KEY,

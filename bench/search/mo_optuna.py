@@ -6,7 +6,7 @@ population 50, uniform crossover), TPESampler with several objectives
 of trials and seeds 0..S-1, sequential. The figure is the hypervolume of
 all trials' objective vectors against the same reference point as ours
 (ZDT: (11, 11); DTLZ2: (2.5, 2.5, 2.5)), computed here exactly (sweep in
-2-D, slicing in 3-D, as scheduler/search_mo.c). With --ours BIN it also
+2-D, slicing in 3-D, as scheduler/search/search_mo.c). With --ours BIN it also
 runs our bench/search_mo --tsv and prints ours beside Optuna's with the
 ratio ours / Optuna's best (>= 1: we are at least as good).
 

@@ -19,15 +19,15 @@
  * ambiguous framing (two Content-Length headers, or one beside
  * Transfer-Encoding) is refused at the first call.
  */
-#include "scheduler/api_int.h"
+#include "scheduler/api/api_int.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "scheduler/api_guard.h"
-#include "scheduler/logpool.h"
-#include "scheduler/metrics.h"
-#include "scheduler/webfs.h"
+#include "scheduler/api/api_guard.h"
+#include "scheduler/api/logpool.h"
+#include "scheduler/api/metrics.h"
+#include "scheduler/api/webfs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -10,13 +10,13 @@
 #ifndef HF_API_H
 #define HF_API_H
 
-#include "scheduler/auth.h"
-#include "scheduler/ckretain.h"
-#include "scheduler/ckstore.h"
-#include "scheduler/doorbell.h"
-#include "scheduler/events.h"
-#include "scheduler/sched.h"
-#include "scheduler/store.h"
+#include "scheduler/api/auth.h"
+#include "scheduler/store/ckretain.h"
+#include "scheduler/store/ckstore.h"
+#include "scheduler/core/doorbell.h"
+#include "scheduler/notify/events.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/store/store.h"
 
 #include <stdint.h>
 

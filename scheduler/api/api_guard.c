@@ -19,7 +19,7 @@
  * the reaper touches only expired heads every tick and walks the busy
  * list once a second (bodies in flight are few).
  */
-#include "scheduler/api_guard.h"
+#include "scheduler/api/api_guard.h"
 
 #include "hf_err.h"
 #include "hf_log.h"

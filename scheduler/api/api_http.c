@@ -13,10 +13,10 @@
  * bodies are {"error": "...", "field": "..."}, statuses as in
  * docs/protocol.md.
  */
-#include "scheduler/api_int.h"
+#include "scheduler/api/api_int.h"
 
 #include "hf_err.h"
-#include "scheduler/metrics.h"
+#include "scheduler/api/metrics.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -31,8 +31,8 @@
 
 #include "hf_buf.h"
 #include "hf_json.h"
-#include "scheduler/api.h"
-#include "scheduler/importance.h"
+#include "scheduler/api/api.h"
+#include "scheduler/search/importance.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>

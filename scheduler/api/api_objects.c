@@ -1,6 +1,6 @@
 /*
  * api_objects.c — the routes of the content-addressed object store
- * (scheduler/ckstore.h; docs/scheduler.md, "The checkpoint store" and "Code
+ * (scheduler/store/ckstore.h; docs/scheduler.md, "The checkpoint store" and "Code
  * contexts"): checkpoint uploads (streamed, F_STREAM) and registrations,
  * listings, object downloads, code-context uploads, and the check that an
  * experiment's "context" names a stored object. The route table that
@@ -16,11 +16,11 @@
  * the request names, 409 when the attempt is not (or no longer) that
  * agent's; decided from the headers, so nothing reaches the store.
  */
-#include "scheduler/api_int.h"
+#include "scheduler/api/api_int.h"
 
 #include "common/hf_log.h"
 #include "hf_err.h"
-#include "scheduler/metrics.h"
+#include "scheduler/api/metrics.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

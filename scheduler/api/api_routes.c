@@ -31,17 +31,17 @@
  * starting {"/pattern", "METHODS",) and compares it with
  * docs/openapi.yaml both ways: keep that shape.
  */
-#include "scheduler/api_int.h"
+#include "scheduler/api/api_int.h"
 
 #include "hf_err.h"
-#include "scheduler/auth.h"
-#include "scheduler/expmeta.h"
+#include "scheduler/api/auth.h"
+#include "scheduler/core/expmeta.h"
 #include "common/hf_log.h"
-#include "scheduler/metrics.h"
-#include "scheduler/logpool.h"
-#include "scheduler/logsearch.h"
-#include "scheduler/query.h"
-#include "scheduler/webhook.h"
+#include "scheduler/api/metrics.h"
+#include "scheduler/api/logpool.h"
+#include "scheduler/api/logsearch.h"
+#include "scheduler/api/query.h"
+#include "scheduler/notify/webhook.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>

@@ -16,11 +16,11 @@
  * API_SSE_PER_TOKEN streams (api_guard.h), so no token can use up the
  * hub's EVENTS_MAX_SUBS and shut every other dashboard out.
  */
-#include "scheduler/api_int.h"
+#include "scheduler/api/api_int.h"
 
 #include "hf_err.h"
 #include "hf_time.h"
-#include "scheduler/api_guard.h"
+#include "scheduler/api/api_guard.h"
 
 #include <stdlib.h>
 

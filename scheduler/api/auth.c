@@ -1,7 +1,7 @@
 /*
  * auth.c — token file parsing and constant-time checks (see auth.h).
  */
-#include "scheduler/auth.h"
+#include "scheduler/api/auth.h"
 
 #include "hf_err.h"
 

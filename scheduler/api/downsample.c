@@ -1,7 +1,7 @@
 /*
  * downsample.c — LTTB (see downsample.h). O(n) time, no allocation.
  */
-#include "scheduler/downsample.h"
+#include "scheduler/api/downsample.h"
 
 #include <math.h>
 

@@ -14,7 +14,7 @@
  * Workload: a few searches a minute, each up to LOGSEARCH_BUDGET_MS of
  * one CPU; the list is short, so everything is a linear walk.
  */
-#include "scheduler/logpool.h"
+#include "scheduler/api/logpool.h"
 
 #include "hf_err.h"
 #include "hf_log.h"

@@ -25,8 +25,8 @@
 #define HF_LOGPOOL_H
 
 #include "hf_json.h"
-#include "scheduler/logsearch.h"
-#include "scheduler/store.h"
+#include "scheduler/api/logsearch.h"
+#include "scheduler/store/store.h"
 
 #define LOGPOOL_THREADS  2
 #define LOGPOOL_MAX_JOBS 8     /* running + queued, every user */

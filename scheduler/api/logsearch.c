@@ -20,7 +20,7 @@
  * are checked before every row and by the progress handler, so a scan
  * stops within one bounded match of its deadline or a cancel.
  */
-#include "scheduler/logsearch.h"
+#include "scheduler/api/logsearch.h"
 
 #include "hf_err.h"
 #include "hf_time.h"

@@ -22,7 +22,7 @@
 #define HF_LOGSEARCH_H
 
 #include "hf_json.h"
-#include "scheduler/store.h"
+#include "scheduler/store/store.h"
 
 #include <stdint.h>
 

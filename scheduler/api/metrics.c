@@ -3,7 +3,7 @@
  * metrics.h). Histograms use fixed bucket bounds in seconds from 1 ms to
  * 10 s, enough for request and dispatch latency.
  */
-#include "scheduler/metrics.h"
+#include "scheduler/api/metrics.h"
 
 #include "hf_err.h"
 #include "hf_time.h"

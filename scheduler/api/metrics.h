@@ -7,7 +7,7 @@
 #define HF_METRICS_H
 
 #include "hf_buf.h"
-#include "scheduler/sched.h"
+#include "scheduler/core/sched.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

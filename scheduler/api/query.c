@@ -1,10 +1,10 @@
 /*
  * query.c — store scans for the API (see query.h).
  */
-#include "scheduler/query.h"
+#include "scheduler/api/query.h"
 
 #include "hf_err.h"
-#include "scheduler/downsample.h"
+#include "scheduler/api/downsample.h"
 
 #include <stdlib.h>
 #include <string.h>

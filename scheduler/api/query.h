@@ -9,7 +9,7 @@
 #define HF_QUERY_H
 
 #include "hf_buf.h"
-#include "scheduler/store.h"
+#include "scheduler/store/store.h"
 
 #include <jansson.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /*
  * webfs.c — static file path checks (see webfs.h).
  */
-#include "scheduler/webfs.h"
+#include "scheduler/api/webfs.h"
 
 #include "hf_err.h"
 

@@ -2,7 +2,7 @@
  * cron.c — periodic tick thread (see cron.h). Stops promptly: the thread
  * waits on a condition variable, not in sleep().
  */
-#include "scheduler/cron.h"
+#include "scheduler/core/cron.h"
 
 #include "hf_time.h"
 

@@ -7,9 +7,9 @@
 #ifndef HF_CRON_H
 #define HF_CRON_H
 
-#include "scheduler/doorbell.h"
-#include "scheduler/events.h"
-#include "scheduler/sched.h"
+#include "scheduler/core/doorbell.h"
+#include "scheduler/notify/events.h"
+#include "scheduler/core/sched.h"
 
 #define CRON_TICK_MS       100
 #define CRON_KEEPALIVE_MS  15000

@@ -20,13 +20,13 @@
  * Workload: at a submission a pass places thousands of trials over a
  * thousand agents; most passes place nothing and must cost little.
  */
-#include "scheduler/sched_int.h"
-#include "scheduler/warmstart.h"
+#include "scheduler/core/sched_int.h"
+#include "scheduler/search/warmstart.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "scheduler/metrics.h"
+#include "scheduler/api/metrics.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * list under one mutex. Rings scan it; with one open wait per agent that is
  * at most one entry per agent, and a ring costs microseconds for thousands.
  */
-#include "scheduler/doorbell.h"
+#include "scheduler/core/doorbell.h"
 
 #include "hf_err.h"
 

@@ -3,13 +3,13 @@
  * experiment.h). The order of checks follows the file, so the first
  * offending field in reading order is the one reported.
  */
-#include "scheduler/experiment.h"
+#include "scheduler/core/experiment.h"
 
 #include "hf_err.h"
 #include "hf_metric.h"
 #include "hf_time.h"
-#include "scheduler/warmstart.h"
-#include "scheduler/ckstore.h"
+#include "scheduler/search/warmstart.h"
+#include "scheduler/store/ckstore.h"
 
 #include <ctype.h>
 #include <string.h>

@@ -11,9 +11,9 @@
 #define HF_EXPERIMENT_H
 
 #include "hf_json.h"
-#include "scheduler/search.h"
-#include "scheduler/search_mo.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/search.h"
+#include "scheduler/search/search_mo.h"
+#include "scheduler/search/search_space.h"
 
 #include <stdint.h>
 

@@ -3,10 +3,10 @@
  * expmeta.h). Every check names the member it refuses, so the API can
  * answer 400 {"error", "field"} and the CLI print it.
  */
-#include "scheduler/expmeta.h"
+#include "scheduler/core/expmeta.h"
 
 #include "hf_err.h"
-#include "scheduler/experiment.h"
+#include "scheduler/core/experiment.h"
 
 #include <stdio.h>
 #include <string.h>

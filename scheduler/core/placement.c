@@ -1,7 +1,7 @@
 /*
  * placement.c — gang placement (see placement.h).
  */
-#include "scheduler/placement.h"
+#include "scheduler/core/placement.h"
 
 #include "hf_err.h"
 

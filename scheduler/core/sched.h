@@ -21,7 +21,7 @@
 #define HF_SCHED_H
 
 #include "hf_json.h"
-#include "scheduler/store.h"
+#include "scheduler/store/store.h"
 
 #include <stdint.h>
 

@@ -6,12 +6,12 @@
  * request refused on the model's state (HF_ESTATE) rolls back whatever it
  * had started and changes nothing.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include "hf_err.h"
 #include "hf_time.h"
-#include "scheduler/expmeta.h"
-#include "scheduler/warmstart.h"
+#include "scheduler/core/expmeta.h"
+#include "scheduler/search/warmstart.h"
 
 #include <stdio.h>
 #include <stdlib.h>

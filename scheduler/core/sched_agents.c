@@ -28,13 +28,13 @@
  * declares silent agents LOST, fails assignments never acknowledged, and
  * runs a dispatch pass at least once a second.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "scheduler/events.h"
-#include "scheduler/metrics.h"
+#include "scheduler/notify/events.h"
+#include "scheduler/api/metrics.h"
 
 #include <sqlite3.h>
 #include <stdatomic.h>

@@ -25,7 +25,7 @@
  * refused before a byte is stored: no row, so retention and restores never
  * see it.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include "hf_err.h"
 #include "hf_log.h"

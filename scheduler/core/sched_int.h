@@ -1,8 +1,8 @@
 /*
  * sched_int.h — the scheduler core's internal header: the in-memory model
  * (experiments, trials, ranks, agents, struct sched) and the functions the
- * core's files call in each other. Only scheduler/sched_*.c and
- * scheduler/dispatch.c include it; everything else uses sched.h.
+ * core's files call in each other. Only scheduler/core/sched_*.c and
+ * scheduler/core/dispatch.c include it; everything else uses sched.h.
  *
  * The core is split by record and by activity (docs/scheduler.md, "Modules"):
  *
@@ -39,10 +39,10 @@
 #ifndef HF_SCHED_INT_H
 #define HF_SCHED_INT_H
 
-#include "scheduler/experiment.h"
-#include "scheduler/placement.h"
-#include "scheduler/sched.h"
-#include "scheduler/search.h"
+#include "scheduler/core/experiment.h"
+#include "scheduler/core/placement.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/search/search.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

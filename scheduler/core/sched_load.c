@@ -11,12 +11,12 @@
  * fresh grace period (last_hb_mono = now); an assignment that went out
  * gets the whole assign timeout from now.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "scheduler/warmstart.h"
+#include "scheduler/search/warmstart.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,9 +10,9 @@
  * per-tick work walks s->live or an agent's `on`, which scale with what
  * runs, not with the whole history.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
-#include "scheduler/expmeta.h"
+#include "scheduler/core/expmeta.h"
 
 #include "hf_err.h"
 

@@ -12,10 +12,10 @@
  * front is then the best value, ties included). Read under the core lock
  * from the in-memory trials; nothing is stored.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include "hf_err.h"
-#include "scheduler/search_mo.h"
+#include "scheduler/search/search_mo.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -9,13 +9,13 @@
  * it (sched_agents.c), so a bad item never leaves a heartbeat half-applied.
  * Array sizes are bounded (MAX_HB_ITEMS items per kind and heartbeat).
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
-#include "scheduler/expmeta.h"
+#include "scheduler/core/expmeta.h"
 
 #include "hf_err.h"
 #include "hf_metric.h"
-#include "scheduler/store.h"
+#include "scheduler/store/store.h"
 
 #include <sqlite3.h>
 #include <stdio.h>

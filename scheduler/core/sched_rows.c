@@ -9,7 +9,7 @@
  * kept in s->txn_rc and every later statement of that transaction is
  * skipped, so txn_end rolls the whole transaction back.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include "hf_err.h"
 #include "hf_time.h"

@@ -23,12 +23,12 @@
  * Reported metrics enter here too (trial_report): the objective feeds the
  * searcher and the median rule, which may STOP the trial.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include "hf_log.h"
 #include "hf_metric.h"
 #include "hf_time.h"
-#include "scheduler/metrics.h"
+#include "scheduler/api/metrics.h"
 
 #include <ctype.h>
 #include <math.h>

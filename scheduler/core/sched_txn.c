@@ -16,13 +16,13 @@
  * transactions failed meanwhile (then HF_EDB, and the agent re-sends the
  * batch, which is acknowledged once).
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "scheduler/events.h"
-#include "scheduler/metrics.h"
+#include "scheduler/notify/events.h"
+#include "scheduler/api/metrics.h"
 
 #include <errno.h>
 #include <stdatomic.h>

@@ -14,9 +14,9 @@
  * mver, which every change of latest/best bumps; hparams, idx, parent and
  * agent names never change) and is rebuilt when the signature differs.
  */
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
-#include "scheduler/expmeta.h"
+#include "scheduler/core/expmeta.h"
 
 #include "hf_err.h"
 #include "hf_time.h"

@@ -3,7 +3,7 @@
  * and every queue; publishing formats the message once and appends it to
  * each queue.
  */
-#include "scheduler/events.h"
+#include "scheduler/notify/events.h"
 
 #include "hf_buf.h"
 #include "hf_json.h"

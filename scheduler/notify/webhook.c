@@ -18,12 +18,12 @@
  * Workload: a few hooks; at most one row per (hook, state change), i.e.
  * a handful per trial. A round takes at most WEBHOOK_ROUND rows.
  */
-#include "scheduler/webhook.h"
+#include "scheduler/notify/webhook.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "scheduler/store.h"
+#include "scheduler/store/store.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>

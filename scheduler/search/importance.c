@@ -30,11 +30,11 @@
  * IMP_MAX_TRIALS trials; 1,000 trials x 5 parameters take about a second
  * on one core (docs/search.md). Nothing here holds the scheduler's lock.
  */
-#include "scheduler/importance.h"
+#include "scheduler/search/importance.h"
 
 #include "hf_err.h"
 #include "hf_metric.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/search_space.h"
 
 #include <float.h>
 #include <math.h>

@@ -7,7 +7,7 @@
  * and observed history never carry a value a searcher's encoding
  * (search_space_to_unit) cannot place.
  */
-#include "scheduler/warmstart.h"
+#include "scheduler/search/warmstart.h"
 
 #include "hf_err.h"
 

@@ -21,8 +21,8 @@
 #define HF_WARMSTART_H
 
 #include "hf_json.h"
-#include "scheduler/search.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/search.h"
+#include "scheduler/search/search_space.h"
 
 #define WARM_MAX_EXPERIMENTS 64      /* ids in warm_start.experiments */
 #define WARM_MAX_ENQUEUE     1000    /* configurations in warm_start.enqueue */

@@ -11,12 +11,12 @@
  * After the commit the dropped rows' objects are released one by one
  * (ckstore_release removes an object only when no row names it).
  */
-#include "scheduler/ckretain.h"
+#include "scheduler/store/ckretain.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "scheduler/experiment.h"
+#include "scheduler/core/experiment.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -44,7 +44,7 @@
 #ifndef HF_CKRETAIN_H
 #define HF_CKRETAIN_H
 
-#include "scheduler/ckstore.h"
+#include "scheduler/store/ckstore.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -31,7 +31,7 @@
  * The lock (ck->mu) guards the object counters, the rename step and the
  * store's SQLite connection; hashing and writing run outside it.
  */
-#include "scheduler/ckstore.h"
+#include "scheduler/store/ckstore.h"
 
 #include "hf_err.h"
 #include "hf_file.h"

@@ -9,7 +9,7 @@
  * bump user_version in the same transaction, so a crash mid-migration
  * leaves the previous version intact.
  */
-#include "scheduler/store.h"
+#include "scheduler/store/store.h"
 
 #include "hf_err.h"
 #include "hf_log.h"

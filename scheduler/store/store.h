@@ -32,7 +32,7 @@ typedef struct store_migration {
 extern const store_migration store_migrations[];
 
 /* Prepared statements, one per query the core runs; the core's row
- * mapping (binds and column reads) is scheduler/sched_rows.c. */
+ * mapping (binds and column reads) is scheduler/core/sched_rows.c. */
 enum store_stmt_id {
     ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
     ST_EXP_INSERT, ST_EXP_UPDATE,
@@ -41,7 +41,7 @@ enum store_stmt_id {
     ST_AGENT_INSERT, ST_AGENT_UPDATE, ST_AGENT_HB, ST_AGENT_BATCH,
     ST_ALLOC_INSERT, ST_ALLOC_UPDATE, ST_ALLOC_RELEASE,
     ST_EXP_META, ST_TRIAL_NOTES,   /* 0008_workflow: PATCH of experiments and trials */
-    /* Loading the core at start (scheduler/sched_load.c): */
+    /* Loading the core at start (scheduler/core/sched_load.c): */
     ST_LOAD_EXPERIMENTS, ST_LOAD_AGENTS, ST_LOAD_TRIALS, ST_LOAD_ALLOCATIONS, ST_LOAD_REPORTS,
     ST_LOAD_REPORTS_NAMED,     /* reports of a JSON list of metric names (several objectives, constraints) */
     ST__COUNT

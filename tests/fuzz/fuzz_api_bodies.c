@@ -1,6 +1,6 @@
 /*
  * fuzz_api_bodies.c — libFuzzer target for every JSON body the scheduler's
- * API accepts, run through the real core (scheduler/dispatch.c) on a real
+ * API accepts, run through the real core (scheduler/core/dispatch.c) on a real
  * SQLite store in a temporary file: experiment submission, agent
  * registration, extend, and pause/resume/cancel/kill on whatever ids the
  * input names, and the workflow bodies (issue #17): fork, PATCH of an
@@ -10,13 +10,13 @@
  * Nothing may crash or leak, and every rejection is HF_EINVAL/ENOTFOUND/
  * ESTATE with a message.
  */
-// FUZZ_SOURCES: common/*.c scheduler/*.c build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
+// FUZZ_SOURCES: common/*.c scheduler/*/*.c build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
 // FUZZ_LIBS: -ljansson -lsqlite3 -lmicrohttpd -lgnutls -lcurl -lpcre2-8 -lm
 #include "hf_err.h"
 #include "hf_json.h"
 #include "hf_log.h"
-#include "scheduler/sched.h"
-#include "scheduler/store.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/store/store.h"
 
 #include <assert.h>
 #include <stdint.h>

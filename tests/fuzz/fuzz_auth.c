@@ -1,5 +1,5 @@
 /*
- * fuzz_auth.c — libFuzzer target for the token file (scheduler/auth.c,
+ * fuzz_auth.c — libFuzzer target for the token file (scheduler/api/auth.c,
  * docs/operations.md "Tokens and users").
  *
  * Input: the file's bytes. Invariants (abort on violation): a refusal
@@ -8,9 +8,9 @@
  * role (admin, user, viewer or agent) with a valid holder name; a prefix
  * of a token (one byte shorter) is never taken for it.
  */
-// FUZZ_SOURCES: scheduler/auth.c
+// FUZZ_SOURCES: scheduler/api/auth.c
 // FUZZ_LIBS:
-#include "scheduler/auth.h"
+#include "scheduler/api/auth.h"
 
 #include <stdint.h>
 #include <stdlib.h>

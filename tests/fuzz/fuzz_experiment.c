@@ -1,6 +1,6 @@
 /*
  * fuzz_experiment.c — libFuzzer target for the experiment-file validator
- * (scheduler/experiment.c, with the search-space parser and every
+ * (scheduler/core/experiment.c, with the search-space parser and every
  * searcher's validate behind it). Any input: parse as JSON with the API's
  * depth limit, validate; accepted files must also build a searcher and
  * draw a few trials without crashing (after observing the file's
@@ -12,12 +12,12 @@
  * crash, leak or read out
  * of bounds; a rejection must name a reason.
  */
-// FUZZ_SOURCES: common/*.c scheduler/experiment.c scheduler/search*.c scheduler/warmstart.c scheduler/ckstore.c
+// FUZZ_SOURCES: common/*.c scheduler/core/experiment.c scheduler/search/*.c scheduler/store/ckstore.c
 // FUZZ_LIBS: -ljansson -lcurl -lm -lgnutls -lsqlite3 -lpthread
 #include "hf_err.h"
 #include "hf_json.h"
-#include "scheduler/experiment.h"
-#include "scheduler/warmstart.h"
+#include "scheduler/core/experiment.h"
+#include "scheduler/search/warmstart.h"
 
 #include <assert.h>
 #include <stdint.h>

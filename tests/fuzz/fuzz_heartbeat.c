@@ -6,13 +6,13 @@
  * paths, the searcher's on_report and the reply builder. Every 200 inputs
  * the state is rebuilt so trials keep being placed.
  */
-// FUZZ_SOURCES: common/*.c scheduler/*.c build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
+// FUZZ_SOURCES: common/*.c scheduler/*/*.c build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
 // FUZZ_LIBS: -ljansson -lsqlite3 -lmicrohttpd -lgnutls -lcurl -lpcre2-8 -lm
 #include "hf_err.h"
 #include "hf_json.h"
 #include "hf_log.h"
-#include "scheduler/sched.h"
-#include "scheduler/store.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/store/store.h"
 
 #include <assert.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /*
  * fuzz_logsearch.c — libFuzzer target for the log-search pattern
- * (scheduler/logsearch.c): ?grep= with regex/icase, and the literal it
+ * (scheduler/api/logsearch.c): ?grep= with regex/icase, and the literal it
  * hands to the trigram index.
  *
  * Input: byte 0 = flags (bit 0 regex, bit 1 icase), then the pattern up to
@@ -13,12 +13,12 @@
  * (a limit) and the same twice, and takes at most 2 s (the match limit
  * bounds it: ~6 ms a line with the JIT).
  */
-// FUZZ_SOURCES: common/*.c scheduler/logsearch.c scheduler/store.c
+// FUZZ_SOURCES: common/*.c scheduler/api/logsearch.c scheduler/store/store.c
 // FUZZ_LIBS: -ljansson -lsqlite3 -lcurl -lgnutls -lpcre2-8 -lpthread
 #include "hf_err.h"
 #include "hf_time.h"
-#include "scheduler/logsearch.h"
-#include "scheduler/store.h"
+#include "scheduler/api/logsearch.h"
+#include "scheduler/store/store.h"
 
 #include <ctype.h>
 #include <stdint.h>

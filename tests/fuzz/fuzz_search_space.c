@@ -12,12 +12,12 @@
  * integers too large for the scale to separate); grid points are distinct-size-bounded; a rejected input names a
  * field.
  */
-// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_metric.c scheduler/search*.c
+// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_metric.c scheduler/search/*.c
 // FUZZ_LIBS: -ljansson -lm
 #include "hf_err.h"
 #include "hf_json.h"
-#include "scheduler/search.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/search.h"
+#include "scheduler/search/search_space.h"
 
 #include <math.h>
 #include <stdint.h>

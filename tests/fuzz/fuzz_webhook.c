@@ -1,6 +1,6 @@
 /*
  * fuzz_webhook.c — libFuzzer target for POST /api/v1/webhooks bodies
- * (scheduler/webhook.c): validation, then the JSON and Slack bodies built
+ * (scheduler/notify/webhook.c): validation, then the JSON and Slack bodies built
  * from what passed, and their signature.
  *
  * Input: a JSON document. Invariants (abort on violation): a refusal says
@@ -9,12 +9,12 @@
  * "text"); signatures are "sha256=" and 64 lowercase hex digits, the same
  * for the same input.
  */
-// FUZZ_SOURCES: common/*.c scheduler/webhook.c scheduler/store.c
+// FUZZ_SOURCES: common/*.c scheduler/notify/webhook.c scheduler/store/store.c
 // FUZZ_LIBS: -ljansson -lsqlite3 -lcurl -lgnutls -lpthread
 #include "hf_err.h"
 #include "hf_json.h"
-#include "scheduler/store.h"
-#include "scheduler/webhook.h"
+#include "scheduler/store/store.h"
+#include "scheduler/notify/webhook.h"
 
 #include <stdint.h>
 #include <stdlib.h>

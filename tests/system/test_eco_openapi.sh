@@ -35,7 +35,7 @@ done
 [[ -n $py ]] || hf_fail "no python3 with the yaml module (apt-get install python3-yaml)"
 
 # ---- 1. route table <-> YAML ----------------------------------------------
-# rows {"/pattern", "GET, POST", ...} of scheduler/api_routes.c: '*' is an
+# rows {"/pattern", "GET, POST", ...} of scheduler/api/api_routes.c: '*' is an
 # id segment, '@' an action, '#' a checkpoint's hash.
 grep -hoE '^ *\{"/[^"]*", *"[A-Z][A-Z, ]*",' "$root"/scheduler/api*.c \
   | sed -E 's/.*"([^"]+)", *"([^"]+)".*/\1\t\2/' >"$HF_TMP/routes.tsv"

@@ -8,7 +8,7 @@
 #ifndef HF_CKPT_FIXTURE_H
 #define HF_CKPT_FIXTURE_H
 
-#include "scheduler/ckstore.h"
+#include "scheduler/store/ckstore.h"
 
 #include <gnutls/crypto.h>
 #include <stdint.h>

@@ -8,8 +8,8 @@
 #define HF_SEARCH_FIXTURE_H
 
 #include "hf_err.h"
-#include "scheduler/search.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/search.h"
+#include "scheduler/search/search_space.h"
 
 #include <jansson.h>
 #include <string.h>

@@ -20,9 +20,9 @@
 
 #include "agent/agent_objects.h"
 #include "hf_err.h"
-#include "scheduler/api.h"
-#include "scheduler/ckstore.h"
-#include "scheduler/events.h"
+#include "scheduler/api/api.h"
+#include "scheduler/store/ckstore.h"
+#include "scheduler/notify/events.h"
 #include "tests/unit/unit_fixture.h"
 
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /*
  * test_scheduler_agent_scope.c — an agent token's authority in the core
- * (scheduler/sched_agents.c, sched_ckpt.c; docs/protocol.md "Roles"): the
+ * (scheduler/core/sched_agents.c, sched_ckpt.c; docs/protocol.md "Roles"): the
  * real core on a real store, the agents played by calling the entry points
  * with the holder name their token would carry.
  *
@@ -21,8 +21,8 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/sched.h"
-#include "scheduler/store.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/store/store.h"
 #include "tests/unit/unit_fixture.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * test_scheduler_api_guard.c — the HTTP server's guard (scheduler/api_guard.h)
+ * test_scheduler_api_guard.c — the HTTP server's guard (scheduler/api/api_guard.h)
  * on a real libmicrohttpd daemon and real loopback sockets:
  *
  *   - half-open share: with a table of 8 (4 half-open slots), 7 silent
@@ -17,7 +17,7 @@
 
 #include "hf_err.h"
 #include "hf_time.h"
-#include "scheduler/api_guard.h"
+#include "scheduler/api/api_guard.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -10,8 +10,8 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/auth.h"
-#include "scheduler/webfs.h"
+#include "scheduler/api/auth.h"
+#include "scheduler/api/webfs.h"
 
 #include <limits.h>
 #include <stdio.h>

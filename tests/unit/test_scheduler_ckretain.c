@@ -1,5 +1,5 @@
 /*
- * test_scheduler_ckretain.c — checkpoint retention (scheduler/ckretain.c):
+ * test_scheduler_ckretain.c — checkpoint retention (scheduler/store/ckretain.c):
  * the decision alone, table-driven; then the same rules end to end on a
  * real migrated SQLite file and a real checkpoint store (objects uploaded
  * through ckstore.c): after a pass only the policy's rows remain and
@@ -15,9 +15,9 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/ckretain.h"
-#include "scheduler/ckstore.h"
-#include "scheduler/store.h"
+#include "scheduler/store/ckretain.h"
+#include "scheduler/store/ckstore.h"
+#include "scheduler/store/store.h"
 #include "tests/unit/ckpt_fixture.h"
 #include "tests/unit/unit_fixture.h"
 

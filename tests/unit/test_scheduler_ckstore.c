@@ -1,5 +1,5 @@
 /*
- * test_scheduler_ckstore.c — the checkpoint store (scheduler/ckstore.c) on
+ * test_scheduler_ckstore.c — the checkpoint store (scheduler/store/ckstore.c) on
  * real files in a scratch directory and a real migrated SQLite database:
  * an upload streamed in uneven chunks becomes one verified object and one
  * row; a wrong hash or size is refused with nothing visible (no object,
@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/ckstore.h"
-#include "scheduler/store.h"
+#include "scheduler/store/ckstore.h"
+#include "scheduler/store/store.h"
 #include "tests/unit/unit_fixture.h"
 
 #include <dirent.h>

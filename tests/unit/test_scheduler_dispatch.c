@@ -30,8 +30,8 @@
 
 #include "hf_err.h"
 #include "hf_log.h"
-#include "scheduler/sched.h"
-#include "scheduler/store.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/store/store.h"
 #include "tests/unit/unit_fixture.h"
 
 #include <stdio.h>

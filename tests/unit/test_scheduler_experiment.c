@@ -9,8 +9,8 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/experiment.h"
-#include "scheduler/sched_int.h"   /* metric_minimized */
+#include "scheduler/core/experiment.h"
+#include "scheduler/core/sched_int.h"   /* metric_minimized */
 
 #include <stdio.h>
 #include <string.h>

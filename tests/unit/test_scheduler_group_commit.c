@@ -29,9 +29,9 @@
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "scheduler/metrics.h"
-#include "scheduler/sched.h"
-#include "scheduler/store.h"
+#include "scheduler/api/metrics.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/store/store.h"
 #include "tests/unit/unit_fixture.h"
 
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /*
- * test_scheduler_importance.c — fANOVA importance (scheduler/importance.c)
+ * test_scheduler_importance.c — fANOVA importance (scheduler/search/importance.c)
  * on functions whose answer is known, the experiment-level encoding
  * (categoricals, constants, unfinished trials, conditional parameters),
  * the cache, and agreement with Optuna's FanovaImportanceEvaluator on the
@@ -15,8 +15,8 @@
 
 #include "hf_err.h"
 #include "hf_metric.h"
-#include "scheduler/importance.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/importance.h"
+#include "scheduler/search/search_space.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * test_scheduler_logsearch.c — log search (scheduler/logsearch.c): pattern
+ * test_scheduler_logsearch.c — log search (scheduler/api/logsearch.c): pattern
  * checks with the field named, fixed / case-insensitive / regex matching,
  * the literal handed to the trigram index (a table of regexes), and
  * searches on a real store: one trial, a whole experiment with and
@@ -19,8 +19,8 @@
 
 #include "hf_err.h"
 #include "hf_time.h"
-#include "scheduler/logpool.h"
-#include "scheduler/logsearch.h"
+#include "scheduler/api/logpool.h"
+#include "scheduler/api/logsearch.h"
 #include "unit_fixture.h"
 
 #include <pthread.h>

@@ -9,8 +9,8 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/downsample.h"
-#include "scheduler/placement.h"
+#include "scheduler/api/downsample.h"
+#include "scheduler/core/placement.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
  * test_scheduler_proto.c — the scheduler's side of the agent protocol
- * (scheduler/sched_proto.c), table-driven: each bad registration or
+ * (scheduler/core/sched_proto.c), table-driven: each bad registration or
  * heartbeat body is rejected with HF_EINVAL and the offending field's path
  * (docs/protocol.md), before the core applies any of it; good bodies hand
  * back their arrays, instance and batch.
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/sched_int.h"
+#include "scheduler/core/sched_int.h"
 
 #include <stdio.h>
 #include <string.h>

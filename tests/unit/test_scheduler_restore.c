@@ -1,6 +1,6 @@
 /*
  * test_scheduler_restore.c — the assignment's "restore" field
- * (scheduler/sched_ckpt.c, docs/protocol.md, docs/scheduler.md "The
+ * (scheduler/core/sched_ckpt.c, docs/protocol.md, docs/scheduler.md "The
  * checkpoint store"): the real core on a real SQLite file, checkpoints put
  * into a real store on the same file (ckstore.c, as an agent's PUT), the
  * agent played by calling the heartbeat entry point directly.
@@ -21,9 +21,9 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/ckstore.h"
-#include "scheduler/sched.h"
-#include "scheduler/store.h"
+#include "scheduler/store/ckstore.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/store/store.h"
 #include "tests/unit/ckpt_fixture.h"
 #include "tests/unit/unit_fixture.h"
 

@@ -1,6 +1,6 @@
 /*
  * test_scheduler_search_mo.c — multi-objective search and constraints
- * (scheduler/search_mo.c, the tpe and asha searchers configured with
+ * (scheduler/search/search_mo.c, the tpe and asha searchers configured with
  * several objectives): the "objective" list and "constraints" parser with
  * field paths, non-dominated sorting, crowding distance and hypervolume
  * against brute-force oracles, MOTPE reproducible by seed, replayed in
@@ -15,10 +15,10 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/experiment.h"
-#include "scheduler/search.h"
-#include "scheduler/search_mo.h"
-#include "scheduler/search_space.h"
+#include "scheduler/core/experiment.h"
+#include "scheduler/search/search.h"
+#include "scheduler/search/search_mo.h"
+#include "scheduler/search/search_space.h"
 #include "tests/unit/search_fixture.h"
 
 #include <math.h>

@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/search.h"
-#include "scheduler/search_space.h"
+#include "scheduler/search/search.h"
+#include "scheduler/search/search_space.h"
 #include "tests/unit/search_fixture.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * test_scheduler_webhook.c — webhooks (scheduler/webhook.c) without a
+ * test_scheduler_webhook.c — webhooks (scheduler/notify/webhook.c) without a
  * network: the HMAC-SHA256 signature against RFC 4231's test vectors, the
  * JSON and Slack bodies, a table of POST /webhooks bodies (each refusal
  * names its field), and the outbox trigger of schema/0009_insight.sql on
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/webhook.h"
+#include "scheduler/notify/webhook.h"
 #include "unit_fixture.h"
 
 #include <arpa/inet.h>

@@ -15,10 +15,10 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
-#include "scheduler/auth.h"
-#include "scheduler/expmeta.h"
-#include "scheduler/search_space.h"
-#include "scheduler/warmstart.h"
+#include "scheduler/api/auth.h"
+#include "scheduler/core/expmeta.h"
+#include "scheduler/search/search_space.h"
+#include "scheduler/search/warmstart.h"
 #include "unit_fixture.h"
 
 #include <string.h>

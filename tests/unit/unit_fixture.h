@@ -12,8 +12,8 @@
 #define HF_UNIT_FIXTURE_H
 
 #include "hf_log.h"
-#include "scheduler/sched.h"
-#include "scheduler/store.h"
+#include "scheduler/core/sched.h"
+#include "scheduler/store/store.h"
 
 #include <ftw.h>
 #include <sqlite3.h>
