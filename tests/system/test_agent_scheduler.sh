@@ -36,7 +36,16 @@ trial_ids() { hf_get "/api/v1/experiments/$1/trials" | jq -r '.trials[].id'; }
 trial_state() { curl -fsS -m 3 "$HF_URL/api/v1/trials/$1" | jq -r .state; }
 # pid of the fake_trial process running trial T (from its environment; only
 # ours: other tests may run fake_trial with the same trial ids at the same time)
-ours() { [[ $(readlink "$1/exe" 2>/dev/null) == "$FAKE" && $(readlink "$1/cwd" 2>/dev/null) == "$WORK"/* ]]; }
+# Ours: the fake trial's program, running in a trial folder of this agent.
+# Compared as files (-ef: device and inode), not as paths: readlink of
+# /proc/PID/exe names a sandboxed process's file as seen from its own mount
+# namespace, which inside a chroot (CI's fresh root) is not our path.
+ours() {
+  [[ $1/exe -ef $FAKE ]] || return 1
+  local t
+  for t in "$WORK"/experiments/*/trials/*; do [[ $1/cwd -ef $t ]] && return 0; done
+  return 1
+}
 trial_pid() {
   local d
   for d in /proc/[0-9]*; do

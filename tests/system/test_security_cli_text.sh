@@ -48,7 +48,20 @@ grep -q 'line one link' "$HF_TMP/show" && grep -q 'line two blink' "$HF_TMP/show
 
 hf_cli logs "$tid" >"$HF_TMP/raw"
 has_control "$HF_TMP/raw" || hf_fail "logs to a pipe should be the trial's bytes: $(od -c "$HF_TMP/raw" | head)"
-script -qec "$HF_BIN/hyperfarm --url $HF_URL logs $tid" /dev/null >"$HF_TMP/tty" </dev/null
+# On a terminal: script(1) gives the CLI one. A machine without a devpts
+# mount (a chroot, as CI's fresh root is) gets a private devpts instance in
+# a mount namespace of its own, when root may make one.
+on_tty() {
+  if script -qec true /dev/null >/dev/null 2>&1 </dev/null; then
+    script -qec "$1" /dev/null </dev/null
+  elif [[ $(id -u) == 0 ]] && command -v unshare >/dev/null; then
+    unshare --mount sh -c 'mkdir -p /dev/pts && mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts &&
+      mount --bind /dev/pts/ptmx /dev/ptmx && script -qec "$0" /dev/null </dev/null' "$1"
+  else
+    hf_fail "no pseudo-terminal here (script: $(script -qec true /dev/null 2>&1 </dev/null | head -1))"
+  fi
+}
+on_tty "$HF_BIN/hyperfarm --url $HF_URL logs $tid" >"$HF_TMP/tty"
 grep -q 'before after cleared' "$HF_TMP/tty" || hf_fail "logs on a terminal: $(od -c "$HF_TMP/tty" | head)"
 ! has_control "$HF_TMP/tty" || hf_fail "logs on a terminal printed control sequences: $(od -c "$HF_TMP/tty" | head)"
 hf_log "ok: logs are raw to a pipe, cleaned on a terminal"
