@@ -12,7 +12,9 @@
 #   3. multi-objective: our MOTPE and random by hypervolume on ZDT1, ZDT2,
 #      DTLZ2 ($HF_BIN/bench/search_mo), and Optuna's NSGA-II / MOTPE beside
 #      it with HF_BENCH_SEARCH_SEEDS seeds (bench/search/mo_optuna.py);
-#   4. with HF_BENCH_FMNIST=1, the Fashion-MNIST comparison (minutes).
+#   4. with HF_BENCH_BBOB=1, the held-out BBOB benchmark (bench/search/bbob.sh,
+#      arguments in HF_BENCH_BBOB_ARGS; hours);
+#   5. with HF_BENCH_FMNIST=1, the Fashion-MNIST comparison (minutes).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 HF_BIN=${HF_BIN:-$PWD/bin}
@@ -42,6 +44,12 @@ if [[ -x $HF_BIN/bench/search_mo ]]; then
     echo "== peer: Optuna NSGAIISampler and TPESampler with several objectives (smoke: HF_BENCH_SEARCH_SEEDS seeds)"
     $PY bench/search/mo_optuna.py --seeds "${HF_BENCH_SEARCH_SEEDS:-3}" --ours "$HF_BIN/bench/search_mo" || rc=1
   fi
+fi
+# The held-out BBOB benchmark (issue 29, docs/search.md "Held-out benchmark:
+# BBOB"): about 14 CPU-hours a half, so only when asked.
+if [[ ${HF_BENCH_BBOB:-0} == 1 ]]; then
+  echo "== held-out BBOB: ours vs Optuna 3.1 (bench/search/bbob.sh ${HF_BENCH_BBOB_ARGS:-})"
+  bench/search/bbob.sh ${HF_BENCH_BBOB_ARGS:-} || rc=1
 fi
 if [[ ${HF_BENCH_FMNIST:-0} == 1 ]]; then
   echo "== Fashion-MNIST: random vs ASHA vs TPE"

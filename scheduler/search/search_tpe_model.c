@@ -85,7 +85,13 @@ static int cmp_ranked(const void *a, const void *b)
 /* Univariate bandwidths of one numeric dimension (Optuna's rule): the prior
  * mean 0.5 joins the sorted centres, each gets the larger gap to its
  * neighbours with the domain ends [0, 1] as outer neighbours, except that
- * the outermost two take their inner gap (consider_endpoints = false). */
+ * the outermost two take their inner gap (consider_endpoints = false).
+ * Equal centres (several observations at one integer) are ordered by
+ * component, i.e. by age (cmp_ranked): the oldest of a tie takes the gap
+ * below, the newest the gap above, the middle ones the clipped minimum.
+ * Optuna 3.1 sorts with numpy's unstable argsort, so its order of a tie is
+ * its sort's internals; with age weights that moves g (docs/search.md,
+ * "tpe against Optuna 3.1, candidate by candidate"). */
 static int univariate_sigma(tpe_kde *k, size_t d)
 {
     size_t m = k->m, nd = k->nd;
@@ -233,10 +239,24 @@ static double kde_logpdf(const tpe_kde *k, const tpe_dim *dims, const double *c)
 }
 
 
+/* The unit position of the integer that u proposes (a log-scale integer,
+ * or a linear one too wide for DIM_STEP): the candidate is scored where
+ * it will be evaluated, as Optuna 3.1 scores its rounded sample. Without
+ * this the score was that of the continuous draw, and two draws rounding
+ * to the same integer could rank apart. */
+static double snap_int(const space_param *p, double u)
+{
+    json_t *v = search_space_from_unit(p, u);
+    double x = v ? search_space_to_unit(p, v) : u;
+    json_decref(v);
+    return x;
+}
+
 /* Draw one point c (nd) from the mixture: a component by weight, then each
  * dimension from it (truncated normal by rejection, clamped after 64
  * misses so the number of draws stays bounded; DIM_STEP rounded to the
- * centre of its integer's cell). */
+ * centre of its integer's cell, other integers to their integer's
+ * position, snap_int). */
 static void kde_sample(const tpe_kde *k, const tpe_dim *dims, uint64_t *rng, double *c)
 {
     double u = search_rng_uniform(rng), acc = 0;
@@ -264,6 +284,8 @@ static void kde_sample(const tpe_kde *k, const tpe_dim *dims, uint64_t *rng, dou
         if (dims[d].kind == DIM_STEP) {
             double K = (double)dims[d].K, b = floor(x * K);
             x = (fmin(b, K - 1) + 0.5) / K;
+        } else if (dims[d].p->kind == SPACE_INT) {
+            x = snap_int(dims[d].p, x);
         }
         c[d] = x;
     }

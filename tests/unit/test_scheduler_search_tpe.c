@@ -361,110 +361,6 @@ static void test_hartmann6_beats_random(void **state)
     search_space_free(sp);
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Our univariate TPE given Optuna's settings proposes what Optuna 3.1's
- * TPESampler() proposes. The history: 40 points of Hartmann-3 on [0,1]^3
- * (x1, x2, x3, value to minimise; numpy RandomState(0), rounded); the
- * reference: the quantiles 0.1 / 0.25 / 0.5 / 0.75 / 0.9 of each
- * parameter of Optuna's next proposal over 4000 seeds (TPESampler(seed=k),
- * the history added with create_trial, 2026-11-25). This pins the whole
- * proposal (split, age weights, prior, neighbour bandwidths, magic clip,
- * truncated sampling, best of 24 by log l - log g), not just the density:
- * issue 16 suspected a difference there and there is none (docs/search.md). */
-static const double OPTUNA_HIST[40][4] = {
-    {0.5488, 0.7152, 0.6028, -1.655783},
-    {0.5449, 0.4237, 0.6459, -1.365569},
-    {0.4376, 0.8918, 0.9637, -0.958060},
-    {0.3834, 0.7917, 0.5289, -2.286909},
-    {0.5680, 0.9256, 0.0710, -0.001793},
-    {0.0871, 0.0202, 0.8326, -0.294975},
-    {0.7782, 0.8700, 0.9786, -0.948344},
-    {0.7992, 0.4615, 0.7805, -3.007637},
-    {0.1183, 0.6399, 0.1434, -0.044820},
-    {0.9447, 0.5218, 0.4147, -0.121407},
-    {0.2646, 0.7742, 0.4562, -1.918958},
-    {0.5684, 0.0188, 0.6176, -0.147804},
-    {0.6121, 0.6169, 0.9437, -2.903275},
-    {0.6818, 0.3595, 0.4370, -0.268075},
-    {0.6976, 0.0602, 0.6668, -0.276896},
-    {0.6706, 0.2104, 0.1289, -0.392673},
-    {0.3154, 0.3637, 0.5702, -0.675510},
-    {0.4386, 0.9884, 0.1020, -0.004273},
-    {0.2089, 0.1613, 0.6531, -0.521101},
-    {0.2533, 0.4663, 0.2444, -0.309301},
-    {0.1590, 0.1104, 0.6563, -0.380801},
-    {0.1382, 0.1966, 0.3687, -0.603107},
-    {0.8210, 0.0971, 0.8379, -0.564199},
-    {0.0961, 0.9765, 0.4687, -2.164801},
-    {0.9768, 0.6048, 0.7393, -2.352635},
-    {0.0392, 0.2828, 0.1202, -0.286776},
-    {0.2961, 0.1187, 0.3180, -0.913540},
-    {0.4143, 0.0641, 0.6925, -0.337628},
-    {0.5666, 0.2654, 0.5232, -0.305497},
-    {0.0939, 0.5759, 0.9293, -3.290451},
-    {0.3186, 0.6674, 0.1318, -0.035712},
-    {0.7163, 0.2894, 0.1832, -0.418876},
-    {0.5865, 0.0201, 0.8289, -0.294502},
-    {0.0047, 0.6778, 0.2700, -0.203365},
-    {0.7352, 0.9622, 0.2488, -0.052156},
-    {0.5762, 0.5920, 0.5723, -1.137880},
-    {0.2231, 0.9527, 0.4471, -1.918765},
-    {0.8464, 0.6995, 0.2974, -0.076629},
-    {0.8138, 0.3965, 0.8811, -2.819924},
-    {0.5813, 0.8817, 0.6925, -1.360544},
-};
-static const double OPTUNA_Q[3][5] = {
-    {0.4805, 0.4914, 0.5031, 0.6326, 0.6484},
-    {0.5098, 0.5206, 0.5291, 0.5363, 0.5444},
-    {0.9253, 0.9318, 0.9386, 0.9951, 0.9982},
-};
-
-static void test_univariate_matches_optuna(void **state)
-{
-    (void)state;
-    search_space *sp = space("{\"x1\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                             " \"x2\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                             " \"x3\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}");
-    enum { NOBS = 40, DRAWS = 4000 };
-    static const char *const names[3] = {"x1", "x2", "x3"};
-    static const double qs[5] = {0.1, 0.25, 0.5, 0.75, 0.9};
-    search_tpe_obs obs[NOBS];
-    json_t *hps[NOBS];
-    double *v[3];
-    for (int j = 0; j < 3; j++) assert_non_null(v[j] = malloc(DRAWS * sizeof *v[j]));
-    for (int i = 0; i < NOBS; i++) {
-        const double *h = OPTUNA_HIST[i];
-        hps[i] = json_pack("{s:f, s:f, s:f}", "x1", h[0], "x2", h[1], "x3", h[2]);
-        obs[i] = (search_tpe_obs){hps[i], 0, -h[3], i, NAN};
-    }
-    search_tpe_opts o = {.gamma = 0.1, .n_candidates = 24, .prior_weight = 1.0, .multivariate = 0};
-    for (int k = 0; k < DRAWS; k++) {
-        uint64_t r = search_rng_derive(1000 + (uint64_t)k, 0);
-        json_t *hp = search_tpe_propose(sp, &o, obs, NOBS, NULL, 0, &r);
-        assert_non_null(hp);
-        for (int j = 0; j < 3; j++) v[j][k] = json_real_value(json_object_get(hp, names[j]));
-        json_decref(hp);
-    }
-    double worst = 0;
-    for (int j = 0; j < 3; j++) {
-        qsort(v[j], DRAWS, sizeof *v[j], cmp_dbl);
-        for (int q = 0; q < 5; q++) {
-            double ours = v[j][(int)(qs[q] * (DRAWS - 1))];
-            worst = fmax(worst, fabs(ours - OPTUNA_Q[j][q]));
-        }
-        free(v[j]);
-    }
-    print_message("largest quantile difference from Optuna 3.1: %.4f\n", worst);
-    assert_true(worst < 0.003);   /* consider_endpoints true: 0.0035; no magic clip 0.05 */
-    for (int i = 0; i < NOBS; i++) json_decref(hps[i]);
-    search_space_free(sp);
-}
-
 /* The tpe searcher's default n_ei_candidates is 24 (it was 48; with the
  * spread-narrowed bandwidths 24 is better on the suite, docs/search.md,
  * 2026-11-25): the default proposes exactly what "n_ei_candidates": 24
@@ -837,7 +733,6 @@ int main(void)
         cmocka_unit_test(test_multivariate_reproducible),
         cmocka_unit_test(test_multivariate_joint),
         cmocka_unit_test(test_hartmann6_beats_random),
-        cmocka_unit_test(test_univariate_matches_optuna),
         cmocka_unit_test(test_default_candidates),
         cmocka_unit_test(test_conditional_default),
         cmocka_unit_test(test_cost_prefers_cheap),
