@@ -56,7 +56,8 @@ MPICC_OK := $(shell pkg-config --exists ompi-c && echo 1)
 
 ifneq ($(SANITIZE),)
   VARIANT := san
-  SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  # HF_ASSERT aborts here (common/hf_assert.h); release builds log and count.
+  SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all -DHF_ASSERT_ABORT
   OPT := -O1 -g
 else
   VARIANT := rel
@@ -184,6 +185,8 @@ $(BENCH_BIN): $(BIN)/bench/%: $(O)/bench/%.o $(LIB_trainer)
 # again after it, for the symbols it needs).
 $(filter $(BIN)/bench/search_%,$(BENCH_BIN)): $(O)/libscheduler.a
 $(filter $(BIN)/bench/search_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
+# bench/search_bbob: the BBOB functions (bench/search/bbob.c, also Optuna's side through ctypes).
+$(BIN)/bench/search_bbob: $(O)/bench/search/bbob.o
 # bench/ckpt_*.c drive the agent's checkpoint transfers: libagent too.
 $(filter $(BIN)/bench/ckpt_%,$(BENCH_BIN)): $(O)/libagent.a
 $(filter $(BIN)/bench/ckpt_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
@@ -211,7 +214,7 @@ $(O)/%.o: %.c
 $(O)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(call say,NVCC,$<)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(filter -D%,$(CPPFLAGS)) -c -o $@ $<
+	$(Q)$(NVCC) $(NVCCFLAGS) $(filter -D%,$(CPPFLAGS)) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
 
 # Front-end libraries from npm, vendored into web/vendor by web/build.sh.
 web:
@@ -237,6 +240,13 @@ system: all
 
 webtest: all
 	HF_WEB_UNDER_SAN=$(if $(SANITIZE),1,) $(RUN_TESTS) web $(T)
+
+# The tree's limits (scripts/lint): no circle of files calling each other,
+# no source over 800 lines nor function over 100, no bare pthread_create.
+# It reads the objects, so it builds them first; `make test` runs it too.
+lint: $(foreach m,$(MODULES),$(O)/lib$(m).a) $(foreach m,scheduler agent trainer cli,$(O)/$(m)/main.o)
+	scripts/lint $(O)
+.PHONY: lint
 
 fuzz-replay: build/rel/gen/schema_sql.c build/rel/gen/web_assets.c
 	$(RUN_TESTS) fuzz $(T)
@@ -270,6 +280,7 @@ help:
 	@echo '  make unit            unit tests only (cmocka)'
 	@echo '  make system          system tests only (real daemons on loopback)'
 	@echo '  make webtest         browser tests only (headless Chromium)'
+	@echo '  make lint            the tree'"'"'s limits: no circular calls between files, sizes, named threads (scripts/lint)'
 	@echo '  make fuzz-replay     every libFuzzer target over its seed corpus'
 	@echo '  make fuzz            each libFuzzer target for FUZZ_SECONDS (default 30)'
 	@echo '  make bench           every benchmark, our figure beside the peer'"'"'s and the ratio'

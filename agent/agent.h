@@ -1,17 +1,23 @@
 /*
  * agent.h — the hyperfarm-agent daemon: configuration and the main loop.
  *
- * Three threads (docs/agent.md, "Threads and loop"):
+ * Threads (docs/agent.md, "Threads and loop"; each started through
+ * common/hf_thread.h or common/hf_pool.h, named as below):
  *   - the main thread runs agent_sup_poll(): one poll(2) over every trial's
  *     stdout/stderr, the SIGCHLD self-pipe and a wake pipe; it starts and
  *     stops trials and is the only thread that touches the supervisor;
- *   - the heartbeat thread owns the agent_link: it registers, sends a batch
+ *   - the heartbeat thread (hf-beat) owns the agent_link: it registers, sends a batch
  *     from the outbox every interval (at once when a trial started or
  *     exited, back to back while a backlog drains), and hands the replies'
  *     assignments and kills to the main thread through a mutex-protected
  *     inbox and the wake pipe;
- *   - the long-poll thread keeps the scheduler's doorbell open (agent_poll)
- *     and wakes the heartbeat thread when work waits.
+ *   - the long-poll thread (hf-poll) keeps the scheduler's doorbell open (agent_poll)
+ *     and wakes the heartbeat thread when work waits;
+ *   - the uploader (hf-upload, agent_upload.h) moves checkpoints into the
+ *     object cache and up to the scheduler;
+ *   - the prep pool (hf-prep x 4, agent_prep.h) fetches restores and code
+ *     contexts, one job per assignment, so one large restore never holds
+ *     up another trial's start.
  * A slow or stopped scheduler therefore never stalls the reading of trial
  * output (a trial blocked on a full pipe would stall its training), and the
  * outbox bounds what accumulates meanwhile.

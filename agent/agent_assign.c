@@ -29,6 +29,7 @@ void agent_spec_free(agent_spec *s)
     free(s->argv);
     free(s->env);
     free(s->hostfile);
+    hf_trial_vars_free(&s->trial);
     free(s);
 }
 
@@ -206,6 +207,10 @@ static int parse_env(const json_t *env, const char *path, agent_spec *s, hf_jerr
     hf_jpath(fp, sizeof fp, path, "env");
     json_object_foreach((json_t *)env, key, x) {
         if (!env_name_ok(key)) return hf_jerr_set(e, fp, key, "not a valid environment variable name");
+        /* The contract's variables come from typed fields only: an "env"
+         * naming one would be overridden, so it is refused, not dropped. */
+        const char *why = hf_trial_env_reserved(key);
+        if (why) return hf_jerr_set(e, fp, key, "%s", why);
         if (!json_is_string(x) || json_string_length(x) > AGENT_ARG_MAX
             || strlen(json_string_value(x)) != json_string_length(x))
             return hf_jerr_set(e, fp, key, "must be a string of at most %d bytes without NUL", AGENT_ARG_MAX);
@@ -219,26 +224,10 @@ oom:
     return HF_ENOMEM;
 }
 
-/* "gpus" (may be NULL): indices below AGENT_MAX_GPUS. RET 0 or HF_EINVAL. */
-static int parse_gpus(const json_t *gpus, const char *path, agent_spec *s, hf_jerr *e)
-{
-    char fp[256], ip[256];
-    int64_t v;
-    hf_jpath(fp, sizeof fp, path, "gpus");
-    for (size_t i = 0; gpus && i < json_array_size(gpus); i++) {
-        json_t *x = json_array_get(gpus, i);
-        hf_jpath_index(ip, sizeof ip, fp, i);
-        if (!json_is_integer(x) || (v = json_integer_value(x)) < 0 || v >= AGENT_MAX_GPUS)
-            return hf_jerr_set(e, ip, NULL, "must be a GPU index between 0 and %d", AGENT_MAX_GPUS - 1);
-        s->gpus[s->ngpus++] = (int)v;
-    }
-    return HF_OK;
-}
-
 agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
 {
     agent_spec *s = NULL;
-    json_t *argv = NULL, *env = NULL, *gpus = NULL;
+    json_t *argv = NULL, *env = NULL;
     const char *ck = NULL, *cf = NULL, *pm = NULL;
 
     hf_jerr_clear(e);
@@ -250,18 +239,18 @@ agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
         hf_jerr_set(e, path, NULL, "out of memory");
         return NULL;
     }
-    if (hf_json_get_int(a, path, "trial_id", 1, 1, INT64_MAX, &s->trial_id, e)
-        || hf_json_get_int(a, path, "attempt", 1, 0, INT32_MAX, &s->attempt, e)
-        || hf_json_get_int(a, path, "experiment_id", 0, 0, INT64_MAX, &s->experiment_id, e)
+    if (hf_trial_decode(a, path, &s->trial, e)
         || hf_json_get_array(a, path, "argv", 1, AGENT_MAX_ARGS, &argv, e)
         || hf_json_get_object(a, path, "env", 0, &env, e)
-        || hf_json_get_string(a, path, "checkpoint_dir", 1, AGENT_PATH_MAX / 2, &ck, e)
-        || hf_json_get_array(a, path, "gpus", 0, AGENT_MAX_GPUS, &gpus, e))
+        || hf_json_get_string(a, path, "checkpoint_dir", 1, AGENT_PATH_MAX / 2, &ck, e))
         goto fail;
+    s->trial_id = s->trial.trial_id;
+    s->attempt = s->trial.attempt;
+    s->experiment_id = s->trial.experiment_id;
+    s->rank = s->trial.rank;
     s->slots = 1;
     s->grace_ms = -1;
     if (hf_json_get_int(a, path, "slots", 0, 0, 1 << 20, &s->slots, e)
-        || hf_json_get_int(a, path, "rank", 0, 0, 100000, &s->rank, e)
         || hf_json_get_int(a, path, "grace_ms", 0, 0, AGENT_GRACE_MAX_MS, &s->grace_ms, e)
         || hf_json_get_string(a, path, "prompt_metric", 0, sizeof s->prompt_metric - 1, &pm, e))
         goto fail;
@@ -277,7 +266,7 @@ agent_spec *agent_spec_parse(const json_t *a, const char *path, hf_jerr *e)
         && hf_json_get_string(a, path, "copy_checkpoint_from", 1, AGENT_PATH_MAX / 2, &cf, e))
         goto fail;
     if (parse_paths(ck, cf, path, s, e) || parse_argv(argv, path, s, e) || parse_env(env, path, s, e)
-        || parse_gpus(gpus, path, s, e) || parse_restore(a, path, s, e))
+        || parse_restore(a, path, s, e))
         goto fail;
     return s;
 fail:

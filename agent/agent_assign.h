@@ -5,7 +5,9 @@
  *
  * Replies are untrusted input: every assignment is validated on its own,
  * field by field (bounded sizes, relative paths checked by agent_fs, argv
- * and env entries without NUL, environment names [A-Za-z_][A-Za-z0-9_]*);
+ * and env entries without NUL, environment names [A-Za-z_][A-Za-z0-9_]*
+ * and none of the trial contract's, whose typed fields hf_trial_decode
+ * checks);
  * an invalid one becomes a "start_failed" event naming the field, and the
  * others still run. An agent_spec that parsed is safe to start as is.
  *
@@ -17,12 +19,13 @@
 
 #include "agent_fs.h"
 #include "hf_json.h"
+#include "hf_trial.h"
 
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define AGENT_MAX_GPUS     64
+#define AGENT_MAX_GPUS     HF_TRIAL_MAX_GPUS
 #define AGENT_MAX_ARGS     1024
 #define AGENT_MAX_ENV      256
 #define AGENT_ARG_MAX      (64 * 1024)   /* bytes per argument or env value */
@@ -32,20 +35,23 @@
 
 /* One assignment, validated. */
 typedef struct agent_spec {
-    int64_t trial_id, attempt, experiment_id;
+    /* The trial contract's fields (common/hf_trial.h): what agent_spawn
+     * writes as the trial's HYPERFARM_* variables. trial.hparams is owned. */
+    hf_trial_vars trial;
+    int64_t trial_id, attempt, experiment_id;   /* copies of trial.*, for the agent's bookkeeping */
     int64_t rank;                         /* worker rank of a multi-worker trial (0) */
     int64_t grace_ms;                     /* this trial's grace period, < 0 = agent default */
     char    prompt_metric[65];            /* "prompt_metric" (a metric name, "" = none): a metric line
                                              with it sends a heartbeat at once (the searcher may stop
                                              the trial on that report) */
     char  **argv;                         /* NULL-terminated, owned */
-    char  **env;                          /* "NAME=value", NULL-terminated, owned */
+    char  **env;                          /* "NAME=value", NULL-terminated, owned: the experiment's
+                                             trial.env, never a name of the contract
+                                             (hf_trial_env_reserved: refused) */
     char    checkpoint_dir[AGENT_PATH_MAX];   /* relative to workdir */
     char    copy_from[AGENT_PATH_MAX];        /* relative, "" = none (PBT) */
     char    context_sha[65];                  /* "context": the code to unpack first, "" = none */
     int64_t context_size;                     /* its bytes */
-    int     gpus[AGENT_MAX_GPUS];
-    int     ngpus;
     int64_t slots;
     /* "launcher": "mpirun" (issue 8.2). Rank 0 (hold == 0) gets the
      * placement as hostfile text ("host slots=N" lines, validated), writes

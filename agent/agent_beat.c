@@ -1,7 +1,9 @@
 /*
- * agent_beat.c — the agent's heartbeat and long-poll threads, which drive
- * the agent_link (agent_loop.h). The failure policy, the doorbell and the
- * duplicate-safe batches are described in agent_loop.c's header.
+ * agent_beat.c — the agent's heartbeat ("hf-beat") and long-poll
+ * ("hf-poll") threads, which drive the agent_link (agent_loop.h). The
+ * failure policy, the doorbell and the duplicate-safe batches are
+ * described in agent_loop.c's header. Both are started by agent_run
+ * (hf_thread.h) and stop when ag->stop is set under ag->mu.
  */
 #include "agent_loop.h"
 #include "hf_err.h"
@@ -237,9 +239,10 @@ static void hb_wait_next(agent *ag, hb_state *h)
     pthread_mutex_unlock(&ag->mu);
 }
 
-void *agent_hb_main(void *arg)
+void agent_hb_main(hf_thread *t, void *arg)
 {
     agent *ag = arg;
+    (void)t;   /* stopped through ag->stop and ag->cv (shared with the main loop's urges) */
     hb_state h;
 
     memset(&h, 0, sizeof h);
@@ -266,14 +269,14 @@ void *agent_hb_main(void *arg)
         hb_wait_next(ag, &h);
     }
     json_decref(h.held);
-    return NULL;
 }
 
 /* ------------------------------------------------------ long-poll thread */
 
-void *agent_poll_main(void *arg)
+void agent_poll_main(hf_thread *t, void *arg)
 {
     agent *ag = arg;
+    (void)t;   /* stopped through ag->stop, ag->pcv and ag->cancel (aborts the request in flight) */
     char err[1024];
     int64_t backoff = 0;
     uint64_t failures = 0;
@@ -314,5 +317,4 @@ void *agent_poll_main(void *arg)
         cond_wait_ms(&ag->pcv, &ag->mu, backoff);
     }
     pthread_mutex_unlock(&ag->mu);
-    return NULL;
 }

@@ -1,6 +1,6 @@
 /*
- * agent_context.c — unpacking a trial's code context, and the thread that
- * prepares assignments which carry one (see agent_context.h).
+ * agent_context.c — unpacking a trial's code context (see
+ * agent_context.h); the fetch before it is agent_prep.c's.
  *
  * Names: an entry's name is normalised before anything else ("./a//b/"
  * -> "a/b"; "." components dropped); the normalised name is what every
@@ -13,24 +13,15 @@
  * SECURE_NODOTDOT still guard the whole path. SECURE_NOABSOLUTEPATHS would
  * refuse that prefix: its rule (no absolute name in the archive) is
  * enforced on the archive's names here instead, in both passes.
- *
- * Preparation: one worker thread takes queued assignments in order,
- * fetches the context into <workdir>/context-tmp/ through the object
- * cache (a hard link to the verified cache file), unpacks it, removes the
- * temp name, and hands the assignment back with a note or an error.
  */
 #include "agent_context.h"
 
-#include "agent_fs.h"
 #include "hf_err.h"
-#include "hf_log.h"
-#include "hf_time.h"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,242 +257,4 @@ int agent_context_unpack(const char *archive, const char *dest, const agent_cont
     if (files) *files = nfiles;
     if (bytes) *bytes = want;
     return rc;
-}
-
-/* ---------- the preparation thread ---------- */
-
-typedef struct prep_item {
-    agent_spec *spec;
-    int         canceled;
-    char        reason[64];
-} prep_item;
-
-struct agent_prep {
-    char            workdir[AGENT_PATH_MAX];
-    char            tmpdir[AGENT_PATH_MAX];
-    agent_objects  *ao;
-    int             wake_fd;
-    pthread_t       th;
-    pthread_mutex_t mu;
-    pthread_cond_t  cv;
-    int             stop;
-    prep_item      *q;            /* queued, in order; under mu */
-    size_t          nq, capq;
-    prep_item       cur;          /* being prepared (cur.spec NULL: none) */
-    agent_prep_done *done;        /* ready to be taken */
-    size_t          ndone, capdone;
-};
-
-int agent_prep_needed(const agent_spec *sp) { return sp->context_sha[0] != '\0'; }
-
-static int same(const agent_spec *a, const agent_spec *b)
-{
-    return a->trial_id == b->trial_id && a->attempt == b->attempt && a->rank == b->rank;
-}
-
-/* The work for one assignment: fetch, unpack. RET 0 with note, or HF_E* with err. */
-static int prepare(agent_prep *p, const agent_spec *sp, char *note, size_t notelen, char *err, size_t errlen)
-{
-    char dir[AGENT_PATH_MAX], tmp[AGENT_PATH_MAX], why[400];
-    int64_t t0 = hf_mono_ms(), files = 0, bytes = 0;
-    int rc;
-    if (snprintf(dir, sizeof dir, "%s/%s", p->workdir, sp->checkpoint_dir) >= (int)sizeof dir ||
-        snprintf(tmp, sizeof tmp, "%s/%lld-%lld-%lld.tar.gz", p->tmpdir, (long long)sp->trial_id,
-                 (long long)sp->attempt, (long long)sp->rank) >= (int)sizeof tmp) {
-        snprintf(err, errlen, "code context: path too long");
-        return HF_EINVAL;
-    }
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';                      /* the trial's directory (agent_spawn.h) */
-    if ((rc = agent_fs_mkdirs(dir))) {
-        snprintf(err, errlen, "code context: mkdir %.300s: %s", dir, hf_strerror(rc));
-        return rc;
-    }
-    if ((rc = agent_objects_get(p->ao, sp->context_sha, sp->context_size, tmp, why, sizeof why))) {
-        snprintf(err, errlen, "code context %.12s: cannot fetch it: %s", sp->context_sha, why);
-        unlink(tmp);
-        return rc;
-    }
-    rc = agent_context_unpack(tmp, dir, NULL, &files, &bytes, why, sizeof why);
-    unlink(tmp);
-    if (rc) {
-        snprintf(err, errlen, "code context %.12s refused: %s", sp->context_sha, why);
-        return rc;
-    }
-    snprintf(note, notelen, "code context %.12s: %lld files, %lld bytes unpacked into the trial's directory in "
-             "%lld ms", sp->context_sha, (long long)files, (long long)bytes, (long long)(hf_mono_ms() - t0));
-    return 0;
-}
-
-static void wake(agent_prep *p)
-{
-    if (p->wake_fd >= 0) {
-        ssize_t r = write(p->wake_fd, "p", 1);
-        (void)r;
-    }
-}
-
-/* Append d to the done list (under mu). On OOM the spec is dropped
- * (logged): the scheduler's assignment timeout takes it back. */
-static void done_push(agent_prep *p, agent_prep_done *d)
-{
-    if (p->ndone == p->capdone) {
-        size_t nc = p->capdone ? p->capdone * 2 : 8;
-        agent_prep_done *nd = realloc(p->done, nc * sizeof *nd);
-        if (!nd) {
-            hf_error("trial %lld: out of memory after preparing it; dropped", (long long)d->spec->trial_id);
-            agent_spec_free(d->spec);
-            return;
-        }
-        p->done = nd;
-        p->capdone = nc;
-    }
-    p->done[p->ndone++] = *d;
-}
-
-static void *prep_main(void *arg)
-{
-    agent_prep *p = arg;
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        while (!p->stop && p->nq == 0) pthread_cond_wait(&p->cv, &p->mu);
-        if (p->stop) break;
-        p->cur = p->q[0];
-        memmove(p->q, p->q + 1, (p->nq - 1) * sizeof *p->q);
-        p->nq--;
-        agent_prep_done d = {.spec = p->cur.spec};
-        if (p->cur.canceled) {
-            d.rc = HF_ESTATE;
-            snprintf(d.err, sizeof d.err, "stopped before it started (%s)", p->cur.reason);
-        } else {
-            pthread_mutex_unlock(&p->mu);
-            d.rc = prepare(p, d.spec, d.note, sizeof d.note, d.err, sizeof d.err);
-            pthread_mutex_lock(&p->mu);
-            if (d.rc == 0 && p->cur.canceled) {
-                d.rc = HF_ESTATE;
-                snprintf(d.err, sizeof d.err, "stopped before it started (%s)", p->cur.reason);
-            }
-        }
-        memset(&p->cur, 0, sizeof p->cur);
-        done_push(p, &d);
-        wake(p);
-    }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
-}
-
-agent_prep *agent_prep_new(const char *workdir, agent_objects *ao, int wake_fd)
-{
-    agent_prep *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->ao = ao;
-    p->wake_fd = wake_fd;
-    if (snprintf(p->workdir, sizeof p->workdir, "%s", workdir) >= (int)sizeof p->workdir / 2 ||
-        snprintf(p->tmpdir, sizeof p->tmpdir, "%s/context-tmp", workdir) >= (int)sizeof p->tmpdir ||
-        agent_fs_mkdirs(p->tmpdir)) {
-        free(p);
-        return NULL;
-    }
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    if (pthread_create(&p->th, NULL, prep_main, p)) {
-        pthread_mutex_destroy(&p->mu);
-        pthread_cond_destroy(&p->cv);
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-void agent_prep_free(agent_prep *p)
-{
-    if (!p) return;
-    pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->th, NULL);
-    for (size_t i = 0; i < p->nq; i++) agent_spec_free(p->q[i].spec);
-    for (size_t i = 0; i < p->ndone; i++) agent_spec_free(p->done[i].spec);
-    free(p->q);
-    free(p->done);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv);
-    free(p);
-}
-
-int agent_prep_submit(agent_prep *p, agent_spec *sp)
-{
-    int rc = 0;
-    pthread_mutex_lock(&p->mu);
-    int dup = p->cur.spec && same(p->cur.spec, sp);
-    for (size_t i = 0; i < p->nq && !dup; i++) dup = same(p->q[i].spec, sp);
-    for (size_t i = 0; i < p->ndone && !dup; i++) dup = same(p->done[i].spec, sp);
-    if (dup) {
-        rc = HF_EEXIST;
-    } else if (p->nq == p->capq) {
-        size_t nc = p->capq ? p->capq * 2 : 8;
-        prep_item *nq = realloc(p->q, nc * sizeof *nq);
-        if (nq) {
-            p->q = nq;
-            p->capq = nc;
-        } else {
-            rc = HF_ENOMEM;
-        }
-    }
-    if (rc == 0) {
-        p->q[p->nq++] = (prep_item){.spec = sp};
-        pthread_cond_signal(&p->cv);
-    }
-    pthread_mutex_unlock(&p->mu);
-    if (rc) agent_spec_free(sp);
-    return rc;
-}
-
-static int cancel_one(prep_item *it, int64_t trial_id, int64_t attempt, const char *reason)
-{
-    if (!it->spec || (trial_id > 0 && it->spec->trial_id != trial_id) ||
-        (attempt > 0 && it->spec->attempt != attempt))
-        return 0;
-    it->canceled = 1;
-    snprintf(it->reason, sizeof it->reason, "%s", reason ? reason : "kill");
-    return 1;
-}
-
-int agent_prep_cancel(agent_prep *p, int64_t trial_id, int64_t attempt, const char *reason)
-{
-    int n = 0;
-    pthread_mutex_lock(&p->mu);
-    n += cancel_one(&p->cur, trial_id, attempt, reason);
-    for (size_t i = 0; i < p->nq; i++) n += cancel_one(&p->q[i], trial_id, attempt, reason);
-    for (size_t i = 0; i < p->ndone; i++) {
-        agent_prep_done *d = &p->done[i];
-        prep_item it = {.spec = d->spec};
-        if (d->rc == 0 && cancel_one(&it, trial_id, attempt, reason)) {
-            d->rc = HF_ESTATE;
-            snprintf(d->err, sizeof d->err, "stopped before it started (%s)", it.reason);
-            n++;
-        }
-    }
-    pthread_mutex_unlock(&p->mu);
-    return n > 0;
-}
-
-int agent_prep_take(agent_prep *p, agent_prep_done **out, size_t *n)
-{
-    pthread_mutex_lock(&p->mu);
-    *out = p->done;
-    *n = p->ndone;
-    p->done = NULL;
-    p->ndone = p->capdone = 0;
-    pthread_mutex_unlock(&p->mu);
-    return 0;
-}
-
-int agent_prep_pending(agent_prep *p)
-{
-    pthread_mutex_lock(&p->mu);
-    int n = (int)(p->nq + p->ndone) + (p->cur.spec != NULL);
-    pthread_mutex_unlock(&p->mu);
-    return n;
 }

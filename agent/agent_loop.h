@@ -1,20 +1,28 @@
 /*
- * agent_loop.h — the agent daemon's shared state, internal to
- * agent_loop.c (start-up, the main loop, restores, shutdown) and
- * agent_beat.c (the heartbeat and long-poll threads). See agent.h for the
- * threading model and agent_loop.c's header for the failure policy.
+ * agent_loop.h — the agent daemon's shared state, internal to the files
+ * that run it (see agent.h for the threading model):
+ *
+ *   agent_loop.c   agent_run: the main (supervisor) loop, signals, shutdown
+ *   agent_start.c  start-up: configuration, token, GPUs, the modules
+ *   agent_inbox.c  what the heartbeat replies bring: assignments to start
+ *                  or prepare (agent_prep.h), kills, prepared starts
+ *   agent_beat.c   the heartbeat ("hf-beat") and long-poll ("hf-poll")
+ *                  threads
+ *
+ * They call one way: agent_loop.c calls the other three; none calls back.
  */
 #ifndef AGENT_LOOP_H
 #define AGENT_LOOP_H
 
 #include "agent.h"
 #include "agent_assign.h"
-#include "agent_context.h"
 #include "agent_link.h"
 #include "agent_objects.h"
 #include "agent_outbox.h"
+#include "agent_prep.h"
 #include "agent_sup.h"
 #include "agent_upload.h"
+#include "hf_thread.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,36 +30,24 @@
 
 #define AGENT_URGENT_GAP_MS 20   /* min gap between event-triggered heartbeats */
 
-/* An assignment with a "restore", waiting for its checkpoint to be
- * fetched (one thread each) before the main loop starts it. */
-typedef struct fetch_job {
-    struct agent     *ag;
-    agent_spec       *sp;           /* owned */
-    pthread_t         th;
-    int               done, canceled, rc;   /* under ag->mu */
-    int64_t           t0;
-    char              err[1024];
-    struct fetch_job *next;
-} fetch_job;
-
 typedef struct agent {
     const agent_cfg *cfg;
     agent_outbox    *ob;
     agent_objects   *objs;             /* the object cache (thread-safe) */
-    agent_upload    *up;               /* the checkpoint uploader */
+    agent_upload    *up;               /* the checkpoint uploader ("hf-upload") */
     char             workdir[AGENT_PATH_MAX];
-    fetch_job       *fetches;          /* main thread only (done/canceled under mu) */
     agent_sup       *sup;
-    agent_prep      *prep;             /* fetches and unpacks contexts off the main thread */
+    agent_prep      *prep;             /* restores and contexts on the worker pool ("hf-prep") */
     agent_link      *link;
     agent_poll      *poll;             /* long-poll thread's HTTP handle */
+    hf_thread       *beat, *poller;    /* the heartbeat and long-poll threads (NULL: not started) */
     atomic_int       cancel;           /* aborts the long-poll in flight */
     char             instance[24];     /* random id of this process run */
-    int              wake[2];          /* heartbeat thread -> main loop */
+    int              wake[2];          /* heartbeat thread, prep pool -> main loop */
 
     pthread_mutex_t  mu;               /* guards everything below */
     pthread_cond_t   cv;
-    int              stop;             /* heartbeat thread: exit now */
+    int              stop;             /* heartbeat and long-poll threads: exit now */
     int              urgent;           /* heartbeat thread: send soon (an event, the doorbell) */
     int              report_urgent;    /* ... send once report_gap_ms after the last (a prompt_metric report) */
     int64_t          report_gap_ms;    /* from the scheduler's replies (AGENT_URGENT_GAP_MS until then) */
@@ -66,9 +62,21 @@ typedef struct agent {
 /* The heartbeat thread (arg: the agent): registers, heartbeats every
  * interval or at once when urged, and hands each reply to the main loop
  * through the inbox and the wake pipe (agent_beat.c). */
-void *agent_hb_main(void *arg);
+void agent_hb_main(hf_thread *t, void *arg);
 /* The long-poll thread (arg: the agent): the doorbell that urges the
  * heartbeat thread when the scheduler has work pending (agent_beat.c). */
-void *agent_poll_main(void *arg);
+void agent_poll_main(hf_thread *t, void *arg);
+
+/* Everything before the threads start (agent_start.c): the work
+ * directory, token, GPUs, slots, name and advertised host; the outbox,
+ * supervisor and its sandbox, object cache, uploader, preparation pool,
+ * wake pipe and HTTP handles. RET 0 or an HF_E* code (logged); what was
+ * made is in ag either way (agent_run frees it). */
+int agent_start_up(agent *ag, const agent_cfg *cfg);
+
+/* The main thread's share of the heartbeat replies (agent_inbox.c): the
+ * kills and assignments in the inbox (stopping: refuse assignments with
+ * "agent shutting down"), then the assignments the prep pool finished. */
+void agent_inbox_handle(agent *ag, int stopping);
 
 #endif

@@ -3,36 +3,28 @@
  * and from the scheduler's content-addressed store (docs/agent.md,
  * "Checkpoints travel"; docs/scheduler.md, "The checkpoint store").
  *
- * Layout under <workdir>/objects:
+ * Three files do the work, each with one job:
  *
- *   ab/abcdef...   one file per cached object, named by the lowercase hex
- *                  SHA-256 of its bytes (checkpoints the trials here wrote,
- *                  checkpoints and code contexts fetched for them)
- *   tmp/           downloads and ingests in progress (emptied at open)
+ *   agent_objcache.c   the files under <workdir>/objects and their LRU
+ *                      index (layout, invariants and the bound are in
+ *                      agent_objcache.h);
+ *   agent_objshared.c  shared_fs mode: objects travel as files through
+ *                      the store every agent mounts;
+ *   agent_objects.c    this interface: it picks the mode, names the URLs
+ *                      and moves the bytes through common/hf_xfer.h (a
+ *                      streamed, SHA-256-verified transfer: never a whole
+ *                      object in memory).
  *
- * Invariants: a file under ab/ exists only complete and verified (its
- * bytes hashed to its name, it was fsynced and renamed into place); a
- * trial's copy of an object is a hard link to the cache file (else a
- * copy), so evicting the cache entry never touches a trial's files.
- * Objects are never written in place: a new content is a new name.
- *
- * Bound: the cache holds at most cache_max_bytes; after an insertion the
- * least recently used objects are removed (the newest one and objects
- * pinned by a transfer in progress are kept even above the bound). The
- * order survives restarts: a use touches the file's mtime.
- *
- * Transfers are streamed both ways with libcurl (a fixed buffer, never a
- * whole object in memory) and each call uses its own curl handle, so every
- * function is thread-safe: the agent's uploader thread and its fetcher
- * threads share one agent_objects.
+ * Every function is thread-safe (each transfer has its own HTTP client):
+ * the agent's uploader thread and its worker pool share one
+ * agent_objects.
  *
  * shared_fs mode (agent_objects_set_shared): the scheduler's store is a
  * directory every agent mounts at the same path; an upload then writes
- * the object straight into <shared>/objects/ab/<sha256> (temp file in
- * <shared>/tmp, fsync, link to the final name so an existing object is
- * never overwritten) and only registers it with the scheduler (metadata;
- * the scheduler hashes the file before recording it), and a fetch copies
- * (or hard-links) it from there, verifying its hash.
+ * the object straight into <shared>/objects/ab/<sha256> and only
+ * registers it with the scheduler (metadata; the scheduler hashes the
+ * file before recording it), and a fetch copies (or hard-links) it from
+ * there, verifying its hash (agent_objshared.h).
  */
 #ifndef AGENT_OBJECTS_H
 #define AGENT_OBJECTS_H

@@ -13,6 +13,7 @@
 #include "hf_buf.h"
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_trial.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,18 +38,6 @@ static int env_is(const char *e, const char *n)
 {
     size_t l = strlen(n);
     return strncmp(e, n, l) == 0 && e[l] == '=';
-}
-
-/* The agent-controlled names that the scheduler's env cannot override. */
-static const char *const agent_env[] = {"HYPERFARM_CHECKPOINT_DIR", "HYPERFARM_CONTROL_FILE",
-                                        "HYPERFARM_ATTEMPT", "HYPERFARM_HOSTFILE", "CUDA_VISIBLE_DEVICES",
-                                        "PATH", NULL};
-
-static int env_agent_owned(const char *e)
-{
-    for (int i = 0; agent_env[i]; i++)
-        if (env_is(e, agent_env[i])) return 1;
-    return 0;
 }
 
 /* The value of name in env, or NULL. */
@@ -94,22 +83,32 @@ static int env_allowed(const char *e)
     return ok;
 }
 
-#define ENV_STRS 12
+#define ENV_STRS (4 + HF_TRIAL_MAX_ENV)   /* the sandbox's HOME, USER, LOGNAME, TMPDIR + the contract's */
 
-/* Build the child's environment: the allowed part of base (with the
- * sandbox's HOME, USER, LOGNAME and data cache in place of the agent's),
- * minus names the spec or the agent set, plus the spec's env, plus the
- * agent's variables. */
+/* Is e (NAME=...) named in one of the n entries of set? */
+static int env_named_in(const char *e, char *const *set, size_t n)
+{
+    const char *eq = strchr(e, '=');
+    for (size_t j = 0; eq && j < n; j++)
+        if (strncmp(set[j], e, (size_t)(eq - e) + 1) == 0) return 1;
+    return 0;
+}
+
+/* Build the child's environment: the allowed part of base (minus names
+ * the sandbox, the experiment's env or the contract set), the sandbox's
+ * HOME, USER, LOGNAME, TMPDIR (minus names the experiment's env sets), the
+ * experiment's env (never a contract name: agent_spec_parse refused those),
+ * and the contract's variables, which hf_trial_env alone writes. */
 char **agent_spawn_env(char *const *base, const char *self_dir, const agent_spec *sp, const char *ckpt,
                        const char *control, const char *hostfile, const agent_spawn_sbenv *sbe, char ***strs_out,
                        const char **path_out)
 {
     size_t nenv = 0, nsp = 0, k = 0, ns = 0, nsb = 0;
+    char *pathv = NULL;
     while (base[nenv]) nenv++;
     while (sp->env[nsp]) nsp++;
     char **envp = calloc(nenv + nsp + ENV_STRS + 1, sizeof *envp);
     char **strs = calloc(ENV_STRS, sizeof *strs);
-    char gpus[AGENT_MAX_GPUS * 4 + 1] = "";
     const char *oldpath = env_get(base, "PATH");
     if (!envp || !strs) goto fail;
 
@@ -117,45 +116,44 @@ char **agent_spawn_env(char *const *base, const char *self_dir, const agent_spec
         if (asprintf(&strs[ns++], "HOME=%s", sbe->home) < 0) goto fail;
         if (sbe->user && asprintf(&strs[ns++], "USER=%s", sbe->user) < 0) goto fail;
         if (sbe->user && asprintf(&strs[ns++], "LOGNAME=%s", sbe->user) < 0) goto fail;
-        if (asprintf(&strs[ns++], "HYPERFARM_DATA_CACHE=%s", sbe->cache && *sbe->cache ? sbe->cache : "off") < 0)
-            goto fail;
         if (asprintf(&strs[ns++], "TMPDIR=/tmp") < 0) goto fail;
         nsb = ns;
     }
-    /* the agent's allowed variables, then the sandbox's: each unless
-     * the spec or the agent sets it, or (for base) the sandbox does */
+    /* PATH: the agent's directory first */
+    int pw = self_dir && self_dir[0]
+                 ? asprintf(&pathv, "%s%s%s", self_dir, oldpath ? ":" : "", oldpath ? oldpath : "")
+                 : ((pathv = strdup(oldpath ? oldpath : DEFAULT_PATH)) ? 0 : -1);
+    if (pw < 0) {
+        pathv = NULL;   /* undefined after a failed asprintf */
+        goto fail;
+    }
+    hf_trial_local loc = {.checkpoint_dir = ckpt, .control_file = control, .hostfile = hostfile,
+                          .data_cache = sbe ? (sbe->cache && *sbe->cache ? sbe->cache : "off") : NULL,
+                          .path = pathv};
+    int nc = hf_trial_env(&sp->trial, &loc, strs + ns);
+    if (nc < 0) goto fail;
+    ns += (size_t)nc;
+    free(pathv);
+    pathv = NULL;
+    /* the agent's allowed variables, then the sandbox's, each unless a
+     * later layer names it */
     for (size_t i = 0; i < nenv + nsb; i++) {
         const char *e = i < nenv ? base[i] : strs[i - nenv];
-        const char *eq = strchr(e, '=');
-        if (!eq || (i < nenv && !env_allowed(e))) continue;
-        int shadowed = env_agent_owned(e);
-        for (size_t j = 0; j < nsp && !shadowed; j++)
-            shadowed = strncmp(sp->env[j], e, (size_t)(eq - e) + 1) == 0;
-        for (size_t j = 0; i < nenv && j < nsb && !shadowed; j++)
-            shadowed = strncmp(strs[j], e, (size_t)(eq - e) + 1) == 0;
-        if (!shadowed) envp[k++] = (char *)e;
+        if (!strchr(e, '=') || (i < nenv && !env_allowed(e))) continue;
+        if (env_named_in(e, sp->env, nsp) || env_named_in(e, strs + nsb, ns - nsb)) continue;
+        if (i < nenv && env_named_in(e, strs, nsb)) continue;
+        envp[k++] = (char *)e;
     }
-    for (size_t j = 0; j < nsp; j++)
-        if (!env_agent_owned(sp->env[j])) envp[k++] = sp->env[j];
-
-    for (int i = 0, n = 0; i < sp->ngpus; i++)
-        n += snprintf(gpus + n, sizeof gpus - (size_t)n, "%s%d", i ? "," : "", sp->gpus[i]);
-    if (asprintf(&strs[ns++], "HYPERFARM_CHECKPOINT_DIR=%s", ckpt) < 0) goto fail;
-    if (asprintf(&strs[ns++], "HYPERFARM_CONTROL_FILE=%s", control) < 0) goto fail;
-    if (asprintf(&strs[ns++], "HYPERFARM_ATTEMPT=%lld", (long long)sp->attempt) < 0) goto fail;
-    if (asprintf(&strs[ns++], "CUDA_VISIBLE_DEVICES=%s", gpus) < 0) goto fail;
-    if (hostfile && asprintf(&strs[ns++], "HYPERFARM_HOSTFILE=%s", hostfile) < 0) goto fail;
-    if (self_dir && self_dir[0]) {
-        if (asprintf(&strs[ns++], "PATH=%s%s%s", self_dir, oldpath ? ":" : "", oldpath ? oldpath : "") < 0)
-            goto fail;
-    } else if (asprintf(&strs[ns++], "PATH=%s", oldpath ? oldpath : DEFAULT_PATH) < 0)
-        goto fail;
-    *path_out = strs[ns - 1] + 5;
-    for (size_t i = nsb; i < ns; i++) envp[k++] = strs[i];
+    for (size_t j = 0; j < nsp; j++) envp[k++] = sp->env[j];
+    for (size_t i = nsb; i < ns; i++) {
+        envp[k++] = strs[i];
+        if (!strncmp(strs[i], "PATH=", 5)) *path_out = strs[i] + 5;
+    }
     envp[k] = NULL;
     *strs_out = strs;
     return envp;
 fail:
+    free(pathv);
     for (size_t i = 0; strs && i < ENV_STRS; i++) free(strs[i]);
     free(strs);
     free(envp);

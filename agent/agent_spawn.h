@@ -11,12 +11,13 @@
  *   - runs in its own process group (setpgid, in the child and in the
  *     parent), in <workdir>/<dirname of checkpoint_dir>, with stdin from
  *     /dev/null, default signal dispositions, an empty signal mask, and the
- *     trial environment of docs/guide.md ("Writing a trial") on top of the
- *     allowed part of the agent's own (docs/agent.md "Sandbox": no token,
- *     token file or HYPERFARM_AGENT_*): the scheduler's env, then the variables the agent owns
- *     (HYPERFARM_CHECKPOINT_DIR, HYPERFARM_CONTROL_FILE, HYPERFARM_ATTEMPT,
- *     HYPERFARM_HOSTFILE, CUDA_VISIBLE_DEVICES, PATH), which the
- *     scheduler's env cannot override;
+ *     trial environment of docs/design.md §4 ("Trial contract") on top of
+ *     the allowed part of the agent's own (docs/agent.md "Sandbox": no
+ *     token, token file or HYPERFARM_AGENT_*): the experiment's env, then
+ *     the contract's variables (every HYPERFARM_* the trial sees,
+ *     CUDA_VISIBLE_DEVICES, PATH), written by hf_trial_env alone from the
+ *     assignment's typed fields; no env entry can name one (refused when
+ *     the assignment is parsed), so nothing is overridden;
  *   - gets SIGTERM if the agent dies (PR_SET_PDEATHSIG), so no orphan
  *     keeps running after an agent crash;
  *   - with a sandbox (agent_sandbox.h), is bwrap running the program
@@ -78,7 +79,8 @@ int agent_spawn(const char *workdir, const char *self_dir, const agent_sandbox *
 int agent_spawn_default_threads(long cpus, long slots);
 
 /* What the sandbox sets in a trial's environment, in place of the agent's
- * own values (the scheduler's env may still set them). */
+ * own values (the experiment's env may still set HOME, USER, LOGNAME; the
+ * data cache is a contract variable, HYPERFARM_DATA_CACHE). */
 typedef struct agent_spawn_sbenv {
     const char *home;    /* HOME: the trial's directory */
     const char *user;    /* USER and LOGNAME: the trial user; NULL = the agent's */
@@ -88,7 +90,8 @@ typedef struct agent_spawn_sbenv {
 /* The environment of a trial (exposed for tests).
  * IN  base: the agent's own environment (NULL-terminated, borrowed), of
  *     which only allowed names pass (docs/agent.md "Sandbox": no token,
- *     no token file, no HYPERFARM_AGENT_*); self_dir as above; ckpt,
+ *     no token file, no HYPERFARM_AGENT_*) and only where no later layer
+ *     names the variable; self_dir as above; ckpt,
  *     control: absolute paths; hostfile: NULL or the host file's path;
  *     sbe: NULL without a sandbox.
  * OUT *strs: the strings built here (NULL-terminated, owned: free each,

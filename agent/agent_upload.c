@@ -1,5 +1,6 @@
 /*
- * agent_upload.c — the checkpoint uploader thread (see agent_upload.h).
+ * agent_upload.c — the checkpoint uploader thread, "hf-upload" (see
+ * agent_upload.h).
  *
  * State under u->mu: a FIFO of jobs (one per reported checkpoint) and a
  * list of trial directories (one per trial seen here) with their running
@@ -29,6 +30,7 @@
 #include "hf_file.h"
 #include "hf_json.h"
 #include "hf_log.h"
+#include "hf_thread.h"
 #include "hf_time.h"
 
 #include <dirent.h>
@@ -77,7 +79,7 @@ struct agent_upload {
     agent_objects  *ao;
     char            dir[1900];        /* <workdir>/uploads */
     int64_t         keep_ms;
-    pthread_t       th;
+    hf_thread      *th;               /* "hf-upload" */
     pthread_mutex_t mu;
     pthread_cond_t  cv;
     int             stop;
@@ -360,9 +362,12 @@ static int work(agent_upload *u, up_job *j)
     return 1;
 }
 
-static void *worker(void *arg)
+/* The uploader thread: stopped through u->stop under u->mu (its own cv,
+ * which the note_* calls signal too). */
+static void worker(hf_thread *t, void *arg)
 {
     agent_upload *u = arg;
+    (void)t;
     lower_priority();
     pthread_mutex_lock(&u->mu);
     while (!u->stop) {
@@ -416,7 +421,6 @@ static void *worker(void *arg)
         pthread_mutex_lock(&u->mu);
     }
     pthread_mutex_unlock(&u->mu);
-    return NULL;
 }
 
 /* ---------- the queue read back at start ---------- */
@@ -552,7 +556,7 @@ agent_upload *agent_upload_new(agent_objects *ao, const char *workdir, int64_t k
     if (u->q && u->dirs && snprintf(u->dir, sizeof u->dir, "%s/uploads", workdir) < (int)sizeof u->dir &&
         (rc = queue_load(u)))
         hf_error("checkpoint upload queue %s: %s", u->dir, hf_strerror(rc));
-    if (rc || pthread_create(&u->th, NULL, worker, u)) {
+    if (rc || hf_thread_start(&u->th, "hf-upload", worker, u)) {
         for (size_t i = 0; u->q && i < u->nq; i++) free(u->q[i]);
         pthread_mutex_destroy(&u->mu);
         pthread_cond_destroy(&u->cv);
@@ -571,7 +575,7 @@ void agent_upload_free(agent_upload *u)
     u->stop = 1;
     pthread_cond_signal(&u->cv);
     pthread_mutex_unlock(&u->mu);
-    pthread_join(u->th, NULL);
+    hf_thread_stop_join(u->th);
     if (u->nq) hf_warn("uploader stopped with %zu checkpoints not uploaded: kept in %s for the next start", u->nq, u->dir);
     for (size_t i = 0; i < u->nq; i++) free(u->q[i]);   /* their files stay: the queue on disk */
     pthread_mutex_destroy(&u->mu);

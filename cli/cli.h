@@ -172,7 +172,7 @@ int cli_cmd_tag(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_note(cli_ctx *ctx, int argc, char **argv);
 int cli_cmd_describe(cli_ctx *ctx, int argc, char **argv);
 
-/* Shared by the commands (cli_cmds.c): --json output, a whole file or
+/* Shared by the commands (cli_io.c, which calls no command): --json output, a whole file or
  * stdin ("-") into b (bounded by b's limit). RET a cli_exit code. */
 void cli_print_json(cli_ctx *ctx, const json_t *v);
 /* "error: 'S' is not an experiment/a trial id ..." (what "experiment" or
@@ -182,9 +182,9 @@ int  cli_read_file(cli_ctx *ctx, const char *path, hf_buf *b);
 /* The JSON object in file path ("-" = stdin) into *doc (syntax only; the
  * scheduler validates). RET a cli_exit code; an error is printed. */
 int  cli_read_json(cli_ctx *ctx, const char *path, json_t **doc);
-/* cli_flow.c, for ls and show: s percent-encoded for a query string into
- * out (cut at size); the experiment's events (NULL when they cannot be
- * had); the show lines for description, tags, parent, submitter, warm
+/* For ls and show: s percent-encoded for a query string into out (cut at
+ * size; cli_io.c); then, in cli_flow.c, the experiment's events (NULL when
+ * they cannot be had) and the show lines for description, tags, parent, submitter, warm
  * start and the events users caused. */
 void    cli_query_escape(char *out, size_t size, const char *s);
 json_t *cli_exp_events(cli_ctx *ctx, int64_t id);

@@ -3,21 +3,21 @@
  * `checkpoints TRIAL` (the stored checkpoints as a table), `download TRIAL
  * [--step N | --best] -o DIR`, `archive EXP` and `delete EXP --yes`.
  *
- * A download is streamed: libcurl hands each chunk to a temp file in DIR
- * (.NAME.part-XXXXXX) and to a SHA-256; only when the size and the hash
- * are the listed ones is the file fsynced and renamed to DIR/NAME, so DIR
- * never holds a partial or wrong checkpoint under its real name. On a
- * terminal (stderr) a progress bar is redrawn at most every 100 ms.
+ * A download goes through common/hf_xfer.h, the one verified transfer:
+ * streamed into a temp file in DIR (.NAME.part-XXXXXX) and a SHA-256;
+ * only when the size and the hash are the listed ones is the file fsynced
+ * and renamed to DIR/NAME, so DIR never holds a partial or wrong
+ * checkpoint under its real name. On a terminal (stderr) a progress bar
+ * is redrawn at most every 100 ms.
  */
 #include "cli.h"
 #include "cli_fmt.h"
 #include "hf_err.h"
 #include "hf_time.h"
+#include "hf_xfer.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gnutls/crypto.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -122,51 +122,38 @@ int cli_cmd_checkpoints(cli_ctx *ctx, int argc, char **argv)
 
 /* ---- download ---- */
 
-typedef struct dl {
-    int              fd;
-    gnutls_hash_hd_t h;
-    int64_t          got, want;
-    int              err;        /* errno of a failed write, or -1: more bytes than listed */
-    int              bar;        /* draw a progress bar on stderr */
-    FILE            *tty;
-    int64_t          last_draw;
-} dl;
+/* The progress bar of a download on a terminal (stderr). */
+typedef struct bar {
+    FILE   *tty;
+    int64_t got, want;
+    int64_t last_draw;
+} bar;
 
-static void draw_bar(dl *d, int final)
+static void draw_bar(bar *d, int final)
 {
     int64_t now = hf_mono_ms();
-    if (!d->bar || (!final && now - d->last_draw < 100)) return;
+    if (!final && now - d->last_draw < 100) return;
     d->last_draw = now;
-    char a[32], b[32], bar[34];
+    char a[32], b[32], line[34];
     int w = 30, filled = d->want > 0 ? (int)(d->got * w / d->want) : w;
     if (filled > w) filled = w;
-    bar[0] = '[';
-    for (int i = 0; i < w; i++) bar[i + 1] = i < filled ? '#' : '.';
-    bar[w + 1] = ']';
-    bar[w + 2] = 0;
+    line[0] = '[';
+    for (int i = 0; i < w; i++) line[i + 1] = i < filled ? '#' : '.';
+    line[w + 1] = ']';
+    line[w + 2] = 0;
     cli_fmt_bytes(a, sizeof a, d->got);
     cli_fmt_bytes(b, sizeof b, d->want);
-    fprintf(d->tty, "\r%s %3d%%  %s / %s\033[K%s", bar, d->want > 0 ? (int)(d->got * 100 / d->want) : 100, a, b,
+    fprintf(d->tty, "\r%s %3d%%  %s / %s\033[K%s", line, d->want > 0 ? (int)(d->got * 100 / d->want) : 100, a, b,
             final ? "\n" : "");
     fflush(d->tty);
 }
 
-static size_t on_data(char *p, size_t sz, size_t n, void *arg)
+static void on_progress(void *ud, int64_t got, int64_t total)
 {
-    dl *d = arg;
-    size_t len = sz * n;
-    if (d->err) return 0;
-    if ((int64_t)len > d->want - d->got) { d->err = -1; return 0; }
-    gnutls_hash(d->h, p, len);
-    for (size_t off = 0; off < len;) {
-        ssize_t w = write(d->fd, p + off, len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) { d->err = w < 0 ? errno : EIO; return 0; }
-        off += (size_t)w;
-    }
-    d->got += (int64_t)len;
+    bar *d = ud;
+    d->got = got;
+    d->want = total;
     draw_bar(d, 0);
-    return len;
 }
 
 /* The row to fetch: the one marked "scored" (best), else the newest at
@@ -194,79 +181,37 @@ static void file_name(const json_t *row, char *out, size_t len)
         snprintf(out, len, "ckpt-%012" PRId64 ".hfck", num(row, "step"));
 }
 
-/* Stream the object into tmp (open as d->fd). RET a cli exit code (reported). */
-static int fetch_object(cli_ctx *ctx, const char *sha, dl *d)
+/* Download the object sha (size bytes) to dst through hf_xfer (streamed,
+ * verified, fsynced, renamed; nothing left on error). RET a cli exit code
+ * (reported). */
+static int fetch_object(cli_ctx *ctx, const char *sha, int64_t size, const char *dst, bar *pb)
 {
-    char url[1024], auth[600];
+    char path[160], err[1024];
     long status = 0;
-    struct curl_slist *hdr = NULL;
-    CURL *c = curl_easy_init();
-    if (!c) return CLI_ERR;
-    snprintf(url, sizeof url, "%s/api/v1/checkpoints/%s", hf_http_base(ctx->http), sha);
-    if (ctx->o.token) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", ctx->o.token);
-        hdr = curl_slist_append(hdr, auth);
+    json_t *resp = NULL, *none = NULL;
+    hf_xfer_opts o = {.progress = pb ? on_progress : NULL, .progress_ud = pb};
+    snprintf(path, sizeof path, "/api/v1/checkpoints/%s", sha);
+    int rc = hf_xfer_get(ctx->http, path, sha, size, dst, &o, &status, &resp, err, sizeof err);
+    if (pb && rc == 0) draw_bar(pb, 1);
+    else if (pb) fputc('\n', ctx->err);
+    if (rc == 0) return CLI_OK;
+    if (status && (status < 200 || status >= 300)) {
+        rc = cli_api_answer(ctx, "GET", path, status, resp, &none);   /* takes resp */
+        json_decref(none);
+        return rc;
     }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, d);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)ctx->o.timeout_ms);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);           /* stalled for the timeout: give up */
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)(ctx->o.timeout_ms / 1000 + 1));
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (ctx->o.ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, ctx->o.ca_file);
-    CURLcode cc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(hdr);
-    if (d->err == -1) {
-        fprintf(ctx->err, "error: the scheduler sent more than the listed %" PRId64 " bytes\n", d->want);
-        return CLI_ERR;
-    }
-    if (d->err) {
-        fprintf(ctx->err, "error: writing the download: %s\n", strerror(d->err));
-        return CLI_ERR;
-    }
-    if (cc == CURLE_WRITE_ERROR || (cc == CURLE_OK && status != 200)) {
-        fprintf(ctx->err, "error: GET %s: HTTP %ld\n", url, status);
-        return cli_exit_for_status(status) ? cli_exit_for_status(status) : CLI_ERR;
-    }
-    if (cc != CURLE_OK) {
-        fprintf(ctx->err, "error: GET %s: %s\n", url, curl_easy_strerror(cc));
-        return status ? CLI_ERR : CLI_UNREACHABLE;
-    }
-    return CLI_OK;
-}
-
-/* Verify what arrived against the listing: RET a cli exit code (reported). */
-static int verify(cli_ctx *ctx, dl *d, const char *want_sha)
-{
-    unsigned char dig[32];
-    char got[65];
-    gnutls_hash_output(d->h, dig);
-    for (int i = 0; i < 32; i++) snprintf(got + 2 * i, 3, "%02x", dig[i]);
-    if (d->got != d->want) {
-        fprintf(ctx->err, "error: download truncated: %" PRId64 " of %" PRId64 " bytes\n", d->got, d->want);
-        return CLI_ERR;
-    }
-    if (strcmp(got, want_sha)) {
-        fprintf(ctx->err, "error: SHA-256 mismatch: expected %s, received %s; nothing was written\n", want_sha, got);
-        return CLI_ERR;
-    }
-    if (fsync(d->fd) != 0) {
-        fprintf(ctx->err, "error: fsync: %s\n", strerror(errno));
-        return CLI_ERR;
-    }
-    return CLI_OK;
+    json_decref(resp);
+    if (!status && (rc == HF_ECONN || rc == HF_ETIMEOUT)) return cli_transport_error(ctx, rc, err);
+    fprintf(ctx->err, "error: %s%s\n", err, rc == HF_ECORRUPT ? "; nothing was written" : "");
+    return CLI_ERR;
 }
 
 int cli_cmd_download(cli_ctx *ctx, int argc, char **argv)
 {
     json_t *resp = NULL, *list = NULL;
     int64_t tid;
-    char name[256], tmp[PATH_MAX], dst[PATH_MAX];
-    dl d = {.fd = -1};
+    char name[256], dst[PATH_MAX];
+    bar pb = {.tty = ctx->err};
     int rc;
     (void)argc;
     if (cli_parse_id(argv[0], 't', &tid)) {
@@ -309,44 +254,21 @@ int cli_cmd_download(cli_ctx *ctx, int argc, char **argv)
     }
     file_name(row, name, sizeof name);
     snprintf(dst, sizeof dst, "%s/%s", ctx->o.output, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.part-XXXXXX", ctx->o.output, name);
-    if ((d.fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
-        fprintf(ctx->err, "error: cannot create a file in %s: %s\n", ctx->o.output, strerror(errno));
-        rc = CLI_ERR;
-        goto end;
-    }
-    if (gnutls_hash_init(&d.h, GNUTLS_DIG_SHA256) != 0) { rc = CLI_ERR; goto end; }
-    d.want = num(row, "size");
-    d.bar = !ctx->o.json && isatty(STDERR_FILENO);
-    d.tty = ctx->err;
-    rc = fetch_object(ctx, sha, &d);
-    if (rc == CLI_OK) rc = verify(ctx, &d, sha);
-    gnutls_hash_deinit(d.h, NULL);
-    if (rc == CLI_OK) draw_bar(&d, 1);
-    else if (d.bar) fputc('\n', ctx->err);
-    if (rc == CLI_OK && rename(tmp, dst) != 0) {
-        fprintf(ctx->err, "error: rename to %s: %s\n", dst, strerror(errno));
-        rc = CLI_ERR;
-    }
+    int64_t size = num(row, "size");
+    rc = fetch_object(ctx, sha, size, dst, !ctx->o.json && isatty(STDERR_FILENO) ? &pb : NULL);
     if (rc == CLI_OK) {
-        int dfd = open(ctx->o.output, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) { fsync(dfd); close(dfd); }
-        char size[32];
-        cli_fmt_bytes(size, sizeof size, d.got);
+        char shown[32];
+        cli_fmt_bytes(shown, sizeof shown, size);
         if (ctx->o.json) {
             json_t *o = json_pack("{sssIsIss}", "path", dst, "step", (json_int_t)num(row, "step"), "size",
-                                  (json_int_t)d.got, "sha256", sha);
+                                  (json_int_t)size, "sha256", sha);
             dump_json(ctx, o);
             json_decref(o);
         } else {
-            fprintf(ctx->out, "%s  step %" PRId64 ", %s, sha256 %.12s (verified)\n", dst, num(row, "step"), size, sha);
+            fprintf(ctx->out, "%s  step %" PRId64 ", %s, sha256 %.12s (verified)\n", dst, num(row, "step"), shown, sha);
         }
     }
 end:
-    if (d.fd >= 0) {
-        close(d.fd);
-        if (rc != CLI_OK) unlink(tmp);
-    }
     json_decref(resp);
     return rc;
 }

@@ -16,19 +16,10 @@
 #include "hf_json.h"
 #include "hf_time.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define SUBMIT_MAX_BYTES (1u << 20)   /* the scheduler's body limit for users */
-
-void cli_print_json(cli_ctx *ctx, const json_t *v)
-{
-    json_dumpf(v, ctx->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    fputc('\n', ctx->out);
-}
 
 static int64_t jint(const json_t *o, const char *k)
 {
@@ -50,58 +41,7 @@ static const char *jtext(char *buf, size_t size, const json_t *o, const char *k)
     return buf;
 }
 
-int cli_bad_id(cli_ctx *ctx, const char *what, const char *s)
-{
-    fprintf(ctx->err, "error: '%s' is not %s id (a positive integer%s)\n", s,
-            what[0] == 'e' ? "an experiment" : "a trial", what[0] == 'e' ? ", or e<N>" : ", or t<N>");
-    return CLI_USAGE;
-}
-
 /* ---- submit ---- */
-
-int cli_read_file(cli_ctx *ctx, const char *path, hf_buf *b)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    char chunk[8192];
-    size_t n;
-    int rc = CLI_OK;
-    if (!f) {
-        fprintf(ctx->err, "error: cannot open %s: %s\n", path, strerror(errno));
-        return errno == ENOENT ? CLI_NOTFOUND : CLI_USAGE;
-    }
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (hf_buf_add(b, chunk, n)) {
-            fprintf(ctx->err, "error: %s is larger than %u bytes (the scheduler's limit)\n", path,
-                    SUBMIT_MAX_BYTES);
-            rc = CLI_USAGE;
-            break;
-        }
-    }
-    if (!rc && ferror(f)) {
-        fprintf(ctx->err, "error: reading %s: %s\n", path, strerror(errno));
-        rc = CLI_ERR;
-    }
-    if (f != stdin) fclose(f);
-    return rc;
-}
-
-int cli_read_json(cli_ctx *ctx, const char *path, json_t **doc)
-{
-    hf_buf b;
-    hf_jerr je;
-    int rc;
-    *doc = NULL;
-    hf_buf_init(&b, SUBMIT_MAX_BYTES);
-    if ((rc = cli_read_file(ctx, path, &b)) == 0) {
-        hf_jerr_clear(&je);
-        if (hf_json_parse(b.data, b.len, HF_JSON_MAX_DEPTH, 1, doc, &je)) {
-            fprintf(ctx->err, "error: %s: %s\n", path, je.msg);
-            rc = CLI_USAGE;
-        }
-    }
-    hf_buf_free(&b);
-    return rc;
-}
 
 int cli_cmd_submit(cli_ctx *ctx, int argc, char **argv)
 {

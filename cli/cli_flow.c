@@ -18,24 +18,6 @@
 
 #define TEXT_MAX_BYTES (1u << 20)
 
-void cli_query_escape(char *out, size_t size, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = 0;
-    if (!size) return;
-    for (; *s && n + 4 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-_.~", c)) {
-            out[n++] = (char)c;
-        } else {
-            out[n++] = '%';
-            out[n++] = hex[c >> 4];
-            out[n++] = hex[c & 15];
-        }
-    }
-    out[n] = 0;
-}
-
 int cli_tag_args(int argc, char **argv, json_t **add, json_t **remove, char *err, size_t errlen)
 {
     *add = json_array();

@@ -8,6 +8,7 @@
  * a --help generated from the same table that parses it.
  */
 #include "cli.h"
+#include "cli_backup.h"
 #include "hf_config.h"
 #include "hf_err.h"
 
@@ -179,6 +180,17 @@ static const cli_command commands[] = {
      "  hyperfarm webhooks add https://hooks.example.com/hf --events 'experiment.*,trial.FAILED'\n"
      "  hyperfarm webhooks add https://hooks.slack.com/services/T/B/X --format slack --experiment 3\n"
      "  hyperfarm webhooks\n  hyperfarm webhooks test 1\n  hyperfarm webhooks delete 1\n"},
+    {"backup", cli_cmd_backup, 0, 1, 1,
+     "hyperfarm backup DIR [--json]",
+     "Take an online snapshot of the scheduler's database and checkpoint store into\n"
+     "DIR/hf-<time>, while sweeps run (admin token only). DIR is a directory on the\n"
+     "SCHEDULER's server (e.g. a mounted backup disk), not on this machine: an\n"
+     "absolute path that exists there and is not the live database's directory.\n"
+     "Objects an earlier snapshot in DIR holds are linked, not copied. Prints the\n"
+     "snapshot's path when it is done; restore it with hyperfarm-scheduler --restore\n"
+     "(docs/operations.md).",
+     "  hyperfarm backup /mnt/backup/hyperfarm\n"
+     "  hyperfarm backup /mnt/backup/hyperfarm --json | jq .duration_ms\n"},
     {"completion", cli_cmd_completion, OPT_NOHTTP, 1, 1,
      "hyperfarm completion bash",
      "Print a bash completion script.",
@@ -190,7 +202,7 @@ static const cli_command commands[] = {
 const char *const cli_command_names[] = {
     "up", "submit", "ls", "show", "watch", "logs", "kill", "pause", "resume",
     "agents", "export", "checkpoints", "download", "archive", "delete", "extend", "fork", "tag", "note", "describe",
-    "importance", "compare", "webhooks", "completion", "help", "version", NULL
+    "importance", "compare", "webhooks", "backup", "completion", "help", "version", NULL
 };
 
 static const cli_command *find_command(const char *name)
@@ -321,6 +333,7 @@ static void print_help(FILE *f)
         "which hyperparameters mattered (fANOVA importance as bars)",
         "trials side by side, differences marked",
         "list, add, test or delete webhooks",
+        "online snapshot of the scheduler's stores (admin)",
         "print a bash completion script",
     };
     int i = 0;
@@ -336,6 +349,44 @@ static void print_help(FILE *f)
         "  hyperfarm submit experiments/fmnist-mlp-random.json\n"
         "  hyperfarm watch 1\n",
         CLI_DEFAULT_URL);
+}
+
+/* No command, "version" or "help": answer here. RET 1 with *rc when
+ * answered, else 0 (vec, *vecc: the split command line). */
+static int answer_meta(int argc, char **argv, char **vec, int *vecc, cli_opts *o, FILE *out, FILE *err, int *rc)
+{
+    const cli_command *c;
+    if (cli_split_command(argc, argv, vec, vecc) < 0) {
+        int asked = 0;
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--version")) {
+                fprintf(out, "hyperfarm %s\n", CLI_VERSION);
+                *rc = CLI_OK;
+                return 1;
+            }
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) asked = 1;
+        print_help(asked ? out : err);
+        *rc = asked ? CLI_OK : CLI_USAGE;
+        return 1;
+    }
+    if (!strcmp(vec[0], "version")) {
+        fprintf(out, "hyperfarm %s\n", CLI_VERSION);
+        *rc = CLI_OK;
+        return 1;
+    }
+    if (strcmp(vec[0], "help")) return 0;
+    *rc = CLI_USAGE;
+    if (*vecc > 1 && (c = find_command(vec[1]))) {
+        print_command_help(out, c, o);
+        *rc = CLI_OK;
+    } else if (*vecc > 1) {
+        fprintf(err, "error: unknown command '%s'\n", vec[1]);
+    } else {
+        print_help(out);
+        *rc = CLI_OK;
+    }
+    return 1;
 }
 
 int cli_main(int argc, char **argv, FILE *out, FILE *err)
@@ -354,37 +405,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *err)
     ctx.argv0 = argc > 0 ? argv[0] : "hyperfarm";
 
     if (!(vec = calloc((size_t)argc + 1, sizeof *vec))) return CLI_ERR;
-    if (cli_split_command(argc, argv, vec, &vecc) < 0) {
-        for (int i = 1; i < argc; i++)
-            if (!strcmp(argv[i], "--version")) {
-                fprintf(out, "hyperfarm %s\n", CLI_VERSION);
-                rc = CLI_OK;
-                goto end;
-            }
-        int asked = 0;
-        for (int i = 1; i < argc; i++)
-            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) asked = 1;
-        print_help(asked ? out : err);
-        rc = asked ? CLI_OK : CLI_USAGE;
-        goto end;
-    }
-    if (!strcmp(vec[0], "version")) {
-        fprintf(out, "hyperfarm %s\n", CLI_VERSION);
-        rc = CLI_OK;
-        goto end;
-    }
-    if (!strcmp(vec[0], "help")) {
-        if (vecc > 1 && (c = find_command(vec[1]))) {
-            print_command_help(out, c, &ctx.o);
-            rc = CLI_OK;
-        } else if (vecc > 1) {
-            fprintf(err, "error: unknown command '%s'\n", vec[1]);
-        } else {
-            print_help(out);
-            rc = CLI_OK;
-        }
-        goto end;
-    }
+    if (answer_meta(argc, argv, vec, &vecc, &ctx.o, out, err, &rc)) goto end;
     if (!(c = find_command(vec[0]))) {
         fprintf(err, "error: unknown command '%s' (see 'hyperfarm --help')\n", vec[0]);
         goto end;

@@ -163,6 +163,76 @@ static void describe_exit(FILE *f, const char *what, int st)
     else if (WIFSIGNALED(st)) fprintf(f, "hyperfarm up: %s was killed by signal %d\n", what, WTERMSIG(st));
 }
 
+/* The dashboard folder for the scheduler's --web: --web, else
+ * bin/hyperfarm -> ../web when run from a checkout (sched is our sibling
+ * scheduler's path), else "" (none). */
+static void up_web_dir(const cli_ctx *ctx, const char *sched, char *web, size_t size)
+{
+    const char *slash = strrchr(sched, '/');
+    struct stat sb;
+    char idx[PATH_MAX + 16];
+    web[0] = '\0';
+    if (ctx->o.web) {
+        snprintf(web, size, "%s", ctx->o.web);
+        return;
+    }
+    if (!slash) return;
+    snprintf(web, size, "%.*s/../web", (int)(slash - sched), sched);
+    snprintf(idx, sizeof idx, "%s/index.html", web);
+    if (stat(idx, &sb) != 0) web[0] = '\0';
+}
+
+/* Wait until the scheduler *spid (the program sched, listening on listen)
+ * answers url/healthz. RET 0 when it does; -1 when it exited (*spid = -1,
+ * why printed), did not answer within UP_HEALTH_WAIT_MS (printed), or a
+ * signal asked us to stop. */
+static int up_wait_scheduler(cli_ctx *ctx, hf_http *h, pid_t *spid, const char *sched, const char *listen,
+                             const char *url, const char *logpath)
+{
+    int st;
+    int64_t t0 = hf_mono_ms();
+    while (!healthy(h)) {
+        if (waitpid(*spid, &st, WNOHANG) == *spid) {
+            describe_exit(ctx->err, "the scheduler", st);
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+                fprintf(ctx->err, "error: %s could not be run: build it with 'make' or put it on PATH\n", sched);
+            else
+                fprintf(ctx->err, "error: the scheduler did not start (is %s in use? try --listen); its log: %s\n",
+                        listen, logpath);
+            *spid = -1;
+            return -1;
+        }
+        if (up_stop) return -1;
+        if (hf_mono_ms() - t0 > UP_HEALTH_WAIT_MS) {
+            fprintf(ctx->err, "error: the scheduler did not answer %s/healthz within %d s\n", url,
+                    UP_HEALTH_WAIT_MS / 1000);
+            return -1;
+        }
+        hf_sleep_ms(100);
+    }
+    return 0;
+}
+
+/* What is up, where, and what to try next (on ctx->out). */
+static void up_banner(cli_ctx *ctx, const char *url, const char *name, const char *slots, const char *workdir,
+                      const char *logpath)
+{
+    /* another address than the CLI's default: the hint must name it */
+    int other = strcmp(url, CLI_DEFAULT_URL) != 0;
+    fprintf(ctx->out,
+            "hyperfarm is up\n"
+            "  dashboard  %s/\n"
+            "  API        %s/api/v1   (export HYPERFARM_URL=%s)\n"
+            "  database   %s\n"
+            "  agent      %s, %s slots, work dir %s\n"
+            "  logs       %s (scheduler and agent)\n"
+            "try: %s%s%shyperfarm submit experiments/fmnist-mlp-random.json --watch\n"
+            "Ctrl-C stops the agent and the scheduler.\n",
+            url, url, url, ctx->o.db, name, slots, workdir, logpath, other ? "export HYPERFARM_URL=" : "",
+            other ? url : "", other ? "; " : "");
+    fflush(ctx->out);
+}
+
 int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
 {
     char listen[256], url[300], sched[PATH_MAX], agent[PATH_MAX], web[PATH_MAX] = "";
@@ -191,18 +261,7 @@ int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
     }
     sibling(sched, sizeof sched, "hyperfarm-scheduler");
     sibling(agent, sizeof agent, "hyperfarm-agent");
-    if (ctx->o.web) snprintf(web, sizeof web, "%s", ctx->o.web);
-    else {
-        /* bin/hyperfarm -> ../web when run from a checkout */
-        char *slash = strrchr(sched, '/');
-        struct stat sb;
-        if (slash) {
-            snprintf(web, sizeof web, "%.*s/../web", (int)(slash - sched), sched);
-            char idx[PATH_MAX + 16];
-            snprintf(idx, sizeof idx, "%s/index.html", web);
-            if (stat(idx, &sb) != 0) web[0] = '\0';
-        }
-    }
+    up_web_dir(ctx, sched, web, sizeof web);
     if (ctx->o.workdir) snprintf(workdir, sizeof workdir, "%s", ctx->o.workdir);
     else if (up_beside_db(workdir, sizeof workdir, ctx->o.db, "hyperfarm-work")) {
         fprintf(ctx->err, "error: --db '%s': path too long\n", ctx->o.db);
@@ -231,43 +290,11 @@ int cli_cmd_up(cli_ctx *ctx, int argc, char **argv)
     char *sargv[] = {sched, "--listen", listen, "--db", (char *)ctx->o.db,
                      web[0] ? "--web" : NULL, web, NULL};
     if ((spid = spawn(ctx, sargv, logfd)) < 0) goto restore;
-    int64_t t0 = hf_mono_ms();
-    while (!healthy(h)) {
-        if (waitpid(spid, &st, WNOHANG) == spid) {
-            describe_exit(ctx->err, "the scheduler", st);
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
-                fprintf(ctx->err, "error: %s could not be run: build it with 'make' or put it on PATH\n", sched);
-            else
-                fprintf(ctx->err, "error: the scheduler did not start (is %s in use? try --listen); its log: %s\n",
-                        listen, logpath);
-            spid = -1;
-            goto stop;
-        }
-        if (up_stop) goto stop;
-        if (hf_mono_ms() - t0 > UP_HEALTH_WAIT_MS) {
-            fprintf(ctx->err, "error: the scheduler did not answer %s/healthz within %d s\n", url,
-                    UP_HEALTH_WAIT_MS / 1000);
-            goto stop;
-        }
-        hf_sleep_ms(100);
-    }
+    if (up_wait_scheduler(ctx, h, &spid, sched, listen, url, logpath)) goto stop;
     char *aargv[] = {agent, "--scheduler", url, "--name", name, "--slots", slots, "--workdir", workdir,
                      NULL};
     if ((apid = spawn(ctx, aargv, logfd)) < 0) goto stop;
-    fprintf(ctx->out,
-            "hyperfarm is up\n"
-            "  dashboard  %s/\n"
-            "  API        %s/api/v1   (export HYPERFARM_URL=%s)\n"
-            "  database   %s\n"
-            "  agent      %s, %s slots, work dir %s\n"
-            "  logs       %s (scheduler and agent)\n"
-            "try: %s%s%shyperfarm submit experiments/fmnist-mlp-random.json --watch\n"
-            "Ctrl-C stops the agent and the scheduler.\n",
-            url, url, url, ctx->o.db, name, slots, workdir, logpath,
-            /* another address than the CLI's default: the hint must name it */
-            strcmp(url, CLI_DEFAULT_URL) ? "export HYPERFARM_URL=" : "", strcmp(url, CLI_DEFAULT_URL) ? url : "",
-            strcmp(url, CLI_DEFAULT_URL) ? "; " : "");
-    fflush(ctx->out);
+    up_banner(ctx, url, name, slots, workdir, logpath);
     rc = CLI_OK;
     while (!up_stop) {
         pid_t p = waitpid(-1, &st, WNOHANG);

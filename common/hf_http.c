@@ -1,5 +1,8 @@
 /*
- * hf_http.c — JSON HTTP client on libcurl (see hf_http.h).
+ * hf_http.c — the one libcurl client stack (see hf_http.h): every request
+ * of the agent and the CLI, JSON or streamed, gets its TLS, CA file,
+ * bearer token, protocols and connect timeout from prepare() here, and
+ * the streamed transfers of hf_xfer.h go through hf_http_stream_run.
  */
 #include "hf_http.h"
 #include "hf_buf.h"
@@ -14,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define STREAM_ANSWER_MAX (64u << 10)   /* bytes of a non-2xx answer kept when a sink takes the body */
 
 struct hf_http {
     CURL *curl;
@@ -56,6 +61,7 @@ void hf_http_free(hf_http *c)
     if (!c) return;
     if (c->curl) curl_easy_cleanup(c->curl);
     free(c->base);
+    if (c->auth) memset(c->auth, 0, strlen(c->auth));
     free(c->auth);
     free(c->cafile);
     free(c);
@@ -69,6 +75,7 @@ void hf_http_set_cafile(hf_http *c, const char *cafile)
 
 void hf_http_set_retries(hf_http *c, int retries) { c->retries = retries < 0 ? 0 : retries; }
 void hf_http_set_cancel(hf_http *c, const atomic_int *flag) { c->cancel = flag; }
+const char *hf_http_base(const hf_http *c) { return c->base; }
 
 static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
@@ -76,7 +83,6 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     const atomic_int *flag = ud;
     return atomic_load(flag) ? 1 : 0;
 }
-const char *hf_http_base(const hf_http *c) { return c->base; }
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
@@ -85,26 +91,35 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     return size * n;
 }
 
-static int attempt(hf_http *c, const char *method, const char *url, const char *body,
-                   long *status, hf_buf *out, CURLcode *cc)
+/* base + path into url. RET 0 or HF_EINVAL (too long, with err). */
+static int make_url(const hf_http *c, const char *path, char *url, size_t len, char *err, size_t errlen)
 {
-    struct curl_slist *hdr = NULL;
-    CURL *h = c->curl;
+    if (snprintf(url, len, "%s%s", c->base, path) < (int)len) return 0;
+    snprintf(err, errlen, "URL too long");
+    return HF_EINVAL;
+}
 
+/* The one place that sets what every request of this client shares: the
+ * URL, the bearer token, the CA file, protocols, the connect timeout,
+ * keep-alive and the cancel flag. Resets the handle first. *hdr gets the
+ * shared header lines (the caller appends its own, sets them, frees).
+ * expect100: ask for "100 Continue" before a body is sent (streamed
+ * uploads: a server that refuses the request at its headers then answers
+ * before a byte of the body travels, instead of closing on a body half
+ * sent, which curl may report as a send error before it read the status);
+ * else no Expect header (JSON bodies are small). */
+static void prepare(hf_http *c, const char *method, const char *url, struct curl_slist **hdr, int expect100)
+{
+    CURL *h = c->curl;
     curl_easy_reset(h);
-    hdr = curl_slist_append(hdr, "Accept: application/json");
-    if (body) hdr = curl_slist_append(hdr, "Content-Type: application/json");
-    if (c->auth) hdr = curl_slist_append(hdr, c->auth);
-    hdr = curl_slist_append(hdr, "Expect:");
+    *hdr = curl_slist_append(*hdr, "Accept: application/json");
+    if (c->auth) *hdr = curl_slist_append(*hdr, c->auth);
+    *hdr = curl_slist_append(*hdr, expect100 ? "Expect: 100-continue" : "Expect:");
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     if (c->cafile) curl_easy_setopt(h, CURLOPT_CAINFO, c->cafile);
     if (c->cancel) {
@@ -112,6 +127,20 @@ static int attempt(hf_http *c, const char *method, const char *url, const char *
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->cancel);
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     }
+}
+
+static int attempt(hf_http *c, const char *method, const char *url, const char *body,
+                   long *status, hf_buf *out, CURLcode *cc)
+{
+    struct curl_slist *hdr = NULL;
+    CURL *h = c->curl;
+
+    prepare(c, method, url, &hdr, 0);
+    if (body) hdr = curl_slist_append(hdr, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
@@ -141,10 +170,7 @@ int hf_http_request_raw(hf_http *c, const char *method, const char *path, const 
     *status = 0;
     *body_out = NULL;
     if (len_out) *len_out = 0;
-    if (snprintf(url, sizeof url, "%s%s", c->base, path) >= (int)sizeof url) {
-        snprintf(err, errlen, "URL too long");
-        return HF_EINVAL;
-    }
+    if (make_url(c, path, url, sizeof url, err, errlen)) return HF_EINVAL;
     hf_buf_init(&out, HF_HTTP_MAX_BODY);
     for (int i = 0;; i++) {
         hf_buf_reset(&out);
@@ -188,99 +214,149 @@ int hf_http_request(hf_http *c, const char *method, const char *path, const json
     return HF_OK;
 }
 
-/* ---------- streamed upload ---------- */
+/* ---------- streamed transfers ---------- */
 
-typedef struct upload_src {
-    int                 fd;
-    int64_t             size, sent;
-    int                 read_errno;
-    hf_http_progress_fn *progress;
-    void               *ud;
-    const atomic_int   *cancel;
-} upload_src;
+typedef struct stream_io {
+    hf_http_stream   *s;
+    CURL             *h;
+    int64_t           sent;
+    int               read_errno;
+    int               sink_rc;          /* the sink's refusal */
+    int               over;             /* the kept answer went over its bound */
+    hf_buf            answer;
+    const atomic_int *cancel;
+} stream_io;
 
-static size_t on_read(char *buf, size_t size, size_t n, void *ud)
+static size_t on_stream_read(char *buf, size_t size, size_t n, void *ud)
 {
-    upload_src *u = ud;
+    stream_io *io = ud;
     size_t want = size * n;
-    if ((int64_t)want > u->size - u->sent) want = (size_t)(u->size - u->sent);
+    if ((int64_t)want > io->s->body_size - io->sent) want = (size_t)(io->s->body_size - io->sent);
     for (;;) {
-        ssize_t r = read(u->fd, buf, want);
+        ssize_t r = read(io->s->body_fd, buf, want);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) { u->read_errno = errno; return CURL_READFUNC_ABORT; }
-        u->sent += r;
+        if (r < 0) { io->read_errno = errno; return CURL_READFUNC_ABORT; }
+        if (r == 0 && want > 0) { io->read_errno = EIO; return CURL_READFUNC_ABORT; }   /* shorter than said */
+        io->sent += r;
         return (size_t)r;
     }
 }
 
-static int on_upload_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+/* A 2xx body goes to the sink (when there is one); any other answer is
+ * kept, bounded, for the caller's message. */
+static size_t on_stream_write(char *p, size_t size, size_t n, void *ud)
 {
-    upload_src *u = ud;
+    stream_io *io = ud;
+    size_t len = size * n;
+    if (!io->s->status) curl_easy_getinfo(io->h, CURLINFO_RESPONSE_CODE, &io->s->status);
+    if (io->s->sink && io->s->status >= 200 && io->s->status < 300) {
+        if ((io->sink_rc = io->s->sink(io->s->sink_ud, p, len))) return 0;
+        return len;
+    }
+    if (hf_buf_add(&io->answer, p, len)) {
+        if (io->s->sink) return len;            /* an error answer: its start is enough */
+        io->over = 1;
+        return 0;
+    }
+    return len;
+}
+
+static int on_stream_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    stream_io *io = ud;
     (void)dt; (void)dn; (void)ut;
-    if (u->progress) u->progress(u->ud, (int64_t)un, u->size);
-    return u->cancel && atomic_load(u->cancel) ? 1 : 0;
+    if (io->s->progress && io->s->body_fd >= 0) io->s->progress(io->s->progress_ud, (int64_t)un, io->s->body_size);
+    return io->cancel && atomic_load(io->cancel) ? 1 : 0;
+}
+
+/* The options of a streamed transfer on top of prepare(). */
+static void stream_setup(hf_http *c, stream_io *io, struct curl_slist *hdr)
+{
+    hf_http_stream *s = io->s;
+    CURL *h = c->curl;
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    if (s->body_fd >= 0) {
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)s->body_size);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_stream_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, io);
+        curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
+    } else if (strcmp(s->method, "GET") == 0) {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    }
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, s->method);
+    /* No total timeout (a large body takes its time): a stall below
+     * stall_bytes/s for stall_s aborts instead. */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, s->stall_s > 0 ? (long)s->stall_bytes : 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, s->stall_s > 0 ? s->stall_s : (long)(c->timeout_ms + 999) / 1000);
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, io);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_stream_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, io);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+}
+
+/* Map a streamed transfer's curl outcome to HF_E* (0: a status arrived). */
+static int stream_outcome(CURLcode cc, stream_io *io, const char *url, char *err, size_t errlen)
+{
+    const char *m = io->s->method;
+    if (io->sink_rc) return io->sink_rc;                 /* the sink wrote err */
+    if (io->read_errno) {
+        snprintf(err, errlen, "%s %s: reading the body: %s", m, url,
+                 io->sent < io->s->body_size && io->read_errno == EIO ? "the file is shorter than its size"
+                                                                     : strerror(io->read_errno));
+        return HF_EIO;
+    }
+    if (io->over) {
+        snprintf(err, errlen, "%s %s: response larger than %u bytes", m, url, HF_HTTP_MAX_BODY);
+        return HF_ETOOBIG;
+    }
+    /* A server that refuses an upload may answer before it has read the
+     * body and close: curl then reports a send (or receive) error although
+     * a final status arrived; that status is the answer. */
+    if ((cc == CURLE_SEND_ERROR || cc == CURLE_RECV_ERROR) && io->s->status >= 400) return 0;
+    if (cc == CURLE_OK) return 0;
+    snprintf(err, errlen, "%s %s: %s", m, url, curl_easy_strerror(cc));
+    return cc == CURLE_OPERATION_TIMEDOUT ? HF_ETIMEOUT : HF_ECONN;
+}
+
+int hf_http_stream_run(hf_http *c, hf_http_stream *s, char *err, size_t errlen)
+{
+    char url[4096];
+    struct curl_slist *hdr = NULL;
+    stream_io io = {.s = s, .h = c->curl, .cancel = c->cancel};
+    s->status = 0;
+    s->answer = NULL;
+    s->answer_len = 0;
+    if (make_url(c, s->path, url, sizeof url, err, errlen)) return HF_EINVAL;
+    hf_buf_init(&io.answer, s->sink ? STREAM_ANSWER_MAX : HF_HTTP_MAX_BODY);
+    prepare(c, s->method, url, &hdr, s->body_fd >= 0);
+    if (s->body_fd >= 0) hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
+    for (const char *const *p = s->headers; p && *p; p++) hdr = curl_slist_append(hdr, *p);
+    stream_setup(c, &io, hdr);
+    CURLcode cc = curl_easy_perform(c->curl);
+    curl_slist_free_all(hdr);
+    if (!s->status) curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &s->status);
+    int rc = stream_outcome(cc, &io, url, err, errlen);
+    if (rc == 0) s->answer = hf_buf_take(&io.answer, &s->answer_len);
+    hf_buf_free(&io.answer);
+    return rc;
 }
 
 int hf_http_upload(hf_http *c, const char *method, const char *path, int fd, int64_t size,
                    const char *const *headers, hf_http_progress_fn *progress, void *ud,
                    long *status, json_t **resp, char *err, size_t errlen)
 {
-    char url[4096];
-    struct curl_slist *hdr = NULL;
-    upload_src u = {.fd = fd, .size = size, .progress = progress, .ud = ud, .cancel = c->cancel};
-    hf_buf out;
-    CURL *h = c->curl;
-    int rc = HF_OK;
-
+    hf_http_stream s = {.method = method, .path = path, .headers = headers, .body_fd = fd, .body_size = size,
+                        .progress = progress, .progress_ud = ud};
     *status = 0;
     *resp = NULL;
-    if (snprintf(url, sizeof url, "%s%s", c->base, path) >= (int)sizeof url) {
-        snprintf(err, errlen, "URL too long");
-        return HF_EINVAL;
+    int rc = hf_http_stream_run(c, &s, err, errlen);
+    if (rc == 0) {
+        *status = s.status;
+        if (s.answer_len > 0) *resp = json_loadb(s.answer, s.answer_len, JSON_DECODE_ANY, NULL);
     }
-    hf_buf_init(&out, HF_HTTP_MAX_BODY);
-    curl_easy_reset(h);
-    hdr = curl_slist_append(hdr, "Accept: application/json");
-    hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
-    if (c->auth) hdr = curl_slist_append(hdr, c->auth);
-    hdr = curl_slist_append(hdr, "Expect:");
-    for (const char *const *p = headers; p && *p; p++) hdr = curl_slist_append(hdr, *p);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
-    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(h, CURLOPT_READDATA, &u);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    /* No total timeout (a large body takes its time): a stall of the
-     * request timeout aborts instead. */
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(c->timeout_ms + 999) / 1000);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_upload_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &u);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    if (c->cafile) curl_easy_setopt(h, CURLOPT_CAINFO, c->cafile);
-    CURLcode cc = curl_easy_perform(h);
-    curl_slist_free_all(hdr);
-    if (cc != CURLE_OK) {
-        if (u.read_errno) {
-            snprintf(err, errlen, "%s %s: reading the body: %s", method, url, strerror(u.read_errno));
-            rc = HF_EIO;
-        } else {
-            snprintf(err, errlen, "%s %s: %s", method, url, curl_easy_strerror(cc));
-            rc = cc == CURLE_OPERATION_TIMEDOUT ? HF_ETIMEOUT : HF_ECONN;
-        }
-        goto end;
-    }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    if (out.len > 0) *resp = json_loadb(out.data, out.len, JSON_DECODE_ANY, NULL);
-end:
-    hf_buf_free(&out);
+    free(s.answer);
     return rc;
 }

@@ -8,6 +8,11 @@
  * connection could not be made at all (any method: nothing was sent), and
  * for GET also on other transport errors and on 502/503/504.
  * Response bodies are bounded (HF_HTTP_MAX_BODY).
+ *
+ * This is the one curl stack of the agent and the CLI: one function in
+ * hf_http.c sets the TLS CA file, the bearer token, the protocols and the
+ * connect timeout of every request, JSON or streamed; the SHA-256-verified
+ * file transfers (hf_xfer.h) are built on hf_http_stream_run.
  */
 #ifndef HF_HTTP_H
 #define HF_HTTP_H
@@ -45,15 +50,53 @@ int hf_http_request(hf_http *c, const char *method, const char *path, const json
 int hf_http_request_raw(hf_http *c, const char *method, const char *path, const char *body,
                         long *status, char **body_out, size_t *len_out, char *err, size_t errlen);
 
-/* Progress of a streamed upload: sent of total bytes (from libcurl's
- * progress callback, about once a second and at each chunk). */
+/* Progress of a streamed transfer: moved of total bytes (uploads: from
+ * libcurl's progress callback, many times a second; downloads through
+ * hf_xfer.h: at each chunk). */
 typedef void hf_http_progress_fn(void *ud, int64_t sent, int64_t total);
 
+/* ---------- streamed transfers (the base of hf_xfer.h) ---------- */
+
+/* Takes one chunk of a 2xx response body. RET 0, or an HF_E* code (with
+ * the message in the sink's own state) that aborts the transfer. */
+typedef int hf_http_sink_fn(void *ud, const void *p, size_t n);
+
+typedef struct hf_http_stream {
+    /* IN */
+    const char          *method;        /* "GET", "PUT", ... */
+    const char          *path;          /* appended to the base URL */
+    const char *const   *headers;       /* extra "Name: value" lines, NULL-terminated; may be NULL */
+    int                  body_fd;       /* request body: body_size bytes read from here; -1 = none */
+    int64_t              body_size;
+    hf_http_sink_fn     *sink;          /* a 2xx body, chunk by chunk; NULL: kept in answer */
+    void                *sink_ud;
+    hf_http_progress_fn *progress;      /* upload progress (may be NULL) */
+    void                *progress_ud;
+    int64_t              stall_bytes;   /* a transfer below stall_bytes per second ... */
+    long                 stall_s;       /* ... for stall_s seconds is aborted (0: 1 B/s for the client's timeout) */
+    /* OUT */
+    long                 status;        /* the final HTTP status; 0 = none arrived */
+    char                *answer;        /* the body the sink did not take (caller frees; NUL-terminated) */
+    size_t               answer_len;
+} hf_http_stream;
+
+/* Run one streamed transfer: the body is read from body_fd through a
+ * fixed buffer, never held in memory; a 2xx answer goes to the sink, any
+ * other answer is kept (its first 64 KiB) in s->answer, and without a
+ * sink every answer is kept (at most HF_HTTP_MAX_BODY). No total timeout
+ * (a large body takes its time), a stall aborts; not retried (the body is
+ * read once). A server that answers before it has read the whole body
+ * and closes (an early refusal) is that answer, not a connection error.
+ * RET 0 when a final status arrived (s->status, s->answer set, even when
+ * it is an error status); the sink's code; HF_EIO (reading body_fd, or it
+ * ended before body_size); HF_ETOOBIG (answer over its bound);
+ * HF_ECONN / HF_ETIMEOUT; err says which. */
+int hf_http_stream_run(hf_http *c, hf_http_stream *s, char *err, size_t errlen);
+
 /* Send method (PUT) to base_url+path with a body of size bytes read from
- * fd (at its current offset), streamed: never held in memory. headers:
- * extra "Name: value" lines, NULL-terminated (may be NULL); progress may
- * be NULL. Not retried (the body is read once); no total timeout, but a
- * transfer stalled for the client's timeout is aborted.
+ * fd (at its current offset), streamed: hf_http_stream_run without a sink.
+ * headers: extra "Name: value" lines, NULL-terminated (may be NULL);
+ * progress may be NULL.
  * RET as hf_http_request: 0 when a response arrived (*status, *resp: the
  * JSON body or NULL), HF_ECONN / HF_ETIMEOUT / HF_EIO (reading fd) with a
  * message in err. */

@@ -5,15 +5,24 @@
  * constructor, before main. When cpuid says the CPU can do better than
  * the kernel OpenBLAS picked, we set the variable and exec
  * /proc/self/exe with the same argv; HF_BLAS_REEXEC stops a second try.
+ *
+ * OpenBLAS starts its worker threads itself (at load, and when the count
+ * grows), unnamed: they would carry the process's name ("hyperfarm-train",
+ * or "exe" after a re-exec through /proc/self/exe). tr_blas_threads names
+ * them "hf-openblas" so /proc/PID/task/TID/comm says what they are
+ * (docs/trainer.md, "Threads").
  */
 #include "blas.h"
 
 #include "hf_log.h"
 
 #include <cblas.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Rank of a core type: higher is a wider/faster sgemm kernel. */
@@ -73,6 +82,32 @@ int tr_blas_setup(char **argv)
     return 0;
 }
 
+/* Name every thread of this process but the caller that has no hf- name
+ * yet "hf-openblas": called right after OpenBLAS sized its pool, when its
+ * workers are the only other threads. Best effort (a /proc that refuses
+ * the write leaves the names as they were). */
+static void name_workers(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return;
+    long self = (long)syscall(SYS_gettid);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long tid = atol(e->d_name);
+        if (tid <= 0 || tid == self) continue;
+        char path[64], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
+        FILE *f = fopen(path, "r+");
+        if (!f) continue;
+        if (fgets(comm, sizeof comm, f) && strncmp(comm, "hf-", 3) != 0) {
+            rewind(f);
+            fputs("hf-openblas", f);
+        }
+        fclose(f);
+    }
+    closedir(d);
+}
+
 void tr_blas_threads(int n)
 {
     if (n <= 0) {   /* OPENBLAS_NUM_THREADS (the test runner sets 1), else every online CPU */
@@ -81,6 +116,7 @@ void tr_blas_threads(int n)
         n = c > 0 ? (int)c : 1;
     }
     openblas_set_num_threads(n);
+    name_workers();
 }
 
 int tr_blas_get_threads(void)

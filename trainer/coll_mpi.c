@@ -8,7 +8,7 @@
  * Open MPI has no per-operation timeout: a peer that dies is detected by
  * mpirun (it aborts the job), but one that stalls (stopped, swapping, stuck
  * in other code) would hang every other rank forever. So every collective
- * runs under a watchdog: a thread that, when one call has not returned
+ * runs under a watchdog: a thread ("hf-mpi-wd") that, when one call has not returned
  * after --timeout, says which operation and sequence number is stuck and
  * ends this rank with exit status 1 — mpirun then ends the job, as for a
  * dead rank. (MPI_Abort is not called from the watchdog: with
@@ -28,23 +28,26 @@
 #include <pthread.h>
 #include <unistd.h>
 
-/* One MPI_COMM_WORLD per process, so one watchdog. */
+#include "hf_thread.h"
+
+/* One MPI_COMM_WORLD per process, so one watchdog: the thread "hf-mpi-wd",
+ * started by the first open with a timeout and stopped by close (both on
+ * the main thread, which alone touches th). mu guards the rest: what the
+ * collective in progress is, and since when. */
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t  cv;
-    pthread_t       th;
-    int             started, stop;
+    hf_thread      *th;
     int             timeout_ms, rank, world;
     const char     *what;      /* collective in progress, NULL when none */
     unsigned        seq;
     int64_t         since;     /* hf_mono_ms() when it began */
-} wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void *watchdog_main(void *arg)
+static void watchdog_main(hf_thread *t, void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&wd.mu);
-    while (!wd.stop) {
+    while (!hf_thread_wait(t, 100)) {   /* look ten times a second */
+        pthread_mutex_lock(&wd.mu);
         if (wd.what && hf_mono_ms() - wd.since >= wd.timeout_ms) {
             char msg[256];
             int n = snprintf(msg, sizeof msg,
@@ -58,11 +61,8 @@ static void *watchdog_main(void *arg)
             }
             _exit(1);
         }
-        struct timespec ts = hf_deadline(CLOCK_REALTIME, 100);   /* look ten times a second */
-        pthread_cond_timedwait(&wd.cv, &wd.mu, &ts);
+        pthread_mutex_unlock(&wd.mu);
     }
-    pthread_mutex_unlock(&wd.mu);
-    return NULL;
 }
 
 static void watch_begin(const char *what, unsigned seq)
@@ -109,12 +109,9 @@ static int mpi_open(tr_coll *c, const tr_coll_config *cfg)
     wd.timeout_ms = c->timeout_ms;
     wd.rank = c->rank;
     wd.world = c->world;
-    wd.stop = 0;
-    if (!wd.started && c->timeout_ms > 0) {
-        if (pthread_create(&wd.th, NULL, watchdog_main, NULL) == 0) wd.started = 1;
-        else hf_warn("cannot start the MPI watchdog thread: a stalled rank will not be detected");
-    }
     pthread_mutex_unlock(&wd.mu);
+    if (!wd.th && c->timeout_ms > 0 && hf_thread_start(&wd.th, "hf-mpi-wd", watchdog_main, NULL))
+        hf_warn("cannot start the MPI watchdog thread: a stalled rank will not be detected");
     /* remember whether we initialised MPI: then closing finalises it */
     c->mpi = inited ? (void *)1 : (void *)2;
     return 0;
@@ -122,13 +119,8 @@ static int mpi_open(tr_coll *c, const tr_coll_config *cfg)
 
 static void mpi_close(tr_coll *c)
 {
-    pthread_mutex_lock(&wd.mu);
-    int join = wd.started;
-    wd.stop = 1;
-    wd.started = 0;
-    pthread_cond_signal(&wd.cv);
-    pthread_mutex_unlock(&wd.mu);
-    if (join) pthread_join(wd.th, NULL);
+    hf_thread_stop_join(wd.th);
+    wd.th = NULL;
     int fin = 0;
     if (c->mpi == (void *)2 && MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Finalize();
     c->mpi = NULL;

@@ -1,26 +1,14 @@
 /*
- * cuda.cu — the CUDA backend (device.h): probe, every layer's forward and
- * backward pass, softmax cross-entropy, gradient clipping and the
- * optimizer step on the GPU, with cuBLAS sgemm for dense and conv2d.
- * Compiled only when the Makefile finds nvcc (CUDA=1, HF_HAVE_CUDA).
+ * cuda.cu — the host side of the CUDA backend (backend.h, device.h): the
+ * device state's lifetime, copies between host and device, every layer's
+ * forward and backward pass as kernel launches and cuBLAS sgemm calls,
+ * clipping, the optimizer step, and the backend's table of operations
+ * (tr_backend_cuda_ops). The kernels are in cuda_kernels.cu, the GPU probe
+ * and cuBLAS loading in cuda_blas.cu. Compiled only when the Makefile finds
+ * nvcc (CUDA=1, HF_HAVE_CUDA).
  *
- * The CPU reference (layer.c, optim.c) is the specification; each kernel
- * here follows its loop, and where it can cheaply do so produces the same
- * bits:
- *   relu, flatten, maxpool (argmax, strict > so ties pick the first),
- *   dropout (the same counter hash tr_hash64 per element, so the mask is
- *   identical), col2im (same summation order), SGD/Adam/AdamW (the same
- *   IEEE operations, _rn intrinsics so nvcc does not fuse them into FMAs;
- *   bias corrections computed on the host with the same powf),
- *   gradient clipping scale.
- *   dense/conv (cuBLAS vs OpenBLAS summation order), batch norm and
- *   bias/BN reductions (double, tree order vs sequential) and softmax
- *   (device exp/log) agree within float rounding, not bit for bit.
- *
- * Layout conventions match the CPU reference: row-major activations
- * (B, C, H, W), dense W (out, in) then b (out), conv W (Co, Ci, k, k) then
- * b (Co) inside the flat parameter array. cuBLAS is column-major, so a
- * row-major (R, C) matrix is used as its column-major transpose (C, R):
+ * cuBLAS is column-major, so a row-major (R, C) matrix is used as its
+ * column-major transpose (C, R):
  *   dense forward  Y^T (out,B) = W (as op T) x X^T       -> gemm(T, N, out, B, in)
  *   dense dW       dW^T (in,out) = X^T x dY               -> gemm(N, T, in, out, B)
  *   dense dX       dX^T (in,B) = W^T x dY^T               -> gemm(N, N, in, B, out)
@@ -29,465 +17,26 @@
  *   conv dcol      dcol (K,N) = W^T (K,Co) tmp (Co,N)     -> gemm(N, T, N, K, Co)
  * where K = Ci*k*k and N = B*OH*OW (the whole batch lowered at once, as
  * the CPU path does). Math mode is CUBLAS_DEFAULT_MATH and
- * CUBLAS_TF32_TENSOR_OP_MATH is never set, so sgemm is true FP32.
+ * CUBLAS_TF32_TENSOR_OP_MATH is never set, so sgemm is true FP32; dense and
+ * conv agree with OpenBLAS within float rounding (summation order).
  *
  * State on the device: params, grads, BN buffers, optimizer state, every
  * activation and its gradient, per-layer scratch. The host copies are
  * refreshed only by tr_cuda_store (checkpoints, evaluation).
  */
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#include <dlfcn.h>
+#include "trainer/cuda_int.h"
+
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern "C" {
-#include "hf_err.h"
-#include "hf_log.h"
-#include "trainer/device.h"
-}
-
-extern "C" int tr_cuda_probe_impl(char *why, size_t whylen)
-{
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        snprintf(why, whylen, "%s", cudaGetErrorString(e));
-        cudaGetLastError();
-        return 0;
-    }
-    if (n <= 0) {
-        snprintf(why, whylen, "no CUDA device visible (CUDA_VISIBLE_DEVICES?)");
-        return 0;
-    }
-    cudaDeviceProp p;
-    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
-        snprintf(why, whylen, "cannot query device 0");
-        return 0;
-    }
-    snprintf(why, whylen, "%s, %.1f GiB, sm_%d%d", p.name, p.totalGlobalMem / 1073741824.0, p.major, p.minor);
-    return 1;
-}
-
-/* cuBLAS is opened on first use, not linked: loading libcublas and
- * libcublasLt costs about 75 ms of relocations at every start of the
- * trainer, and most trials (every CPU trial, every rung-0 trial of an ASHA
- * sweep on a CPU agent) never call it (docs/trainer.md, "Start-up"). The
- * four entry points used are resolved by dlsym from the soname of the
- * major version the headers describe; the executable's run path (CUDA's
- * lib64) is searched as for a linked library. */
-#define HF_STR2(x) #x
-#define HF_STR(x) HF_STR2(x)
-static struct {
-    pthread_once_t once;
-    int ok;
-    char why[256];
-    cublasStatus_t (*create)(cublasHandle_t *);
-    cublasStatus_t (*destroy)(cublasHandle_t);
-    cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
-    cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
-                            const float *, int, const float *, int, const float *, float *, int);
-} cbl = {PTHREAD_ONCE_INIT, 0, "", NULL, NULL, NULL, NULL};
-
-static void cublas_open(void)
-{
-    static const char *so = "libcublas.so." HF_STR(CUBLAS_VER_MAJOR);
-    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(cbl.why, sizeof cbl.why, "cannot load %s: %s", so, dlerror());
-        return;
-    }
-    *(void **)&cbl.create = dlsym(h, "cublasCreate_v2");
-    *(void **)&cbl.destroy = dlsym(h, "cublasDestroy_v2");
-    *(void **)&cbl.set_math_mode = dlsym(h, "cublasSetMathMode");
-    *(void **)&cbl.sgemm = dlsym(h, "cublasSgemm_v2");
-    if (!cbl.create || !cbl.destroy || !cbl.set_math_mode || !cbl.sgemm) {
-        snprintf(cbl.why, sizeof cbl.why, "%s lacks cublasCreate_v2/cublasSgemm_v2", so);
-        dlclose(h);
-        return;
-    }
-    cbl.ok = 1;   /* h stays open for the process's life */
-}
-
-/* RET 0 with the cbl entry points set, or -1 with why. */
-static int cublas_ready(char *why, size_t whylen)
-{
-    pthread_once(&cbl.once, cublas_open);
-    if (!cbl.ok) snprintf(why, whylen, "%s", cbl.why);
-    return cbl.ok ? 0 : -1;
-}
-
-#define NORM_BLOCKS 256
-
-struct tr_cuda {
-    cublasHandle_t h;
-    int      n_layers, max_batch, n_classes, first_param;
-    tr_layer lay[TR_MAX_LAYERS];             /* shapes/offsets (host scratch pointers unused) */
-    size_t   n_params, n_bufs;
-    float   *params, *grads, *bufs;          /* device (n_params), (n_params), (n_bufs) */
-    float   *act[TR_MAX_LAYERS + 1], *dact[TR_MAX_LAYERS + 1];   /* (B, in(i)) */
-    float   *col[TR_MAX_LAYERS];             /* CONV2D (K, N) then tmp (Co, N) */
-    int32_t *argmax[TR_MAX_LAYERS];          /* MAXPOOL (B, C, OH, OW) */
-    uint8_t *mask[TR_MAX_LAYERS];            /* DROPOUT (B, in) */
-    float   *xhat[TR_MAX_LAYERS];            /* BATCHNORM (B, C, H, W) then mean (C), istd (C) */
-    int32_t *y;                              /* (max_batch) labels */
-    double  *rowloss;                        /* (max_batch) */
-    int     *rowhit;                         /* (max_batch) */
-    double  *h_rowloss;                      /* host copies */
-    int     *h_rowhit;
-    float   *ostate;                         /* optimizer state (n_ostate), layout as tr_optim.state */
-    size_t   n_ostate;
-    double  *norm_part;                      /* (NORM_BLOCKS + 1) grad-norm partial sums */
-};
-
-#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    hf_error("%s:%d %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); goto fail; } } while (0)
-#define CB(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
-    hf_error("%s:%d %s: cublas status %d", __FILE__, __LINE__, #call, (int)s_); goto fail; } } while (0)
-
-static unsigned blocks(size_t n, unsigned t) { return (unsigned)((n + t - 1) / t); }
-
-/* ---- counter hash (bit-identical copy of tr_hash64 in layer.c) ------- */
-
-__device__ static uint64_t d_hash64(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
-{
-    uint64_t h = a * 0x9E3779B97F4A7C15ull;
-    uint64_t in[3] = {b, c, d};
-    for (int i = 0; i < 3; i++) {
-        h ^= in[i] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-        h ^= h >> 30; h *= 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 27; h *= 0x94D049BB133111EBull;
-        h ^= h >> 31;
-    }
-    return h;
-}
-
-/* block-wide double sum; every thread gets the result. blockDim.x <= 256, power of 2 */
-__device__ static double block_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-/* ---- dense, relu, softmax -------------------------------------------- */
-
-// y (B, n) += b (n)
-__global__ void k_bias_add(float *y, const float *b, int B, int n)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)B * n) y[i] += b[i % n];
-}
-
-// db (n) = sum over rows of dy (B, n)
-__global__ void k_bias_grad(const float *dy, float *db, int B, int n)
-{
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
-    float s = 0.0f;
-    for (int r = 0; r < B; r++) s += dy[(size_t)r * n + j];
-    db[j] = s;
-}
-
-__global__ void k_relu(const float *x, float *y, size_t n)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
-
-__global__ void k_relu_back(const float *y, const float *dy, float *dx, size_t n)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-}
-
-/* one thread per row of z (B, C): loss (double), hit, and d(mean loss)/dz scaled by inv */
-__global__ void k_softmax_xent(const float *z, const int32_t *lab, int B, int C, float *dz, float inv,
-                               double *rowloss, int *rowhit)
-{
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= B) return;
-    const float *zr = z + (size_t)r * C;
-    int arg = 0;
-    float mx = zr[0];
-    for (int j = 1; j < C; j++) if (zr[j] > mx) { mx = zr[j]; arg = j; }
-    double s = 0;
-    for (int j = 0; j < C; j++) s += exp((double)(zr[j] - mx));
-    int y = lab[r];
-    if (y < 0 || y >= C) y = 0;
-    rowloss[r] = log(s) - (double)(zr[y] - mx);
-    rowhit[r] = arg == y;
-    float *d = dz + (size_t)r * C;
-    for (int j = 0; j < C; j++) d[j] = (float)(exp((double)(zr[j] - mx)) / s) * inv;
-    d[y] -= inv;
-}
-
-/* ---- conv2d ----------------------------------------------------------- */
-
-struct conv_geom { int C, H, W, k, pad, OH, OW, Co; };
-
-// x (B, C, H, W) -> col (C*k*k, B*OH*OW): row (c, ki, kj), column (b, oy, ox)
-__global__ void k_im2col(const float *x, float *col, conv_geom g, int B)
-{
-    size_t N = (size_t)B * g.OH * g.OW, K = (size_t)g.C * g.k * g.k;
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= K * N) return;
-    size_t r = idx / N, n = idx % N;
-    int kj = (int)(r % g.k), ki = (int)((r / g.k) % g.k), c = (int)(r / ((size_t)g.k * g.k));
-    int ox = (int)(n % g.OW), oy = (int)((n / g.OW) % g.OH), b = (int)(n / ((size_t)g.OW * g.OH));
-    int iy = oy + ki - g.pad, ix = ox + kj - g.pad;
-    col[idx] = (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W) ? x[(((size_t)b * g.C + c) * g.H + iy) * g.W + ix] : 0.0f;
-}
-
-// col (C*k*k, B*OH*OW) -> dx (B, C, H, W); one thread per dx element, (ki, kj) in the CPU's order
-__global__ void k_col2im(const float *col, float *dx, conv_geom g, int B)
-{
-    size_t N = (size_t)B * g.OH * g.OW;
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * g.C * g.H * g.W) return;
-    int ix = (int)(idx % g.W), iy = (int)((idx / g.W) % g.H);
-    int c = (int)((idx / ((size_t)g.W * g.H)) % g.C), b = (int)(idx / ((size_t)g.W * g.H * g.C));
-    float s = 0.0f;
-    for (int ki = 0; ki < g.k; ki++) {
-        int oy = iy - ki + g.pad;
-        if (oy < 0 || oy >= g.OH) continue;
-        for (int kj = 0; kj < g.k; kj++) {
-            int ox = ix - kj + g.pad;
-            if (ox < 0 || ox >= g.OW) continue;
-            s += col[((size_t)(c * g.k + ki) * g.k + kj) * N + (size_t)b * g.OH * g.OW + (size_t)oy * g.OW + ox];
-        }
-    }
-    dx[idx] = s;
-}
-
-// tmp (Co, B*OHW) + bias (Co) -> y (B, Co, OH, OW)
-__global__ void k_conv_scatter(const float *tmp, const float *bias, float *y, int B, int Co, int OHW)
-{
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * Co * OHW) return;
-    int i = (int)(idx % OHW), co = (int)((idx / OHW) % Co), b = (int)(idx / ((size_t)OHW * Co));
-    y[idx] = tmp[(size_t)co * B * OHW + (size_t)b * OHW + i] + bias[co];
-}
-
-// dy (B, Co, OH, OW) -> tmp (Co, B*OHW)
-__global__ void k_conv_gather(const float *dy, float *tmp, int B, int Co, int OHW)
-{
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * Co * OHW) return;
-    int i = (int)(idx % OHW), co = (int)((idx / OHW) % Co), b = (int)(idx / ((size_t)OHW * Co));
-    tmp[(size_t)co * B * OHW + (size_t)b * OHW + i] = dy[idx];
-}
-
-// db (Co): one block per output channel, summing its row of tmp (Co, N) in double
-__global__ void k_row_sum(const float *tmp, float *db, size_t N)
-{
-    __shared__ double sh[256];
-    const float *row = tmp + (size_t)blockIdx.x * N;
-    double s = 0;
-    for (size_t i = threadIdx.x; i < N; i += blockDim.x) s += row[i];
-    s = block_sum(s, sh);
-    if (threadIdx.x == 0) db[blockIdx.x] = (float)s;
-}
-
-/* ---- max-pool ---------------------------------------------------------- */
-
-// x (B, C, H, W) -> y (B, C, OH, OW), am (B, C, OH, OW) index into the (H, W) plane
-__global__ void k_pool(const float *x, float *y, int32_t *am, int BC, int H, int W, int k, int OH, int OW)
-{
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)BC * OH * OW) return;
-    int ox = (int)(idx % OW), oy = (int)((idx / OW) % OH);
-    size_t bc = idx / ((size_t)OW * OH);
-    const float *xp = x + bc * H * W;
-    int best = (oy * k) * W + ox * k;
-    float bv = xp[best];
-    for (int i = 0; i < k; i++)
-        for (int j = 0; j < k; j++) {
-            int id = (oy * k + i) * W + ox * k + j;
-            if (xp[id] > bv) { bv = xp[id]; best = id; }
-        }
-    y[idx] = bv;
-    am[idx] = best;
-}
-
-// dy (B, C, OH, OW) -> dx (B, C, H, W) (zeroed first; windows do not overlap)
-__global__ void k_pool_back(const float *dy, const int32_t *am, float *dx, int BC, int HW, int OHW)
-{
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)BC * OHW) return;
-    size_t bc = idx / OHW;
-    dx[bc * HW + am[idx]] += dy[idx];
-}
-
-/* ---- dropout ----------------------------------------------------------- */
-
-// x (B, per) -> y (B, per), mask (B, per); mask bit = the CPU's
-__global__ void k_dropout(const float *x, float *y, uint8_t *mask, int B, size_t per, float pd, float scale,
-                          uint64_t seed, uint64_t step, uint64_t index, int64_t row_base)
-{
-    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= (size_t)B * per) return;
-    size_t r = k / per, i = k % per;
-    uint64_t rs = d_hash64(seed, step, index, (uint64_t)(row_base + (int64_t)r));
-    uint64_t h = d_hash64(rs, i, 0x5D, 0);
-    float u = __fmul_rn((float)(h >> 40), 1.0f / 16777216.0f);
-    uint8_t keep = u >= pd;
-    mask[k] = keep;
-    y[k] = keep ? __fmul_rn(x[k], scale) : 0.0f;
-}
-
-__global__ void k_dropout_back(const float *dy, const uint8_t *mask, float *dx, size_t n, float scale)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dx[i] = mask[i] ? __fmul_rn(dy[i], scale) : 0.0f;
-}
-
-/* ---- batch norm ---------------------------------------------------------- */
-
-// one block per channel. x, y, xhat (B, C, HW); stat = mean (C), istd (C);
-// rmean, rvar (C) running statistics (updated when train)
-__global__ void k_bn_forward(const float *x, float *y, float *xhat, float *stat, const float *gamma,
-                             const float *beta, float *rmean, float *rvar, int B, int C, int HW, int train,
-                             float eps, float mom)
-{
-    __shared__ double sh[256];
-    __shared__ float s_mu, s_is;
-    int ch = blockIdx.x;
-    size_t M = (size_t)B * HW;
-    if (train) {
-        double s = 0;
-        for (size_t j = threadIdx.x; j < M; j += blockDim.x)
-            s += x[((size_t)(j / HW) * C + ch) * HW + j % HW];
-        double m = block_sum(s, sh) / (double)M;
-        double ss = 0;
-        for (size_t j = threadIdx.x; j < M; j += blockDim.x) {
-            double d = x[((size_t)(j / HW) * C + ch) * HW + j % HW] - m;
-            ss += d * d;
-        }
-        double var = block_sum(ss, sh) / (double)M;
-        if (threadIdx.x == 0) {
-            float mu = (float)m;
-            s_mu = mu;
-            s_is = (float)(1.0 / sqrt(var + eps));
-            float om = 1 - mom;
-            rmean[ch] = __fadd_rn(__fmul_rn(om, rmean[ch]), __fmul_rn(mom, mu));
-            rvar[ch] = __fadd_rn(__fmul_rn(om, rvar[ch]),
-                                 __fmul_rn(mom, (float)(M > 1 ? var * (double)M / (double)(M - 1) : var)));
-        }
-    } else if (threadIdx.x == 0) {
-        s_mu = rmean[ch];
-        s_is = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(rvar[ch], eps)));
-    }
-    __syncthreads();
-    float mu = s_mu, is = s_is, ga = gamma[ch], be = beta[ch];
-    if (threadIdx.x == 0) { stat[ch] = mu; stat[C + ch] = is; }
-    for (size_t j = threadIdx.x; j < M; j += blockDim.x) {
-        size_t o = ((size_t)(j / HW) * C + ch) * HW + j % HW;
-        float hh = __fmul_rn(__fsub_rn(x[o], mu), is);
-        xhat[o] = hh;
-        y[o] = __fadd_rn(__fmul_rn(ga, hh), be);
-    }
-}
-
-// one block per channel: dgamma, dbeta and (dx != NULL) dx, all (B, C, HW) but the parameter grads (C)
-__global__ void k_bn_backward(const float *dy, const float *xhat, const float *stat, const float *gamma,
-                              float *dgamma, float *dbeta, float *dx, int B, int C, int HW)
-{
-    __shared__ double sh[256];
-    int ch = blockIdx.x;
-    size_t M = (size_t)B * HW;
-    double sg = 0, sb = 0;
-    for (size_t j = threadIdx.x; j < M; j += blockDim.x) {
-        size_t o = ((size_t)(j / HW) * C + ch) * HW + j % HW;
-        sg += dy[o] * xhat[o];
-        sb += dy[o];
-    }
-    sg = block_sum(sg, sh);
-    sb = block_sum(sb, sh);
-    if (threadIdx.x == 0) { dgamma[ch] = (float)sg; dbeta[ch] = (float)sb; }
-    if (!dx) return;
-    float Mf = (float)M;
-    float k = __fdiv_rn(__fmul_rn(gamma[ch], stat[C + ch]), Mf), fg = (float)sg, fb = (float)sb;
-    for (size_t j = threadIdx.x; j < M; j += blockDim.x) {
-        size_t o = ((size_t)(j / HW) * C + ch) * HW + j % HW;
-        dx[o] = __fmul_rn(k, __fsub_rn(__fsub_rn(__fmul_rn(Mf, dy[o]), fb), __fmul_rn(xhat[o], fg)));
-    }
-}
-
-/* ---- optimizer, clipping ------------------------------------------------- */
-
-__global__ void k_sgd(float *p, const float *g, size_t n, float lr, float wd)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) p[i] = __fsub_rn(p[i], __fmul_rn(lr, __fadd_rn(g[i], __fmul_rn(wd, p[i]))));
-}
-
-__global__ void k_sgd_momentum(float *p, const float *g, float *v, size_t n, float lr, float wd, float mu,
-                               int first, int nesterov)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float gi = __fadd_rn(g[i], __fmul_rn(wd, p[i]));
-    float vi = first ? gi : __fadd_rn(__fmul_rn(mu, v[i]), gi);
-    v[i] = vi;
-    p[i] = __fsub_rn(p[i], __fmul_rn(lr, nesterov ? __fadd_rn(gi, __fmul_rn(mu, vi)) : vi));
-}
-
-__global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, float dec, float l2, float b1,
-                       float b2, float c1, float c2, float step, float rbc2, float eps)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float pi = __fsub_rn(p[i], __fmul_rn(dec, p[i]));
-    float gi = __fadd_rn(g[i], __fmul_rn(l2, p[i]));
-    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(c1, gi));
-    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(c2, gi), gi));
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = __fsub_rn(pi, __fdiv_rn(__fmul_rn(step, mi), __fadd_rn(__fmul_rn(__fsqrt_rn(vi), rbc2), eps)));
-}
-
-// part (gridDim.x): per-block sums of g^2 in double
-__global__ void k_sumsq(const float *g, size_t n, double *part)
-{
-    __shared__ double sh[256];
-    double s = 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        s += (double)g[i] * g[i];
-    s = block_sum(s, sh);
-    if (threadIdx.x == 0) part[blockIdx.x] = s;
-}
-
-__global__ void k_sum_parts(double *part, int np)
-{
-    __shared__ double sh[256];
-    double s = 0;
-    for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
-    s = block_sum(s, sh);
-    if (threadIdx.x == 0) part[np] = s;
-}
-
-__global__ void k_scale(float *g, size_t n, float k)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) g[i] = __fmul_rn(g[i], k);
-}
 
 /* ---- lifetime ------------------------------------------------------------ */
 
 extern "C" void tr_cuda_free(tr_cuda *c)
 {
     if (!c) return;
-    if (c->h) cbl.destroy(c->h);
+    if (c->h) tr_cbl.destroy(c->h);
     cudaFree(c->params);
     cudaFree(c->grads);
     cudaFree(c->bufs);
@@ -525,13 +74,13 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, char *err, size_t el)
     c->first_param = 0;
     while (c->first_param < m->n_layers && m->layers[c->first_param].param_count == 0) c->first_param++;
     int B = m->max_batch;
-    if (cublas_ready(why, sizeof why)) {
+    if (tr_cublas_ready(why, sizeof why)) {
         snprintf(err, el, "no cuBLAS: %s", why);
         free(c);
         return NULL;
     }
-    CB(cbl.create(&c->h));
-    CB(cbl.set_math_mode(c->h, CUBLAS_DEFAULT_MATH));   /* FP32; TF32 tensor ops stay off */
+    CB(tr_cbl.create(&c->h));
+    CB(tr_cbl.set_math_mode(c->h, CUBLAS_DEFAULT_MATH));   /* FP32; TF32 tensor ops stay off */
     CK(cudaMalloc(&c->params, (m->n_params + 1) * sizeof(float)));
     CK(cudaMalloc(&c->grads, (m->n_params + 1) * sizeof(float)));
     CK(cudaMalloc(&c->bufs, (m->n_bufs + 1) * sizeof(float)));
@@ -601,7 +150,7 @@ extern "C" int tr_cuda_load(tr_cuda *c, const float *params, const float *bufs, 
     if (params) CK(cudaMemcpy(c->params, params, c->n_params * sizeof(float), cudaMemcpyHostToDevice));
     if (bufs && c->n_bufs) CK(cudaMemcpy(c->bufs, bufs, c->n_bufs * sizeof(float), cudaMemcpyHostToDevice));
     if (o) {
-        if (o->n != c->n_params) { hf_error("cuda: optimizer over %zu, model %zu params", o->n, c->n_params); return HF_EINVAL; }
+        if (o->n > c->n_params) { hf_error("cuda: optimizer over %zu, model %zu params", o->n, c->n_params); return HF_EINVAL; }
         if (ensure_ostate(c, o->n_state)) return HF_EIO;
         if (o->n_state) CK(cudaMemcpy(c->ostate, o->state, o->n_state * sizeof(float), cudaMemcpyHostToDevice));
     }
@@ -662,7 +211,7 @@ static int layer_forward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B)
     case TR_DENSE: {
         int in = (int)per, out = l->spec.out;
         const float *b = P + (size_t)in * out;
-        CB(cbl.sgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, B, in, &one, P, in, X, in, &zero, Y, out));
+        CB(tr_cbl.sgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, B, in, &one, P, in, X, in, &zero, Y, out));
         k_bias_add<<<blocks(nout, T), T>>>(Y, b, B, out);
         break;
     }
@@ -672,7 +221,7 @@ static int layer_forward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B)
         int N = B * OHW;
         float *col = c->col[i], *tmp = col + (size_t)K * N;
         k_im2col<<<blocks((size_t)K * N, T), T>>>(X, col, g, B);
-        CB(cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, N, g.Co, K, &one, col, N, P, K, &zero, tmp, N));
+        CB(tr_cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, N, g.Co, K, &one, col, N, P, K, &zero, tmp, N));
         k_conv_scatter<<<blocks(nout, T), T>>>(tmp, P + (size_t)g.Co * K, Y, B, g.Co, OHW);
         break;
     }
@@ -687,7 +236,7 @@ static int layer_forward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B)
             break;
         }
         k_dropout<<<blocks(n, T), T>>>(X, Y, c->mask[i], B, per, l->spec.p, 1.0f / (1.0f - l->spec.p), ctx->seed,
-                                        (uint64_t)ctx->step, (uint64_t)i, ctx->row_base);
+                                        ctx->step, i, ctx->row_base);
         break;
     case TR_BATCHNORM: {
         int C = l->in.c, HW = l->in.h * l->in.w;
@@ -719,9 +268,9 @@ static int layer_backward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B, int
     case TR_DENSE: {
         int in = (int)per, out = l->spec.out;
         float *db = G + (size_t)in * out;
-        CB(cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, B, &one, X, in, dY, out, &zero, G, in));
+        CB(tr_cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, B, &one, X, in, dY, out, &zero, G, in));
         k_bias_grad<<<blocks(out, T), T>>>(dY, db, B, out);
-        if (dX) CB(cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, in, B, out, &one, P, in, dY, out, &zero, dX, in));
+        if (dX) CB(tr_cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, in, B, out, &one, P, in, dY, out, &zero, dX, in));
         break;
     }
     case TR_CONV2D: {
@@ -731,9 +280,9 @@ static int layer_backward(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B, int
         float *col = c->col[i], *tmp = col + (size_t)K * N;
         k_conv_gather<<<blocks(nout, T), T>>>(dY, tmp, B, g.Co, OHW);
         k_row_sum<<<g.Co, T>>>(tmp, G + (size_t)g.Co * K, (size_t)N);
-        CB(cbl.sgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, K, g.Co, N, &one, col, N, tmp, N, &zero, G, K));
+        CB(tr_cbl.sgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, K, g.Co, N, &one, col, N, tmp, N, &zero, G, K));
         if (dX) {
-            CB(cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_T, N, K, g.Co, &one, tmp, N, P, K, &zero, col, N));
+            CB(tr_cbl.sgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_T, N, K, g.Co, &one, tmp, N, P, K, &zero, col, N));
             k_col2im<<<blocks(n, T), T>>>(col, dX, g, B);
         }
         break;
@@ -783,22 +332,6 @@ fail:
     return HF_EIO;
 }
 
-/* Upload x (B, in) and y (B), run the forward pass under ctx and the
- * softmax cross-entropy (dlogits scaled by inv into dact[L]). */
-static int forward_xent(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y, int B, float inv)
-{
-    int L = c->n_layers;
-    CK(cudaMemcpy(c->act[0], x, (size_t)B * tr_shape_size(c->lay[0].in) * sizeof(float), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(c->y, y, B * sizeof(int32_t), cudaMemcpyHostToDevice));
-    for (int i = 0; i < L; i++)
-        if (layer_forward(c, i, ctx, B)) return HF_EIO;
-    k_softmax_xent<<<blocks(B, 64), 64>>>(c->act[L], c->y, B, c->n_classes, c->dact[L], inv, c->rowloss, c->rowhit);
-    CK(cudaGetLastError());
-    return 0;
-fail:
-    return HF_EIO;
-}
-
 /* The batch's mean loss and correct rows from the per-row results. */
 static int row_sums(tr_cuda *c, int B, double *loss, int *hits)
 {
@@ -812,39 +345,6 @@ static int row_sums(tr_cuda *c, int B, double *loss, int *hits)
     return 0;
 fail:
     return HF_EIO;
-}
-
-extern "C" int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y,
-                                        int B, int scale_B, double *loss, int *hits)
-{
-    tr_layer_ctx train;
-    memset(&train, 0, sizeof train);
-    train.train = 1;
-    if (!ctx) ctx = &train;
-    if (B <= 0 || B > c->max_batch) return HF_EINVAL;
-    if (forward_xent(c, ctx, x, y, B, 1.0f / (float)(scale_B > 0 ? scale_B : B))) return HF_EIO;
-    for (int i = c->n_layers - 1; i >= 0; i--)
-        if (layer_backward(c, i, ctx, B, i > c->first_param)) return HF_EIO;
-    return row_sums(c, B, loss, hits);
-}
-
-extern "C" int tr_cuda_infer(tr_cuda *c, const float *x, const int32_t *y, int B, double *loss, int *hits)
-{
-    tr_layer_ctx eval;
-    memset(&eval, 0, sizeof eval);   /* train = 0: no dropout, BN running statistics (tr_model_infer) */
-    if (B <= 0 || B > c->max_batch) return HF_EINVAL;
-    /* dact[L] is scratch here: the next training step overwrites it */
-    if (forward_xent(c, &eval, x, y, B, 1.0f / (float)B)) return HF_EIO;
-    return row_sums(c, B, loss, hits);
-}
-
-extern "C" int tr_cuda_step(tr_cuda *c, const float *params, const float *x, const int32_t *y, int B, int scale_B,
-                            float *grads, float *logits, double *loss, int *hits)
-{
-    if (params && tr_cuda_load(c, params, NULL, NULL)) return HF_EIO;
-    int rc = tr_cuda_forward_backward(c, NULL, x, y, B, scale_B, loss, hits);
-    if (rc) return rc;
-    return tr_cuda_get(c, grads, logits, B);
 }
 
 /* ---- clipping, optimizer ------------------------------------------------------- */
@@ -871,30 +371,122 @@ fail:
     return HF_EIO;
 }
 
-extern "C" int tr_cuda_optim_step(tr_cuda *c, tr_optim *o, float lr)
+/* tr_optim_step over params[off, off + o->n) on the device. */
+static int optim_step_at(tr_cuda *c, tr_optim *o, size_t off, float lr)
 {
     const unsigned T = 256;
-    size_t n = c->n_params;
-    if (o->n != n) return HF_EINVAL;
+    size_t n = o->n;
+    if (off > c->n_params || n > c->n_params - off) return HF_EINVAL;
     if (c->n_ostate != o->n_state && tr_cuda_load(c, NULL, NULL, o)) return HF_EIO;
+    float *P = c->params + off, *G = c->grads + off;
     float wd = o->weight_decay;
     o->t++;
     if (o->kind == TR_OPT_SGD) {
-        if (!o->n_state) k_sgd<<<blocks(n, T), T>>>(c->params, c->grads, n, lr, wd);
+        if (!o->n_state) k_sgd<<<blocks(n, T), T>>>(P, G, n, lr, wd);
         else
-            k_sgd_momentum<<<blocks(n, T), T>>>(c->params, c->grads, c->ostate, n, lr, wd, o->momentum, o->t == 1,
-                                                 o->nesterov);
+            k_sgd_momentum<<<blocks(n, T), T>>>(P, G, c->ostate, n, lr, wd, o->momentum, o->t == 1, o->nesterov);
     } else {
         /* the scalars exactly as optim.c computes them (host powf) */
         float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
         float bc1 = 1.0f - powf(b1, (float)o->t), bc2 = 1.0f - powf(b2, (float)o->t);
         float step = lr / bc1, rbc2 = 1.0f / sqrtf(bc2);
         float dec = o->kind == TR_OPT_ADAMW ? lr * wd : 0.0f, l2 = o->kind == TR_OPT_ADAMW ? 0.0f : wd;
-        k_adam<<<blocks(n, T), T>>>(c->params, c->grads, c->ostate, c->ostate + n, n, dec, l2, b1, b2, 1.0f - b1,
-                                     1.0f - b2, step, rbc2, eps);
+        k_adam<<<blocks(n, T), T>>>(P, G, c->ostate, c->ostate + n, n, dec, l2, b1, b2, 1.0f - b1, 1.0f - b2, step,
+                                     rbc2, eps);
     }
     CK(cudaGetLastError());
     return 0;
 fail:
     return HF_EIO;
 }
+
+extern "C" int tr_cuda_optim_step(tr_cuda *c, tr_optim *o, float lr)
+{
+    if (o->n != c->n_params) return HF_EINVAL;
+    return optim_step_at(c, o, 0, lr);
+}
+
+/* ---- the backend's operations (backend.h) ---------------------------------------- */
+
+static tr_cuda *dev_of(tr_backend *be) { return (tr_cuda *)be->dev; }
+
+static int cu_open(tr_backend *be, char *err, size_t el)
+{
+    be->dev = tr_cuda_new(be->m, err, el);
+    return be->dev ? 0 : HF_EUNSUP;
+}
+
+static void cu_close(tr_backend *be)
+{
+    tr_cuda_free(dev_of(be));
+    be->dev = NULL;
+}
+
+static int cu_load(tr_backend *be, const float *params, const float *bufs, const tr_optim *o)
+{
+    return tr_cuda_load(dev_of(be), params, bufs, o);
+}
+
+static int cu_store(tr_backend *be, float *params, float *bufs, tr_optim *o)
+{
+    return tr_cuda_store(dev_of(be), params, bufs, o);
+}
+
+static int cu_put_batch(tr_backend *be, const float *x, const int32_t *y, int B)
+{
+    tr_cuda *c = dev_of(be);
+    if (B <= 0 || B > c->max_batch) return HF_EINVAL;
+    size_t nx = (size_t)B * tr_shape_size(c->lay[0].in);
+    if (x) CK(cudaMemcpy(c->act[0], x, nx * sizeof(float), cudaMemcpyHostToDevice));
+    if (y) CK(cudaMemcpy(c->y, y, B * sizeof(int32_t), cudaMemcpyHostToDevice));
+    return 0;
+fail:
+    return HF_EIO;
+}
+
+static int cu_forward(tr_backend *be, int i, const tr_layer_ctx *ctx, int B)
+{
+    return layer_forward(dev_of(be), i, ctx, B);
+}
+
+static int cu_backward(tr_backend *be, int i, const tr_layer_ctx *ctx, int B, int want_dx)
+{
+    return layer_backward(dev_of(be), i, ctx, B, want_dx);
+}
+
+/* d(logits) always goes to dact[L]: in inference it is scratch that the
+ * next training step overwrites. */
+static int cu_xent(tr_backend *be, int B, int scale_B, int want_grad)
+{
+    (void)want_grad;
+    tr_cuda *c = dev_of(be);
+    int L = c->n_layers;
+    float inv = 1.0f / (float)(scale_B > 0 ? scale_B : B);
+    k_softmax_xent<<<blocks(B, 64), 64>>>(c->act[L], c->y, B, c->n_classes, c->dact[L], inv, c->rowloss, c->rowhit);
+    CK(cudaGetLastError());
+    return 0;
+fail:
+    return HF_EIO;
+}
+
+static int cu_xent_result(tr_backend *be, int B, double *loss, int *hits)
+{
+    return row_sums(dev_of(be), B, loss, hits);
+}
+
+static int cu_clip(tr_backend *be, double max_norm, double *norm)
+{
+    return tr_cuda_clip(dev_of(be), max_norm, norm);
+}
+
+static int cu_optim_step(tr_backend *be, tr_optim *o, size_t off, float lr)
+{
+    return optim_step_at(dev_of(be), o, off, lr);
+}
+
+static const tr_backend_ops cuda_ops = {
+    "cuda", 0, cu_open, cu_close, cu_load, cu_store, cu_put_batch, cu_forward, cu_backward, cu_xent,
+    cu_xent_result, cu_clip, cu_optim_step,
+};
+
+extern "C" const tr_backend_ops *tr_backend_cuda_ops(void) { return &cuda_ops; }

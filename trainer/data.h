@@ -13,6 +13,10 @@
  * converted to normalised floats ((x/255 - mean) / std, mean and std of the
  * training pixels) as they are drawn.
  *
+ * The implementation, one job per file: data.c (the IDX format, gzip),
+ * data_cache.c (the decoded-file cache), data_set.c (datasets, their
+ * views, batches of rows), data_loader.c (the loader).
+ *
  * Order: epoch e visits a permutation of the training indices that depends
  * only on (seed, e) — so a resumed run draws exactly the batches the
  * uninterrupted one would. A global batch of G rows is split across world
@@ -33,9 +37,12 @@ typedef struct tr_dataset {
     int      n_classes;      /* max label + 1 (at least 2) */
     int      view;           /* 1: arrays borrowed from another dataset */
     float    mean, std;      /* normalisation (set by tr_data_load) */
-    void    *map;            /* images live in this read-only mapping of a cache file (data.c) */
+    void    *map;            /* images live in this read-only mapping of a cache file (data_cache.c) */
     size_t   map_len;
 } tr_dataset;
+
+/* The largest IDX payload read: 2 GiB. */
+#define TR_IDX_MAX_BYTES ((size_t)1 << 31)
 
 /* Parse one IDX file held in memory. want_dims 3 (images) or 1 (labels).
  * RET 0 with *data malloc'd (caller frees) and dims[0..want_dims) filled;
@@ -43,9 +50,12 @@ typedef struct tr_dataset {
  * bytes) with err explaining. Bounded: at most 2^31 elements. */
 int tr_idx_parse(const uint8_t *buf, size_t len, int want_dims, uint8_t **data, int *dims,
                  char *err, size_t errlen);
+/* Validate it only: RET 0 with dims and *hdr (the payload's offset in
+ * buf), or as tr_idx_parse. */
+int tr_idx_check(const uint8_t *buf, size_t len, int want_dims, int *dims, size_t *hdr, char *err, size_t errlen);
 
 /* Read a whole file, gunzipping when it is gzip (max bytes), through the
- * decoded-file cache (data.c's header comment). RET 0, HF_ENOTFOUND,
+ * decoded-file cache (data_cache.c's header comment). RET 0, HF_ENOTFOUND,
  * HF_EIO, HF_ECORRUPT (bad gzip) or HF_ETOOBIG. */
 int tr_file_read_gz(const char *path, size_t max, uint8_t **out, size_t *len, char *err, size_t errlen);
 /* The same without the cache. */
@@ -54,6 +64,10 @@ int tr_file_read_gunzip(const char *path, size_t max, uint8_t **out, size_t *len
  * $XDG_CACHE_HOME/hyperfarm/data, else $HOME/.cache/hyperfarm/data.
  * RET 0 with out set, or -1 (no cache). */
 int tr_data_cache_dir(char *out, size_t outlen);
+/* The cached decoded copy of path (at most max bytes), mapped read-only,
+ * if it matches path's gzip trailer. RET 0 with *map (munmap(*map, *len)
+ * to free) and *len, or -1 (no usable copy). */
+int tr_data_cache_map(const char *path, size_t max, uint8_t **map, size_t *len);
 
 /* Load images + labels into ds (counts must match). RET 0 or an HF_E code
  * with err naming the file. */

@@ -1,6 +1,6 @@
 /*
  * device.c — --device selection (device.h). The CUDA probe lives in
- * cuda.cu when the build has CUDA; otherwise it reports why not.
+ * cuda_blas.cu when the build has CUDA; otherwise it reports why not.
  */
 #include "device.h"
 
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #ifdef HF_HAVE_CUDA
-int tr_cuda_probe_impl(char *why, size_t whylen);   /* cuda.cu */
+int tr_cuda_probe_impl(char *why, size_t whylen);   /* cuda_blas.cu */
 #endif
 
 int tr_cuda_probe(char *why, size_t whylen)
@@ -47,19 +47,6 @@ int tr_cuda_store(tr_cuda *c, float *params, float *bufs, tr_optim *o)
     return HF_EUNSUP;
 }
 
-int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y, int B,
-                             int scale_B, double *loss, int *hits)
-{
-    (void)c; (void)ctx; (void)x; (void)y; (void)B; (void)scale_B; (void)loss; (void)hits;
-    return HF_EUNSUP;
-}
-
-int tr_cuda_infer(tr_cuda *c, const float *x, const int32_t *y, int B, double *loss, int *hits)
-{
-    (void)c; (void)x; (void)y; (void)B; (void)loss; (void)hits;
-    return HF_EUNSUP;
-}
-
 int tr_cuda_get(tr_cuda *c, float *grads, float *logits, int B)
 {
     (void)c; (void)grads; (void)logits; (void)B;
@@ -91,13 +78,6 @@ int tr_cuda_layer(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B, const float
     return HF_EUNSUP;
 }
 
-int tr_cuda_step(tr_cuda *c, const float *params, const float *x, const int32_t *y, int B, int scale_B,
-                 float *grads, float *logits, double *loss, int *hits)
-{
-    (void)c; (void)params; (void)x; (void)y; (void)B; (void)scale_B; (void)grads; (void)logits; (void)loss;
-    (void)hits;
-    return HF_EUNSUP;
-}
 #endif
 
 int tr_device_select(const char *want, char *err, size_t el)

@@ -1,7 +1,7 @@
 /*
  * device.h — which compute device a run uses (--device cpu|cuda|auto).
  *
- * The CPU path (layer.c) is the reference. The CUDA backend (cuda.cu:
+ * The CPU path (layer.c) is the reference. The CUDA backend (cuda*.cu:
  * cuBLAS + kernels) is compiled when the Makefile finds nvcc (CUDA=1,
  * HF_HAVE_CUDA); without it, or without a usable GPU at run time,
  * --device cuda fails with "no usable CUDA GPU: <reason>" and --device auto
@@ -26,10 +26,14 @@ int tr_cuda_probe(char *why, size_t whylen);
 int tr_device_select(const char *want, char *err, size_t errlen);
 
 /*
- * The CUDA backend (cuda.cu). Every layer kind (dense, conv2d, max-pool,
- * ReLU, dropout, batch norm, flatten), softmax cross-entropy, gradient
- * clipping and the optimizer (SGD/momentum/Nesterov, Adam, AdamW) run on
- * the GPU; cuBLAS sgemm in FP32 (TF32 off) for dense and conv2d.
+ * The CUDA backend's device state (cuda.cu). Training and evaluation reach
+ * it through the backend table (backend.h, tr_backend_cuda_ops); the
+ * functions below are its device-level interface, for the backend's own
+ * table and for tests that compare it with the CPU piece by piece. Every
+ * layer kind (dense, conv2d, max-pool, ReLU, dropout, batch norm,
+ * flatten), softmax cross-entropy, gradient clipping and the optimizer
+ * (SGD/momentum/Nesterov, Adam, AdamW) run on the GPU; cuBLAS sgemm in
+ * FP32 (TF32 off) for dense and conv2d.
  *
  * The device holds its own copy of params, grads, BN buffers and the
  * optimizer state, so a training step moves only the batch in and the
@@ -37,8 +41,8 @@ int tr_device_select(const char *want, char *err, size_t errlen);
  * checkpoints and evaluation: tr_cuda_store refreshes it, tr_cuda_load
  * (after a resume) pushes it back. Dropout masks use the same counter
  * hash as the CPU (tr_hash64 of seed, step, layer, global row, element),
- * so CPU and GPU drop the same units. See docs/trainer.md for the
- * tolerances CPU and GPU agree within.
+ * so CPU and GPU drop the same units (both compile dropout_hash.h). See
+ * docs/trainer.md for the tolerances CPU and GPU agree within.
  */
 typedef struct tr_cuda tr_cuda;
 
@@ -53,17 +57,6 @@ int tr_cuda_load(tr_cuda *c, const float *params, const float *bufs, const tr_op
 /* Device -> host, the same three (any may be NULL). */
 int tr_cuda_store(tr_cuda *c, float *params, float *bufs, tr_optim *o);
 
-/* One forward+backward on the device params: x (B, in) and labels y (B)
- * are uploaded; the gradient stays on the device (tr_cuda_get). ctx as for
- * tr_model_step (NULL: train, seed 0). Loss, hits and dlogits scaling as
- * tr_softmax_xent. RET 0, HF_EINVAL (bad B) or HF_EIO (CUDA error, logged). */
-int tr_cuda_forward_backward(tr_cuda *c, const tr_layer_ctx *ctx, const float *x, const int32_t *y, int B,
-                             int scale_B, double *loss, int *hits);
-/* Inference on the device params (no dropout, BN running statistics, as
- * tr_model_infer): x (B, in) and y (B) are uploaded; *loss the batch's mean
- * cross-entropy, *hits its correct rows. The device gradient is untouched.
- * RET 0, HF_EINVAL (bad B) or HF_EIO (CUDA error, logged). */
-int tr_cuda_infer(tr_cuda *c, const float *x, const int32_t *y, int B, double *loss, int *hits);
 /* Download the gradient (n_params) and/or the last logits (B, classes). */
 int tr_cuda_get(tr_cuda *c, float *grads, float *logits, int B);
 /* Upload a gradient (n_params) (tests; a reduced gradient). */
@@ -83,10 +76,5 @@ int tr_cuda_optim_step(tr_cuda *c, tr_optim *o, float lr);
  * NULL). Uses the device params/bufs; BN running stats update in train. */
 int tr_cuda_layer(tr_cuda *c, int i, const tr_layer_ctx *ctx, int B, const float *x, float *y,
                   const float *dy, float *dx, float *grads);
-
-/* Compatibility: load params (may be NULL), forward_backward in train mode
- * with ctx seed 0, then download grads / logits (either may be NULL). */
-int tr_cuda_step(tr_cuda *c, const float *params, const float *x, const int32_t *y, int B, int scale_B,
-                 float *grads, float *logits, double *loss, int *hits);
 
 #endif

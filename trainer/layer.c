@@ -16,15 +16,7 @@
 
 uint64_t tr_hash64(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 {
-    uint64_t h = a * 0x9E3779B97F4A7C15ull;
-    uint64_t in[3] = {b, c, d};
-    for (int i = 0; i < 3; i++) {
-        h ^= in[i] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-        h ^= h >> 30; h *= 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 27; h *= 0x94D049BB133111EBull;
-        h ^= h >> 31;
-    }
-    return h;
+    return tr_hash64_inline(a, b, c, d);
 }
 
 const char *tr_layer_name(tr_layer_kind k)
@@ -357,10 +349,10 @@ void tr_layer_forward(tr_layer *l, const tr_layer_ctx *c, const float *p, float 
         float scale = 1.0f / (1.0f - pd);
         size_t per = tr_shape_size(l->in);
         for (int r = 0; r < B; r++) {
-            uint64_t rs = tr_hash64(c->seed, (uint64_t)c->step, (uint64_t)c->index, (uint64_t)(c->row_base + r));
+            uint64_t rs = tr_dropout_row_seed(c->seed, c->step, c->index, c->row_base + r);
             for (size_t i = 0; i < per; i++) {
                 size_t k = (size_t)r * per + i;
-                uint8_t keep = tr_hash_unit(tr_hash64(rs, i, 0x5D, 0)) >= pd;
+                uint8_t keep = (uint8_t)tr_dropout_keep(rs, i, pd);
                 mask[k] = keep;
                 y[k] = keep ? x[k] * scale : 0.0f;
             }

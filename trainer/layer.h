@@ -22,6 +22,8 @@
 #ifndef TR_LAYER_H
 #define TR_LAYER_H
 
+#include "dropout_hash.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,8 +108,9 @@ double tr_softmax_xent(const float *logits, const int32_t *labels, int B, int C,
                        float *dlogits, int scale_B, int *correct);
 
 /* Counter-based random numbers (splitmix64): the same inputs always give
- * the same value, so masks and augmentations need no saved state. */
+ * the same value, so masks and augmentations need no saved state. The
+ * hash itself, tr_hash_unit and the dropout mask are in dropout_hash.h,
+ * which the CUDA kernels compile too. */
 uint64_t tr_hash64(uint64_t a, uint64_t b, uint64_t c, uint64_t d);
-static inline float tr_hash_unit(uint64_t h) { return (float)(h >> 40) * (1.0f / 16777216.0f); }
 
 #endif

@@ -5,17 +5,21 @@
  * tr_dist_main) when --nproc > 1, --mode, or a world size > 1 is given.
  */
 #include "blas.h"
-#include "dist.h"
+#include "trainer/dist/dist.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "options.h"
 #include "train.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 int main(int argc, char **argv)
 {
+    /* the main thread's name, also after a re-exec through /proc/self/exe
+     * (blas.c, the launcher's ranks), whose comm would read "exe" */
+    pthread_setname_np(pthread_self(), "hyperfarm-train");
     hf_log_init("hyperfarm-train");
     tr_options o;
     char err[512] = "";

@@ -7,6 +7,7 @@
  */
 #include "model.h"
 
+#include "backend.h"
 #include "hf_err.h"
 
 #include <stdio.h>
@@ -164,38 +165,30 @@ tr_model *tr_model_from_options(const tr_options *o, int max_batch, char *err, s
     return m;
 }
 
+/* The loops over layers are the backend driver's (backend.c), here on the
+ * CPU backend over m: the CPU reference and the backends share one loop. */
+
 void tr_model_forward(tr_model *m, int a, int b, int B, const tr_layer_ctx *c)
 {
-    tr_layer_ctx lc = *c;
-    for (int i = a; i < b; i++) {
-        tr_layer *l = &m->layers[i];
-        lc.index = i;
-        tr_layer_forward(l, &lc, m->params + l->param_off, m->bufs + l->buf_off, m->act[i], m->act[i + 1], B);
-    }
+    tr_backend be;
+    tr_backend_cpu(&be, m);
+    tr_backend_forward(&be, a, b, B, c);
 }
 
 void tr_model_backward(tr_model *m, int a, int b, int B, const tr_layer_ctx *c, tr_grad_cb cb, void *ctx)
 {
-    tr_layer_ctx lc = *c;
-    int first = 0;   /* first layer with parameters: nothing below it needs a gradient */
-    while (first < m->n_layers && m->layers[first].param_count == 0) first++;
-    for (int i = b - 1; i >= a; i--) {
-        tr_layer *l = &m->layers[i];
-        lc.index = i;
-        float *dx = (a > 0 || i > first) ? m->dact[i] : NULL;
-        tr_layer_backward(l, &lc, m->params + l->param_off, m->act[i], m->act[i + 1], m->dact[i + 1], dx,
-                          m->grads + l->param_off, B);
-        if (cb && l->param_count) cb(ctx, l->param_off, l->param_count);
-    }
+    tr_backend be;
+    tr_backend_cpu(&be, m);
+    tr_backend_backward(&be, a, b, B, c, cb, ctx);
 }
 
 double tr_model_step(tr_model *m, const int32_t *labels, int B, int scale_B, const tr_layer_ctx *c, tr_grad_cb cb,
                      void *ctx, int *correct)
 {
-    tr_model_forward(m, 0, m->n_layers, B, c);
-    double loss = tr_softmax_xent(m->act[m->n_layers], labels, B, m->n_classes, m->dact[m->n_layers], scale_B,
-                                  correct);
-    tr_model_backward(m, 0, m->n_layers, B, c, cb, ctx);
+    tr_backend be;
+    double loss = 0;
+    tr_backend_cpu(&be, m);
+    tr_backend_step(&be, NULL, labels, B, scale_B, c, cb, ctx, &loss, correct);
     return loss;
 }
 

@@ -21,6 +21,10 @@
  * the first layer that has parameters are not computed (they would flow
  * into data only), which saves a third of the first dense layer's work.
  *
+ * The loops below (forward, backward, step, infer) are the compute-backend
+ * driver (backend.h) run on the CPU backend over this model: the CPU
+ * reference and every backend share one loop over layers.
+ *
  * Gradient hand-off (DDP-style bucketing): backward calls
  * on_layer_grad(ctx, offset, count) right after layer i's gradients are
  * final, last layer first, only for layers that have parameters. The

@@ -63,7 +63,7 @@ void tr_report_ckpt(const char *path, int64_t step, double epoch)
     tr_report_print(stdout, &rep);
 }
 
-void tr_report_epoch(tr_report *rep, tr_model *m, tr_cuda *gpu, const tr_options *o, const tr_dataset *val,
+void tr_report_epoch(tr_report *rep, tr_backend *be, const tr_options *o, const tr_dataset *val,
                      const tr_dataset *test, int epoch, int target, int64_t step, int64_t spe,
                      const tr_epoch_sums *s, double samples_per_s, const char *where)
 {
@@ -74,17 +74,18 @@ void tr_report_epoch(tr_report *rep, tr_model *m, tr_cuda *gpu, const tr_options
     rep->train_acc = s->seen ? (double)s->correct / s->seen : NAN;
     rep->samples_per_s = samples_per_s;
     rep->lr = tr_lr_at(o, step > 0 ? step - 1 : 0, spe);
-    if (val->n > 0) tr_evaluate(m, gpu, val, &rep->val_loss, &rep->val_acc);
+    if (val->n > 0) tr_evaluate(be, val, &rep->val_loss, &rep->val_acc);
     if (o->eval_test || epoch + 1 == target) {
         double tl;
-        tr_evaluate(m, gpu, test, &tl, &rep->test_acc);
+        tr_evaluate(be, test, &tl, &rep->test_acc);
     }
     hf_info("epoch %d/%d: train_loss %.4f val_acc %.4f test_acc %.4f, %.0f samples/s %s", epoch + 1, target,
             rep->train_loss, rep->val_acc, rep->test_acc, rep->samples_per_s, where);
 }
 
-void tr_evaluate(tr_model *m, tr_cuda *gpu, const tr_dataset *ds, double *loss, double *acc)
+void tr_evaluate(tr_backend *be, const tr_dataset *ds, double *loss, double *acc)
 {
+    tr_model *m = be->m;
     int B = m->max_batch;
     int32_t *idx = malloc((size_t)B * sizeof *idx), *y = malloc((size_t)B * sizeof *y);
     double lsum = 0;
@@ -98,16 +99,15 @@ void tr_evaluate(tr_model *m, tr_cuda *gpu, const tr_dataset *ds, double *loss, 
         for (int i = 0; i < n; i++) idx[i] = start + i;
         tr_dataset_gather(ds, idx, n, m->act[0], y);
         double l;
-        if (gpu && tr_cuda_infer(gpu, m->act[0], y, n, &l, &c)) {
-            hf_warn("evaluation on the GPU failed at row %d of %d; evaluating on the CPU", start, ds->n);
+        if (tr_backend_infer(be, m->act[0], y, n, &l, &c)) {
+            tr_backend cpu;
+            hf_warn("evaluation on the %s backend failed at row %d of %d; evaluating on the CPU", be->ops->name,
+                    start, ds->n);
+            tr_backend_cpu(&cpu, m);
             free(idx);
             free(y);
-            tr_evaluate(m, NULL, ds, loss, acc);
+            tr_evaluate(&cpu, ds, loss, acc);
             return;
-        }
-        if (!gpu) {
-            tr_model_infer(m, n);
-            l = tr_softmax_xent(m->act[m->n_layers], y, n, m->n_classes, NULL, n, &c);
         }
         lsum += l * n;
         hits += c;

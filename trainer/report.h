@@ -15,8 +15,8 @@
 #ifndef TR_REPORT_H
 #define TR_REPORT_H
 
+#include "backend.h"
 #include "data.h"
-#include "device.h"
 #include "model.h"
 #include "options.h"
 
@@ -57,19 +57,19 @@ void tr_report_ckpt(const char *path, int64_t step, double epoch);
  * epoch + 1, train loss/accuracy from s, lr of the last step (schedule of
  * spe steps per epoch), samples_per_s as given, val_loss/val_acc on val
  * (when it has rows) and test_acc on test (with --eval-test, or at the
- * last epoch), evaluated with m, on gpu when it is not NULL (tr_evaluate).
+ * last epoch), evaluated on the backend be (tr_evaluate).
  * Logs "epoch e/target: ... samples/s <where>". The caller adds the
  * checkpoint and prints rep.
  */
-void tr_report_epoch(tr_report *rep, tr_model *m, tr_cuda *gpu, const tr_options *o, const tr_dataset *val,
+void tr_report_epoch(tr_report *rep, tr_backend *be, const tr_options *o, const tr_dataset *val,
                      const tr_dataset *test, int epoch, int target, int64_t step, int64_t spe,
                      const tr_epoch_sums *s, double samples_per_s, const char *where);
 
-/* Mean loss and accuracy of m over ds in batches of m->max_batch
- * (inference mode: no dropout, BN running stats). With gpu (may be NULL)
- * the forward passes run on the device's copy of the model (tr_cuda_infer);
- * should one fail, the evaluation is redone on the CPU with m, which the
- * caller has synced, and a warning says so. */
-void tr_evaluate(tr_model *m, tr_cuda *gpu, const tr_dataset *ds, double *loss, double *acc);
+/* Mean loss and accuracy of be's model over ds in batches of its
+ * max_batch (inference mode: no dropout, BN running stats), on the
+ * backend's copy of the model (tr_backend_infer); should a batch fail
+ * there, the evaluation is redone on the CPU backend with the host model,
+ * which the caller has synced, and a warning says so. */
+void tr_evaluate(tr_backend *be, const tr_dataset *ds, double *loss, double *acc);
 
 #endif

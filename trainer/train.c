@@ -10,6 +10,7 @@
  */
 #include "train.h"
 
+#include "backend.h"
 #include "blas.h"
 #include "ckpt.h"
 #include "device.h"
@@ -65,17 +66,19 @@ int tr_stop_was_requested_by_searcher(const char *dir)
 typedef struct run {
     const tr_options *o;
     tr_model *m;
+    tr_backend be;            /* chosen once, from --device */
     tr_optim opt;
     tr_loader ld;
     tr_dataset all, test, train, val, test_view;
     int64_t step, spe;
-    int epoch;
+    int epoch, target;
     double loss_sum;
     int64_t loss_count, correct, seen;
     int32_t *y;
+    char path[TR_PATH_MAX + 64];   /* the last checkpoint written */
 } run;
 
-static int save_ckpt(run *r, int epoch, int64_t batch, char *path, size_t pathlen)
+static int save_ckpt(run *r, int epoch, int64_t batch)
 {
     const tr_options *o = r->o;
     tr_ckpt c = {
@@ -85,7 +88,7 @@ static int save_ckpt(run *r, int epoch, int64_t batch, char *path, size_t pathle
         .n_params = r->m->n_params, .n_bufs = r->m->n_bufs, .n_state = r->opt.n_state,
         .params = r->m->params, .bufs = r->m->bufs, .state = r->opt.state,
     };
-    return tr_ckpt_save(o->checkpoint_dir, o->keep_checkpoints, &c, path, pathlen);
+    return tr_ckpt_save(o->checkpoint_dir, o->keep_checkpoints, &c, r->path, sizeof r->path);
 }
 
 static int run_setup(run *r, const tr_options *o)
@@ -130,6 +133,7 @@ static int run_setup(run *r, const tr_options *o)
 
 static void run_free(run *r)
 {
+    tr_backend_close(&r->be);
     tr_model_free(r->m);
     tr_optim_free(&r->opt);
     tr_loader_free(&r->ld);
@@ -166,13 +170,135 @@ static int run_resume(run *r, int64_t *batch)
     return 0;
 }
 
-/* Copy the GPU's params, BN buffers and optimizer state into the host
- * model before the host reads them (evaluation, checkpoint). gpu may be NULL. */
-static int gpu_sync(tr_cuda *gpu, run *r)
+/* Copy the backend's params, BN buffers and optimizer state into the host
+ * model before the host reads them (evaluation, checkpoint). */
+static int run_sync(run *r)
 {
-    if (!gpu || tr_cuda_store(gpu, r->m->params, r->m->bufs, &r->opt) == 0) return 0;
-    fprintf(stderr, "hyperfarm-train: cannot copy the model back from the GPU\n");
+    if (tr_backend_sync(&r->be, &r->opt) == 0) return 0;
+    fprintf(stderr, "hyperfarm-train: cannot copy the model back from the %s backend\n", r->be.ops->name);
     return HF_EIO;
+}
+
+/* Save a checkpoint at (epoch, batch) after syncing; RET 0 when written. */
+static int run_ckpt(run *r, int epoch, int64_t batch)
+{
+    return run_sync(r) == 0 && save_ckpt(r, epoch, batch) == 0 ? 0 : -1;
+}
+
+/* One step on the batch the loader drew (rows of gb, from row_base):
+ * forward, loss, backward, clipping, optimizer. RET 0, or -1 (printed). */
+static int run_step(run *r, int rows, int gb, int64_t row_base, double lr, double *loss, int *hits)
+{
+    const tr_options *o = r->o;
+    tr_layer_ctx c = {.train = 1, .seed = o->seed, .step = r->step, .row_base = row_base};
+    int rc = tr_backend_step(&r->be, r->m->act[0], r->y, rows, gb, &c, NULL, NULL, loss, hits);
+    if (!rc && o->clip_norm > 0) rc = tr_backend_clip(&r->be, o->clip_norm, NULL);
+    if (!rc) rc = tr_backend_optim_step(&r->be, &r->opt, 0, (float)lr);
+    if (rc) {
+        fprintf(stderr, "hyperfarm-train: %s step failed at step %lld\n", r->be.ops->name, (long long)r->step);
+        return -1;
+    }
+    if (!isfinite(*loss)) {
+        fprintf(stderr, "hyperfarm-train: loss is %g at step %lld (lr too high?)\n", *loss, (long long)r->step);
+        return -1;
+    }
+    return 0;
+}
+
+/* The steps of one epoch from the loader's position, until its end, a stop
+ * request or --max-steps (*stopped). OUT *busy (seconds computing),
+ * *samples. RET 0 or -1 (failed, printed). */
+static int run_epoch_steps(run *r, int *stopped, double *busy, int64_t *samples)
+{
+    const tr_options *o = r->o;
+    for (;;) {
+        if (tr_stop_requested() || (o->max_steps > 0 && r->step >= o->max_steps)) {
+            *stopped = 1;
+            return 0;
+        }
+        double ts = hf_mono_s(), loss = 0;
+        int rows, gb, hits = 0;
+        int64_t row_base;
+        if (!tr_loader_next(&r->ld, r->m->act[0], r->y, &rows, &gb, &row_base)) return 0;
+        double lr = tr_lr_at(o, r->step, r->spe);
+        if (run_step(r, rows, gb, row_base, lr, &loss, &hits)) return -1;
+        *busy += hf_mono_s() - ts;
+        r->loss_sum += loss * rows;
+        r->loss_count += rows;
+        r->correct += hits;
+        r->seen += rows;
+        *samples += rows;
+        r->step++;
+        if (o->log_every > 0 && r->step % o->log_every == 0)
+            tr_report_step(r->step, r->epoch + (double)r->ld.batch / r->spe, r->loss_sum / r->loss_count, lr,
+                           *busy > 0 ? *samples / *busy : NAN);
+        if (o->checkpoint_every > 0 && r->step % o->checkpoint_every == 0 && r->ld.batch < r->spe &&
+            run_ckpt(r, r->epoch, r->ld.batch) == 0)
+            tr_report_ckpt(r->path, r->step, r->epoch + (double)r->ld.batch / r->spe);
+    }
+}
+
+/* The end of epoch r->epoch: evaluate, checkpoint, print the epoch line.
+ * t0: when the epoch began. RET 0 or -1 (the backend failed, printed). */
+static int run_epoch_end(run *r, double t0, double busy, int64_t samples)
+{
+    double train_time = hf_mono_s() - t0;
+    if (run_sync(r)) return -1;
+    tr_report rep;
+    char where[32];
+    snprintf(where, sizeof where, "(%.1f s)", train_time);
+    tr_epoch_sums sums = {r->loss_sum, r->loss_count, r->correct, r->seen};
+    tr_report_epoch(&rep, &r->be, r->o, &r->val, &r->test_view, r->epoch, r->target, r->step, r->spe, &sums,
+                    busy > 0 ? samples / busy : NAN, where);
+    r->loss_sum = 0;
+    r->loss_count = r->correct = r->seen = 0;
+    if (save_ckpt(r, r->epoch + 1, 0) == 0) rep.checkpoint = r->path;
+    /* What the epoch cost the slot: training, evaluation and checkpoint
+     * (from the resume point when the run resumed mid-epoch). */
+    rep.epoch_seconds = hf_mono_s() - t0;
+    tr_report_print(stdout, &rep);
+    return 0;
+}
+
+/* A stop before the epoch budget: checkpoint where the run stands. RET the
+ * exit status. */
+static int run_stopped(run *r)
+{
+    const tr_options *o = r->o;
+    int by_signal = tr_stop_requested();
+    if (run_ckpt(r, r->epoch, r->ld.batch) == 0)
+        tr_report_ckpt(r->path, r->step, r->epoch + (double)r->ld.batch / r->spe);
+    if (!by_signal) {
+        hf_info("stopped at --max-steps %d", o->max_steps);
+        return TR_EXIT_OK;
+    }
+    int asked = tr_stop_was_requested_by_searcher(o->checkpoint_dir);
+    hf_info("stopped by signal at step %lld%s", (long long)r->step,
+            asked ? " (requested by the searcher): exit 0" : ": exit 143");
+    return asked ? TR_EXIT_OK : TR_EXIT_SIGTERM;
+}
+
+/* Set up data, model, backend (dev as tr_device_select resolved it) and
+ * the resume point. OUT *batch (the batch to resume at). RET 0 or -1 (printed). */
+static int run_start(run *r, const tr_options *o, int dev, int64_t *batch)
+{
+    char err[512];
+    if (run_setup(r, o)) return -1;
+    if (tr_backend_select(&r->be, dev, o->device, r->m, err, sizeof err)) {
+        fprintf(stderr, "hyperfarm-train: --device cuda: %s\n", err);
+        return -1;
+    }
+    hf_info("model %s: %zu parameters; %d train / %d val / %d test samples; %lld steps per epoch; %d BLAS threads",
+            r->m->desc, r->m->n_params, r->train.n, r->val.n, r->test_view.n, (long long)r->spe,
+            tr_blas_get_threads());
+    *batch = 0;
+    if (o->resume) run_resume(r, batch);
+    if (tr_backend_load(&r->be, &r->opt)) {
+        fprintf(stderr, "hyperfarm-train: cannot copy the model to the %s backend\n", r->be.ops->name);
+        return -1;
+    }
+    r->target = tr_options_target_epochs(o);
+    return 0;
 }
 
 int tr_train_main(const tr_options *o)
@@ -180,8 +306,7 @@ int tr_train_main(const tr_options *o)
     char err[512];
     run r;
     memset(&r, 0, sizeof r);
-    int status = TR_EXIT_ERROR;
-    tr_cuda *gpu = NULL;
+    int status = TR_EXIT_ERROR, stopped = 0;
     int dev = tr_device_select(o->device, err, sizeof err);
     if (dev < 0) {
         fprintf(stderr, "hyperfarm-train: %s\n", err);
@@ -189,108 +314,18 @@ int tr_train_main(const tr_options *o)
     }
     tr_blas_threads(o->threads);
     tr_signals_install();
-    if (run_setup(&r, o)) goto end;
-    if (dev == TR_DEV_CUDA) {
-        gpu = tr_cuda_new(r.m, err, sizeof err);
-        if (!gpu && !strcmp(o->device, "cuda")) {
-            fprintf(stderr, "hyperfarm-train: --device cuda: %s\n", err);
-            goto end;
-        }
-        if (!gpu) hf_warn("device auto: %s; training on the CPU", err);
-        else hf_info("training step (all layers, clipping, optimizer) and evaluation on the GPU");
-    }
-    hf_info("model %s: %zu parameters; %d train / %d val / %d test samples; %lld steps per epoch; %d BLAS threads",
-            r.m->desc, r.m->n_params, r.train.n, r.val.n, r.test_view.n, (long long)r.spe, tr_blas_get_threads());
     int64_t batch = 0;
-    if (o->resume) run_resume(&r, &batch);
-    if (gpu && tr_cuda_load(gpu, r.m->params, r.m->bufs, &r.opt)) {
-        fprintf(stderr, "hyperfarm-train: cannot copy the model to the GPU\n");
-        goto end;
-    }
-    int target = tr_options_target_epochs(o);
-    char path[TR_PATH_MAX + 64];
-    int stopped = 0;
-    for (; r.epoch < target && !stopped; r.epoch++, batch = 0) {
+    if (run_start(&r, o, dev, &batch)) goto end;
+    for (; r.epoch < r.target && !stopped; r.epoch++, batch = 0) {
         tr_loader_seek(&r.ld, r.epoch, batch);
         double t0 = hf_mono_s(), busy = 0;
         int64_t samples = 0;
-        int rows, gb;
-        int64_t row_base;
-        for (;;) {
-            if (tr_stop_requested() || (o->max_steps > 0 && r.step >= o->max_steps)) {
-                stopped = 1;
-                break;
-            }
-            double ts = hf_mono_s();
-            if (!tr_loader_next(&r.ld, r.m->act[0], r.y, &rows, &gb, &row_base)) break;
-            tr_layer_ctx c = {.train = 1, .seed = o->seed, .step = r.step, .row_base = row_base};
-            int hits = 0;
-            double loss;
-            double lr = tr_lr_at(o, r.step, r.spe);
-            if (gpu) {
-                /* params, grads and optimizer state stay on the device (gpu_sync before host use) */
-                if (tr_cuda_forward_backward(gpu, &c, r.m->act[0], r.y, rows, gb, &loss, &hits) ||
-                    (o->clip_norm > 0 && tr_cuda_clip(gpu, o->clip_norm, NULL)) ||
-                    tr_cuda_optim_step(gpu, &r.opt, (float)lr)) {
-                    fprintf(stderr, "hyperfarm-train: CUDA step failed at step %lld\n", (long long)r.step);
-                    goto end;
-                }
-            } else {
-                loss = tr_model_step(r.m, r.y, rows, gb, &c, NULL, NULL, &hits);
-                if (o->clip_norm > 0) tr_grad_clip(r.m->grads, r.m->n_params, o->clip_norm);
-                tr_optim_step(&r.opt, r.m->params, r.m->grads, (float)lr);
-            }
-            busy += hf_mono_s() - ts;
-            if (!isfinite(loss)) {
-                fprintf(stderr, "hyperfarm-train: loss is %g at step %lld (lr too high?)\n", loss, (long long)r.step);
-                goto end;
-            }
-            r.loss_sum += loss * rows;
-            r.loss_count += rows;
-            r.correct += hits;
-            r.seen += rows;
-            samples += rows;
-            r.step++;
-            if (o->log_every > 0 && r.step % o->log_every == 0)
-                tr_report_step(r.step, r.epoch + (double)r.ld.batch / r.spe, r.loss_sum / r.loss_count, lr,
-                               busy > 0 ? samples / busy : NAN);
-            if (o->checkpoint_every > 0 && r.step % o->checkpoint_every == 0 && r.ld.batch < r.spe &&
-                gpu_sync(gpu, &r) == 0 && save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
-                tr_report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
-        }
-        double train_time = hf_mono_s() - t0;
+        if (run_epoch_steps(&r, &stopped, &busy, &samples)) goto end;
         if (stopped) break;
-        if (gpu_sync(gpu, &r)) goto end;
-        tr_report rep;
-        char where[32];
-        snprintf(where, sizeof where, "(%.1f s)", train_time);
-        tr_epoch_sums sums = {r.loss_sum, r.loss_count, r.correct, r.seen};
-        tr_report_epoch(&rep, r.m, gpu, o, &r.val, &r.test_view, r.epoch, target, r.step, r.spe, &sums,
-                        busy > 0 ? samples / busy : NAN, where);
-        r.loss_sum = 0;
-        r.loss_count = r.correct = r.seen = 0;
-        if (save_ckpt(&r, r.epoch + 1, 0, path, sizeof path) == 0) rep.checkpoint = path;
-        /* What the epoch cost the slot: training, evaluation and checkpoint
-         * (from the resume point when the run resumed mid-epoch). */
-        rep.epoch_seconds = hf_mono_s() - t0;
-        tr_report_print(stdout, &rep);
+        if (run_epoch_end(&r, t0, busy, samples)) goto end;
     }
-    if (stopped) {
-        int by_signal = tr_stop_requested();
-        if (gpu_sync(gpu, &r) == 0 && save_ckpt(&r, r.epoch, r.ld.batch, path, sizeof path) == 0)
-            tr_report_ckpt(path, r.step, r.epoch + (double)r.ld.batch / r.spe);
-        if (by_signal) {
-            int asked = tr_stop_was_requested_by_searcher(o->checkpoint_dir);
-            hf_info("stopped by signal at step %lld%s", (long long)r.step,
-                    asked ? " (requested by the searcher): exit 0" : ": exit 143");
-            status = asked ? TR_EXIT_OK : TR_EXIT_SIGTERM;
-            goto end;
-        }
-        hf_info("stopped at --max-steps %d", o->max_steps);
-    }
-    status = TR_EXIT_OK;
+    status = stopped ? run_stopped(&r) : TR_EXIT_OK;
 end:
-    tr_cuda_free(gpu);
     run_free(&r);
     return status;
 }

@@ -272,6 +272,46 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     hf_debug("libmicrohttpd: %s", msg);
 }
 
+/* host (an IPv4 or IPv6 literal, or "localhost") and port into *ss; an
+ * IPv6 address adds MHD_USE_IPv6 to *flags. RET 0 or HF_EINVAL with err. */
+static int listen_addr(char *host, size_t hostlen, int port, struct sockaddr_storage *ss, unsigned *flags, char *err,
+                       size_t errlen)
+{
+    memset(ss, 0, sizeof *ss);
+    if (strchr(host, ':')) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1) { snprintf(err, errlen, "bad address %s", host); return HF_EINVAL; }
+        *flags |= MHD_USE_IPv6;
+        return 0;
+    }
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)port);
+    if (strcmp(host, "localhost") == 0) snprintf(host, hostlen, "127.0.0.1");
+    if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) { snprintf(err, errlen, "bad address %s", host); return HF_EINVAL; }
+    return 0;
+}
+
+/* --tls-cert/--tls-key into a->cert, a->key (PEM in memory for MHD) and
+ * MHD_USE_TLS into *flags; neither given: nothing. RET 0, HF_EINVAL (one
+ * without the other), HF_EUNSUP (no TLS in libmicrohttpd), HF_EIO; err
+ * says which. */
+static int tls_load(api *a, const api_config *cfg, unsigned *flags, char *err, size_t errlen)
+{
+    if (!cfg->tls_cert && !cfg->tls_key) return 0;
+    if (!cfg->tls_cert || !cfg->tls_key) { snprintf(err, errlen, "--tls-cert and --tls-key go together"); return HF_EINVAL; }
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(err, errlen, "this libmicrohttpd was built without TLS (GnuTLS)");
+        return HF_EUNSUP;
+    }
+    if (!(a->cert = read_file(cfg->tls_cert, err, errlen)) || !(a->key = read_file(cfg->tls_key, err, errlen)))
+        return HF_EIO;
+    *flags |= MHD_USE_TLS;
+    return 0;
+}
+
 int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const auth *au, api **out,
               char *err, size_t errlen)
 {
@@ -302,35 +342,11 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
         a->web_root = strdup(real);
     }
     struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    if (strchr(host, ':')) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1) { snprintf(err, errlen, "bad address %s", host); goto fail; }
-        flags |= MHD_USE_IPv6;
-    } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons((uint16_t)port);
-        if (strcmp(host, "localhost") == 0) snprintf(host, sizeof host, "127.0.0.1");
-        if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) { snprintf(err, errlen, "bad address %s", host); goto fail; }
-    }
+    if (listen_addr(host, sizeof host, port, &ss, &flags, err, errlen)) goto fail;
     if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES) flags |= MHD_USE_EPOLL;
-    if (cfg->tls_cert || cfg->tls_key) {
-        if (!cfg->tls_cert || !cfg->tls_key) { snprintf(err, errlen, "--tls-cert and --tls-key go together"); goto fail; }
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            snprintf(err, errlen, "this libmicrohttpd was built without TLS (GnuTLS)");
-            rc = HF_EUNSUP;
-            goto fail;
-        }
-        if (!(a->cert = read_file(cfg->tls_cert, err, errlen)) || !(a->key = read_file(cfg->tls_key, err, errlen))) {
-            rc = HF_EIO;
-            goto fail;
-        }
-        flags |= MHD_USE_TLS;
-    }
+    if ((rc = tls_load(a, cfg, &flags, err, errlen))) goto fail;
+    rc = HF_EINVAL;
     struct MHD_OptionItem tls_opts[] = {
         {MHD_OPTION_HTTPS_MEM_CERT, 0, a->cert},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, a->key},

@@ -23,6 +23,7 @@
 
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_thread.h"
 #include "hf_time.h"
 
 #include <assert.h>
@@ -56,9 +57,7 @@ typedef struct sse_slot {
 
 struct api_guard {
     pthread_mutex_t mu;
-    pthread_cond_t  cv;
-    pthread_t       reaper;
-    int             stop;
+    hf_thread      *reaper;   /* "hf-guard" */
     api_guard_config cfg;
     unsigned        max_half;     /* half-open slots */
     unsigned        high_water;   /* total beyond which half-open ones are evicted */
@@ -212,36 +211,37 @@ static void reap(api_guard *g, int64_t now, int bodies)
     }
 }
 
-static void *reaper_main(void *arg)
+/* Every 10 s, a warning line with what the guard closed since the last
+ * one, if anything (g->mu held). */
+static void log_closed(api_guard *g)
+{
+    uint64_t d = g->st.deadline - g->logged[0], e = g->st.evicted - g->logged[1], s = g->st.slow_body - g->logged[2];
+    if (d || e || s)
+        hf_warn("closed in the last 10 s: %llu connections without a complete request header after %d s, "
+                "%llu oldest half-open ones to make room, %llu request bodies slower than %d bytes/s",
+                (unsigned long long)d, g->cfg.header_timeout_s, (unsigned long long)e, (unsigned long long)s,
+                g->cfg.min_body_rate);
+    g->logged[0] = g->st.deadline;
+    g->logged[1] = g->st.evicted;
+    g->logged[2] = g->st.slow_body;
+}
+
+/* The "hf-guard" thread: a reap every API_GUARD_TICK_MS until stopped. */
+static void reaper_main(hf_thread *t, void *arg)
 {
     api_guard *g = arg;
     int64_t next_bodies = 0, next_log = hf_mono_ms() + 10000;
-    pthread_mutex_lock(&g->mu);
-    while (!g->stop) {
+    do {
+        pthread_mutex_lock(&g->mu);
         int64_t now = hf_mono_ms();
         reap(g, now, now >= next_bodies);
         if (now >= next_bodies) next_bodies = now + 1000;
         if (now >= next_log) {
-            uint64_t d = g->st.deadline - g->logged[0], e = g->st.evicted - g->logged[1],
-                     s = g->st.slow_body - g->logged[2];
-            if (d || e || s)
-                hf_warn("closed in the last 10 s: %llu connections without a complete request header after %d s, "
-                        "%llu oldest half-open ones to make room, %llu request bodies slower than %d bytes/s",
-                        (unsigned long long)d, g->cfg.header_timeout_s, (unsigned long long)e,
-                        (unsigned long long)s, g->cfg.min_body_rate);
-            g->logged[0] = g->st.deadline;
-            g->logged[1] = g->st.evicted;
-            g->logged[2] = g->st.slow_body;
+            log_closed(g);
             next_log = now + 10000;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += API_GUARD_TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-    }
-    pthread_mutex_unlock(&g->mu);
-    return NULL;
+        pthread_mutex_unlock(&g->mu);
+    } while (!hf_thread_wait(t, API_GUARD_TICK_MS));
 }
 
 api_guard *api_guard_new(const api_guard_config *cfg)
@@ -253,14 +253,8 @@ api_guard *api_guard_new(const api_guard_config *cfg)
     g->max_half = cfg->max_conns * API_HALF_OPEN_PERCENT / 100;
     if (g->max_half < 1) g->max_half = 1;
     g->high_water = cfg->max_conns > 2 * API_GUARD_RESERVE ? cfg->max_conns - API_GUARD_RESERVE : cfg->max_conns;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (pthread_create(&g->reaper, NULL, reaper_main, g) != 0) {
-        pthread_cond_destroy(&g->cv);
+    if (hf_thread_start(&g->reaper, "hf-guard", reaper_main, g) != 0) {
         pthread_mutex_destroy(&g->mu);
         free(g);
         return NULL;
@@ -271,14 +265,9 @@ api_guard *api_guard_new(const api_guard_config *cfg)
 void api_guard_free(api_guard *g)
 {
     if (!g) return;
-    pthread_mutex_lock(&g->mu);
-    g->stop = 1;
-    pthread_cond_signal(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    pthread_join(g->reaper, NULL);
+    hf_thread_stop_join(g->reaper);
     /* MHD_stop_daemon closed every connection (CLOSED freed each); any
      * left were never handed to a notification. */
-    pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     free(g);
 }

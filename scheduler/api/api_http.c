@@ -1,5 +1,7 @@
 /*
- * api_http.c — the HTTP server's answers and query arguments (api_int.h).
+ * api_http.c — the HTTP server's answers and query arguments (api_int.h),
+ * and the few helpers every route handler uses (api_reply, the body and
+ * the peer's address).
  *
  * Every response of the server goes out through api_queue, which sets the
  * headers it is given and counts the status class for /metrics; the
@@ -18,7 +20,9 @@
 #include "hf_err.h"
 #include "scheduler/api/metrics.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,4 +156,48 @@ int api_query_int(struct MHD_Connection *c, const char *key, int64_t lo, int64_t
     if (x < lo || x > hi) return hf_jerr_set(e, key, NULL, "must be in [%lld, %lld]", (long long)lo, (long long)hi);
     *out = x;
     return 0;
+}
+
+/* ---------- what every handler uses ---------- */
+
+enum MHD_Result api_reply(api_call *k, int rc, const char *what, unsigned status, json_t *out)
+{
+    if (rc) {
+        json_decref(out);
+        return api_send_rc(k->c, rc, &k->e, what);
+    }
+    return api_send_json(k->c, status, out);
+}
+
+const char *api_query_arg(const api_call *k, const char *key)
+{
+    return MHD_lookup_connection_value(k->c, MHD_GET_ARGUMENT_KIND, key);
+}
+
+int api_query_max_points(api_call *k, int64_t *maxp)
+{
+    int rc = api_query_int(k->c, "max_points", 0, 100000, 0, maxp, &k->e);
+    if (rc == 0 && *maxp > 0 && *maxp < 3) *maxp = 3;
+    return rc;
+}
+
+int api_parse_body(api_call *k, json_t **body)
+{
+    return hf_json_parse(k->rq->body.data, k->rq->body.len, HF_JSON_MAX_DEPTH, 1, body, &k->e);
+}
+
+const char *api_peer_ip(struct MHD_Connection *c, char *buf, size_t len)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return NULL;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET) return inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
+    if (sa->sa_family == AF_INET6)
+        return inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
+    return NULL;
+}
+
+enum MHD_Result api_no_such_trial(api_call *k)
+{
+    return api_send_err(k->c, 404, NULL, "no such trial %lld", (long long)k->id);
 }

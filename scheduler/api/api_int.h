@@ -5,11 +5,14 @@
  *   api.c         the server: start/stop, the libmicrohttpd request
  *                 callbacks (body buffering), static files for what is
  *                 no route
- *   api_http.c    answers (every response header is set there) and
- *                 query-argument parsing
+ *   api_http.c    answers (every response header is set there),
+ *                 query-argument parsing and the handlers' helpers
  *   api_routes.c  the route table {pattern, methods, role, body limit,
- *                 flags, handler}, matching, roles, and one handler per
- *                 route (the checkpoint store's too: ckstore.h)
+ *                 flags, handler}, matching, roles
+ *   api_h_*.c     one handler per route, by family (api_handlers.h):
+ *                 server, experiments, trials, agents, webhooks;
+ *                 api_objects.c the checkpoint store's (ckstore.h)
+ *   api_owner.c   who may change what (docs/api.md "Roles")
  *   api_stream.c  the two answers that outlive their call: the SSE event
  *                 stream and the agents' long-poll /wait
  *   api_guard.c   header deadline, body rate, half-open share of the
@@ -121,12 +124,40 @@ typedef struct api_call {
     hf_jerr     e;       /* cleared; the core's error for api_send_rc */
 } api_call;
 
-/* ---- api_routes.c: the route table ---- */
+/* ---- api_http.c: what every handler uses ---- */
 
+/* The core's answer: out (stolen) with status, or rc as its status
+ * (api_send_rc naming what). Call the core before, not in the argument
+ * list: out must be read after the call has set it. */
+enum MHD_Result api_reply(api_call *k, int rc, const char *what, unsigned status, json_t *out);
 /* The query argument key of the request, or NULL. */
 const char *api_query_arg(const api_call *k, const char *key);
+/* ?max_points=N into *maxp: 0 = no downsampling; 1 and 2 are raised to 3,
+ * the fewest points LTTB keeps (downsample.h). RET 0 or HF_EINVAL (k->e). */
+int api_query_max_points(api_call *k, int64_t *maxp);
+/* The buffered body as JSON (*body owned by the caller). RET 0 or an
+ * HF_E* code with k->e. */
+int api_parse_body(api_call *k, json_t **body);
+/* The client's address as text into buf, or NULL. */
+const char *api_peer_ip(struct MHD_Connection *c, char *buf, size_t len);
 /* 404 "no such trial" naming k->id. */
 enum MHD_Result api_no_such_trial(api_call *k);
+
+/* ---- api_owner.c: owners (docs/api.md "Roles") ---- */
+
+/* May the request change what owner owns? Admins change anything; users
+ * what they own; viewers and agents nothing. */
+int api_may_change(const api_call *k, const char *owner);
+/* A refused change: an events row (type REFUSED, the user who tried; on
+ * experiment exp_id, 0 = none), then 403 {"error": what and why}. */
+enum MHD_Result api_refuse(api_call *k, int64_t exp_id, int64_t trial_id, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Experiment id (is_trial 0) or trial id's experiment: 0 when the request
+ * may change it (or it does not exist: the handler answers 404), else 1
+ * with the 403 in *ret. verb says what was asked ("cancel"). */
+int api_owner_refused(api_call *k, int64_t id, int is_trial, const char *verb, enum MHD_Result *ret);
+
+/* ---- api_routes.c: the route table ---- */
 
 /* Body limit of the route url/method names (API_MAX_BODY_USER when none). */
 unsigned api_route_body_max(const char *url, const char *method);
@@ -143,16 +174,8 @@ int api_route_begin(api *a, struct MHD_Connection *c, const char *url, const cha
 int api_route_serve(api *a, struct MHD_Connection *c, const char *url, const char *method, req *rq,
                     enum MHD_Result *ret);
 
-/* ---- api_objects.c: the object store's routes (docs/scheduler.md) ---- */
+/* ---- api_objects.c: the object store (handlers: api_handlers.h) ---- */
 
-/* PUT /trials/{id}/checkpoints (F_STREAM), POST (register an object the
- * store has), GET (list); GET /checkpoints/{sha256} and /objects/{sha256}
- * and /contexts/{sha256}; PUT /contexts (F_STREAM). */
-enum MHD_Result api_h_ckpt_put(api_call *k);
-enum MHD_Result api_h_ckpt_register(api_call *k);
-enum MHD_Result api_h_ckpt_list(api_call *k);
-enum MHD_Result api_h_ckpt_get(api_call *k);
-enum MHD_Result api_h_ctx_put(api_call *k);
 /* An experiment body's "context" must name a stored object. RET 0, or 1
  * with the 422 (or store error) already queued in *ret. */
 int api_exp_context_missing(api_call *k, enum MHD_Result *ret);

@@ -17,6 +17,7 @@
  * agent's; decided from the headers, so nothing reaches the store.
  */
 #include "scheduler/api/api_int.h"
+#include "scheduler/api/api_handlers.h"
 
 #include "common/hf_log.h"
 #include "hf_err.h"

@@ -1,15 +1,19 @@
 /*
  * logpool.c — the log-search pool (logpool.h).
  *
- * One mutex guards the list of jobs (queued and running, oldest first,
- * at most LOGPOOL_MAX_JOBS: the per-user and global counts are read off
- * it) and the stopping flag; a condition variable wakes the threads. A
- * thread takes the oldest armed queued job, runs it without the lock, and
- * finishes it: unlinked (its slot free), result stored, done called,
- * the pool's reference dropped. Queued jobs whose client hung up are
- * finished without running by whichever thread looks (a thread waiting
- * for work wakes every LOGPOOL_POLL_MS; a running search looks from its
- * stop callback), so a hang-up frees its slot while the pool is busy.
+ * The threads are an hf_pool ("hf-logsearch", common/hf_pool.h) of
+ * LOGPOOL_THREADS workers. One mutex (mu) guards the list of jobs (queued
+ * and running, oldest first, at most LOGPOOL_MAX_JOBS: the per-user and
+ * global counts are read off it) and the stopping flag. Arming a job
+ * submits one pool task, which takes the oldest armed queued job (not
+ * necessarily the one that submitted it), runs it without the lock, and
+ * finishes it: unlinked (its slot free), result stored, done called, the
+ * pool's reference dropped. There are always at least as many pool tasks
+ * waiting as armed jobs queued, so every armed job runs; a task that finds
+ * none (its job was finished early) just returns. Queued jobs whose
+ * client hung up are finished without running by the running searches
+ * (from their stop callback, every LOGPOOL_POLL_MS), so a hang-up frees its
+ * slot while the pool is busy; while a thread is idle nothing is queued.
  *
  * Workload: a few searches a minute, each up to LOGSEARCH_BUDGET_MS of
  * one CPU; the list is short, so everything is a linear walk.
@@ -18,6 +22,7 @@
 
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_pool.h"
 #include "hf_time.h"
 
 #include <poll.h>
@@ -54,12 +59,10 @@ struct logjob {
 struct logpool {
     store          *st;
     pthread_mutex_t mu;
-    pthread_cond_t  cv;
-    logjob         *jobs;       /* queued and running, oldest first */
-    int             njobs;
-    int             stopping;
-    int             nthreads;
-    pthread_t       th[LOGPOOL_THREADS];
+    logjob         *jobs;       /* queued and running, oldest first (mu) */
+    int             njobs;      /* (mu) */
+    int             stopping;   /* (mu) */
+    hf_pool        *pool;       /* "hf-logsearch": one task per armed job */
 };
 
 static void job_unref(logjob *j)
@@ -145,40 +148,32 @@ static logjob *next_ready_locked(logpool *lp)
     return NULL;
 }
 
-static void *worker(void *arg)
+/* A pool task ("hf-logsearch"): run the oldest armed queued job, if any. */
+static void run_next(hf_pool *p, void *arg)
 {
+    (void)p;
     logpool *lp = arg;
+    pthread_mutex_lock(&lp->mu);
+    logjob *j = lp->stopping ? NULL : next_ready_locked(lp);
+    if (!j) {   /* finished early (hung up, or the pool stops: logpool_stop answers it) */
+        pthread_mutex_unlock(&lp->mu);
+        return;
+    }
+    j->state = JOB_RUNNING;
+    pthread_mutex_unlock(&lp->mu);
     /* Searches yield the CPU to the HTTP threads (per-thread niceness on Linux). */
     if (setpriority(PRIO_PROCESS, (id_t)gettid(), LOGPOOL_NICE) != 0) hf_debug("logpool: setpriority failed");
+    hf_jerr_clear(&j->e);
+    j->next_poll = 0;
+    if (atomic_load(&j->cancel) || client_gone(j->fd))
+        j->rc = HF_ECONN;
+    else
+        j->rc = logsearch_run(lp->st, j->p, &j->q, &j->out, &j->e);
     pthread_mutex_lock(&lp->mu);
-    while (!lp->stopping) {
-        logjob *j = next_ready_locked(lp);
-        if (!j) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += LOGPOOL_POLL_MS * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-            pthread_cond_timedwait(&lp->cv, &lp->mu, &ts);
-            sweep_locked(lp);
-            continue;
-        }
-        j->state = JOB_RUNNING;
-        pthread_mutex_unlock(&lp->mu);
-        hf_jerr_clear(&j->e);
-        j->next_poll = 0;
-        if (atomic_load(&j->cancel) || client_gone(j->fd))
-            j->rc = HF_ECONN;
-        else
-            j->rc = logsearch_run(lp->st, j->p, &j->q, &j->out, &j->e);
-        pthread_mutex_lock(&lp->mu);
-        /* A search the pool's stop cancelled answers "stopping", not "hung up". */
-        unlink_locked(lp, j, lp->stopping && j->rc == HF_ECONN ? HF_ESTATE : 0);
-        pthread_mutex_unlock(&lp->mu);
-        deliver(j);
-        pthread_mutex_lock(&lp->mu);
-    }
+    /* A search the pool's stop cancelled answers "stopping", not "hung up". */
+    unlink_locked(lp, j, lp->stopping && j->rc == HF_ECONN ? HF_ESTATE : 0);
     pthread_mutex_unlock(&lp->mu);
-    return NULL;
+    deliver(j);
 }
 
 logpool *logpool_new(store *st)
@@ -187,13 +182,12 @@ logpool *logpool_new(store *st)
     if (!lp) return NULL;
     lp->st = st;
     pthread_mutex_init(&lp->mu, NULL);
-    pthread_cond_init(&lp->cv, NULL);
-    for (int i = 0; i < LOGPOOL_THREADS; i++) {
-        if (pthread_create(&lp->th[i], NULL, worker, lp) != 0) {
-            logpool_free(lp);
-            return NULL;
-        }
-        lp->nthreads++;
+    /* Room for a task per job twice over: tasks whose job ended early
+     * wait beside those of new jobs (see the header comment). */
+    if (!(lp->pool = hf_pool_new("hf-logsearch", LOGPOOL_THREADS, 2 * LOGPOOL_MAX_JOBS))) {
+        pthread_mutex_destroy(&lp->mu);
+        free(lp);
+        return NULL;
     }
     return lp;
 }
@@ -204,10 +198,8 @@ void logpool_stop(logpool *lp)
     pthread_mutex_lock(&lp->mu);
     lp->stopping = 1;
     for (logjob *j = lp->jobs; j; j = j->next) atomic_store(&j->cancel, 1);
-    pthread_cond_broadcast(&lp->cv);
     pthread_mutex_unlock(&lp->mu);
-    for (int i = 0; i < lp->nthreads; i++) pthread_join(lp->th[i], NULL);
-    lp->nthreads = 0;
+    hf_pool_stop(lp->pool, HF_POOL_CANCEL);   /* running searches end; waiting tasks are dropped */
     /* Armed jobs still queued: answer "stopping". Unarmed ones are being
      * submitted right now; logjob_arm finishes them. */
     pthread_mutex_lock(&lp->mu);
@@ -229,7 +221,7 @@ void logpool_free(logpool *lp)
     if (!lp) return;
     logpool_stop(lp);
     if (lp->jobs) hf_warn("logpool: %d search(es) never armed at free", lp->njobs);
-    pthread_cond_destroy(&lp->cv);
+    hf_pool_free(lp->pool);
     pthread_mutex_destroy(&lp->mu);
     free(lp);
 }
@@ -305,8 +297,17 @@ void logjob_arm(logpool *lp, logjob *j)
         return;
     }
     j->armed = 1;
-    pthread_cond_signal(&lp->cv);
     pthread_mutex_unlock(&lp->mu);
+    /* HF_ETOOBIG cannot leave j behind: a full queue holds more tasks than
+     * there are armed jobs queued, and each takes the oldest. */
+    int rc = hf_pool_submit(lp->pool, NULL, run_next, NULL, lp, 0);
+    if (rc == 0 || rc == HF_ETOOBIG || rc == HF_ESTATE) return;   /* HF_ESTATE: logpool_stop answers it */
+    hf_warn("logpool: cannot queue a search: %s", hf_strerror(rc));
+    pthread_mutex_lock(&lp->mu);
+    int queued = j->state == JOB_QUEUED;
+    if (queued) unlink_locked(lp, j, rc);
+    pthread_mutex_unlock(&lp->mu);
+    if (queued) deliver(j);
 }
 
 int logjob_result(logjob *j, json_t **out, hf_jerr *e)

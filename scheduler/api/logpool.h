@@ -1,5 +1,5 @@
 /*
- * logpool.h — the log-search pool: the threads that run ?grep= searches
+ * logpool.h — the log-search pool: the threads ("hf-logsearch") that run ?grep= searches
  * (logsearch.h) so that the HTTP server's threads, which serve agents'
  * heartbeats and /healthz, never wait on one (docs/protocol.md "Log
  * search", docs/architecture.md "Threads").

@@ -5,10 +5,12 @@
  */
 #include "scheduler/api/metrics.h"
 
+#include "hf_assert.h"
 #include "hf_err.h"
 #include "hf_time.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 metrics_counters metrics;
 
@@ -128,5 +130,69 @@ int metrics_render(hf_buf *b, const sched_stats *st)
                            &metrics.request_latency);
     if (rc == 0) rc = hist(b, "hyperfarm_dispatch_latency_seconds",
                            "From trial ready to its start reported by the agent.", &metrics.dispatch_latency);
+    return rc;
+}
+
+/* hyperfarm_checkpoint_experiment_bytes{experiment="ID"}: one line per
+ * experiment that has stored checkpoints (ckretain.h), and the bytes
+ * retention, deletes and the orphan GC freed. */
+static int render_usage(hf_buf *b, ckretain *cr)
+{
+    ckretain_usage *u = NULL;
+    size_t n = 0;
+    if (ckretain_usage_all(cr, &u, &n)) return 0;   /* the rest of /metrics still answers */
+    int rc = hf_buf_printf(b, "# HELP hyperfarm_checkpoint_experiment_bytes Bytes of the distinct checkpoint objects "
+                              "an experiment's rows name.\n# TYPE hyperfarm_checkpoint_experiment_bytes gauge\n");
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = hf_buf_printf(b, "hyperfarm_checkpoint_experiment_bytes{experiment=\"%lld\"} %lld\n",
+                           (long long)u[i].experiment_id, (long long)u[i].bytes);
+    ckretain_stats cs;
+    ckretain_get_stats(cr, &cs);
+    if (rc == 0)
+        rc = hf_buf_printf(b, "# HELP hyperfarm_checkpoint_freed_bytes_total Bytes of checkpoint objects removed "
+                              "(retention, deletes, orphans).\n# TYPE hyperfarm_checkpoint_freed_bytes_total counter\n"
+                              "hyperfarm_checkpoint_freed_bytes_total %lld\n",
+                           (long long)cs.bytes_freed);
+    free(u);
+    return rc;
+}
+
+/* What the connection guard closed or refused (api_guard.h), and the
+ * connections waiting for a complete header now. */
+static int render_guard(hf_buf *b, api_guard *g)
+{
+    api_guard_stats gs;
+    api_guard_get_stats(g, &gs);
+    return hf_buf_printf(b,
+        "# HELP hyperfarm_http_guard_closed_total Connections the guard closed, by reason: no complete request "
+        "header in time (header_deadline), oldest half-open one evicted to make room (half_open_evicted), request "
+        "body below the minimum rate (slow_body).\n# TYPE hyperfarm_http_guard_closed_total counter\n"
+        "hyperfarm_http_guard_closed_total{reason=\"header_deadline\"} %llu\n"
+        "hyperfarm_http_guard_closed_total{reason=\"half_open_evicted\"} %llu\n"
+        "hyperfarm_http_guard_closed_total{reason=\"slow_body\"} %llu\n"
+        "# HELP hyperfarm_http_sse_refused_total Event streams refused by the per-token limit.\n"
+        "# TYPE hyperfarm_http_sse_refused_total counter\nhyperfarm_http_sse_refused_total %llu\n"
+        "# HELP hyperfarm_http_half_open_connections Connections without a complete request header now.\n"
+        "# TYPE hyperfarm_http_half_open_connections gauge\nhyperfarm_http_half_open_connections %u\n",
+        (unsigned long long)gs.deadline, (unsigned long long)gs.evicted, (unsigned long long)gs.slow_body,
+        (unsigned long long)gs.sse_refused, gs.half_open);
+}
+
+int metrics_scrape(hf_buf *b, const sched_stats *st, const metrics_sources *src)
+{
+    if (src->ck) {
+        int64_t objects, bytes;
+        ckstore_stats(src->ck, &objects, &bytes);
+        atomic_store(&metrics.checkpoint_objects, objects);
+        atomic_store(&metrics.checkpoint_bytes, bytes);
+    }
+    int rc = metrics_render(b, st);
+    if (rc == 0 && src->cr) rc = render_usage(b, src->cr);
+    if (rc == 0 && src->guard) rc = render_guard(b, src->guard);
+    if (rc == 0)
+        rc = hf_buf_printf(b, "# HELP hyperfarm_assert_failures_total Self-checks (HF_ASSERT) that failed and were "
+                              "counted (docs/scheduler.md \"Self-checks\").\n"
+                              "# TYPE hyperfarm_assert_failures_total counter\nhyperfarm_assert_failures_total %llu\n",
+                           (unsigned long long)hf_assert_failures());
     return rc;
 }

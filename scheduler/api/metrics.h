@@ -1,13 +1,20 @@
 /*
- * metrics.h — the scheduler's own Prometheus metrics (text format 0.0.4).
- * Counters and histograms are lock-free atomics updated from any thread;
- * gauges that need the core's state come in a sched_stats at scrape time.
+ * metrics.h — the scheduler's own Prometheus metrics (text format 0.0.4),
+ * documented in docs/scheduler.md "Metrics". Counters and histograms are
+ * lock-free atomics updated from any thread; gauges that need the core's
+ * state come in a sched_stats at scrape time, and the counters other
+ * parts keep (the checkpoint store and retention, the connection guard,
+ * failed self-checks) are read from them at scrape time too
+ * (metrics_scrape).
  */
 #ifndef HF_METRICS_H
 #define HF_METRICS_H
 
 #include "hf_buf.h"
+#include "scheduler/api/api_guard.h"
 #include "scheduler/core/sched.h"
+#include "scheduler/store/ckretain.h"
+#include "scheduler/store/ckstore.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -44,6 +51,19 @@ extern metrics_counters metrics;
 void metrics_observe(metrics_hist *h, int64_t us);
 /* Append the whole exposition to b. RET 0 or HF_ETOOBIG/HF_ENOMEM. */
 int  metrics_render(hf_buf *b, const sched_stats *st);
+
+/* What a scrape reads besides the counters; any may be NULL (its lines
+ * are left out, the checkpoint-store gauges keep their last values). */
+typedef struct metrics_sources {
+    ckstore   *ck;      /* hyperfarm_checkpoint_objects, _store_bytes */
+    ckretain  *cr;      /* hyperfarm_checkpoint_experiment_bytes, _freed_bytes_total */
+    api_guard *guard;   /* hyperfarm_http_guard_closed_total, _sse_refused_total, half-open gauge */
+} metrics_sources;
+/* The whole /metrics text: metrics_render, then the sources' lines and
+ * hyperfarm_assert_failures_total (hf_assert.h). RET 0 or
+ * HF_ETOOBIG/HF_ENOMEM. A source that cannot answer (ckretain's query
+ * failing) leaves out its lines, not the rest. */
+int  metrics_scrape(hf_buf *b, const sched_stats *st, const metrics_sources *src);
 /* Reports/s over the last few seconds (for the ingest-rate gauge). */
 double metrics_ingest_rate(void);
 

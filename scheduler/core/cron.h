@@ -1,6 +1,6 @@
 /*
  * cron.h — the scheduler's periodic housekeeping (Redis's serverCron):
- * a thread that calls sched_tick every CRON_TICK_MS (agent expiry,
+ * a thread ("hf-cron") that calls sched_tick every CRON_TICK_MS (agent expiry,
  * assignment timeouts, a dispatch pass), expires agents' long-poll waiters
  * (doorbell.h) and sends SSE keepalives.
  */

@@ -23,6 +23,7 @@
 #include "scheduler/core/sched_int.h"
 #include "scheduler/search/warmstart.h"
 
+#include "hf_assert.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -371,6 +372,7 @@ end:
 
 void dispatch_pass(sched *s)
 {
+    HF_ASSERT(sched_lock_held(s));
     if (!s->dispatch_dirty) return;
     /* What the pass does is the scheduler's doing, not the user's whose
      * request ran it: its events carry no user (sched_int.h, actor_set). */

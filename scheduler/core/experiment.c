@@ -5,6 +5,7 @@
  */
 #include "scheduler/core/experiment.h"
 
+#include "hf_trial.h"
 #include "hf_err.h"
 #include "hf_metric.h"
 #include "hf_time.h"
@@ -106,8 +107,7 @@ static int parse_trial(json_t *tr, exp_spec *spec, hf_jerr *e)
             char path[200];
             hf_jpath(path, sizeof path, "trial.env", k);
             if (!env_name_ok(k)) return hf_jerr_set(e, path, NULL, "variable names are [A-Z_][A-Z0-9_]*");
-            if (strncmp(k, "HYPERFARM_", 10) == 0 || strcmp(k, "CUDA_VISIBLE_DEVICES") == 0)
-                return hf_jerr_set(e, path, NULL, "reserved: set by the agent");
+            if (hf_trial_env_reserved(k)) return hf_jerr_set(e, path, NULL, "%s", hf_trial_env_reserved(k));
             if (!json_is_string(v)) return hf_jerr_set(e, path, NULL, "must be a string");
             if (json_string_length(v) > EXP_MAX_ARG_LEN)
                 return hf_jerr_set(e, path, NULL, "longer than %d bytes", EXP_MAX_ARG_LEN);
@@ -168,6 +168,58 @@ static int aggregate_parse(const json_t *objective, int n_obj, int *agg_last, hf
     return 0;
 }
 
+/* Who decides on every report, not only at a trial's end: the median
+ * rule, pbt (a segment past its generation), asha in stop mode or with
+ * rungs in time. */
+static int reports_prompt(const exp_spec *spec)
+{
+    const char *mode = json_string_value(json_object_get(spec->searcher_cfg, "mode"));
+    int asha = !strcmp(spec->searcher_name, "asha");
+    return spec->median_cfg || !strcmp(spec->searcher_name, "pbt") ||
+           (asha && ((mode && !strcmp(mode, "stop")) || spec->time_metric));
+}
+
+/* max_trials (a grid's size when not given), max_concurrent_trials,
+ * max_epochs and the seed (drawn and written into the config when not
+ * given, so a restart replays the same searcher). RET 0 or HF_EINVAL. */
+static int searcher_limits(exp_spec *spec, hf_jerr *e)
+{
+    const json_t *sc = spec->searcher_cfg;
+    spec->max_trials = search_cfg_int(sc, "max_trials", 0);
+    if (spec->max_trials <= 0) {
+        uint64_t g = strcmp(spec->searcher_name, "grid") == 0 ? search_space_grid_size(spec->sp, 1000000) : 0;
+        if (g == 0) return hf_jerr_set(e, "searcher", "max_trials", "required");
+        spec->max_trials = (int64_t)g + spec->n_enqueue;   /* the whole grid after the enqueued */
+    }
+    if (spec->n_enqueue > spec->max_trials)
+        return hf_jerr_set(e, "warm_start", "enqueue", "%lld configurations, more than searcher.max_trials (%lld)",
+                           (long long)spec->n_enqueue, (long long)spec->max_trials);
+    /* Default concurrency. The dispatcher creates a trial only when it can
+     * be placed at once, so free slots bound every experiment anyway; this
+     * cap is what one experiment may take of a large farm. Grid and random
+     * lose nothing by running everything at once (max_trials); PBT runs
+     * one generation of population_size members. TPE and ASHA decide from
+     * results: every trial started before earlier ones report is one TPE
+     * draws with less knowledge, and one bottom-rung trial ASHA starts
+     * where a promotion might have gone; they default to
+     * SEARCH_DEFAULT_CONCURRENCY in flight. */
+    int64_t dflt = spec->max_trials;
+    if (!strcmp(spec->searcher_name, "pbt")) dflt = search_cfg_int(sc, "population_size", 8);
+    else if (!strcmp(spec->searcher_name, "tpe") || !strcmp(spec->searcher_name, "asha"))
+        dflt = SEARCH_DEFAULT_CONCURRENCY;
+    if (dflt > spec->max_trials) dflt = spec->max_trials;
+    if (dflt < 1) dflt = 1;
+    spec->max_concurrent = search_cfg_int(sc, "max_concurrent_trials", dflt);
+    spec->max_epochs = search_cfg_int(sc, "max_epochs", 0);
+    if (json_is_integer(json_object_get(sc, "seed"))) {
+        spec->seed = (uint64_t)json_integer_value(json_object_get(sc, "seed"));
+    } else {
+        spec->seed = (uint64_t)(hf_wall_ms() ^ ((int64_t)getpid() << 20)) & INT64_MAX;
+        json_object_set_new(spec->searcher_cfg, "seed", json_integer((json_int_t)spec->seed));
+    }
+    return 0;
+}
+
 int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
 {
     int rc;
@@ -208,50 +260,9 @@ int experiment_parse(json_t *cfg, exp_spec *spec, hf_jerr *e)
     spec->median_cfg = json_object_get(sc, "median_stopping");
     spec->cost_metric = json_string_value(json_object_get(sc, "cost_metric"));   /* search_validate checked it */
     spec->time_metric = json_string_value(json_object_get(sc, "time_metric"));   /* asha's validate checked it */
-    {
-        /* Who decides on every report, not only at a trial's end: the
-         * median rule, pbt (a segment past its generation), asha in stop
-         * mode or with rungs in time. */
-        const char *mode = json_string_value(json_object_get(sc, "mode"));
-        int asha = !strcmp(spec->searcher_name, "asha");
-        spec->prompt_reports = spec->median_cfg || !strcmp(spec->searcher_name, "pbt") ||
-                               (asha && ((mode && !strcmp(mode, "stop")) || spec->time_metric));
-    }
+    spec->prompt_reports = reports_prompt(spec);
     if ((rc = mo_searcher_check(spec, e))) goto end;
-    spec->max_trials = search_cfg_int(sc, "max_trials", 0);
-    if (spec->max_trials <= 0) {
-        uint64_t g = strcmp(spec->searcher_name, "grid") == 0 ? search_space_grid_size(spec->sp, 1000000) : 0;
-        if (g == 0) { rc = hf_jerr_set(e, "searcher", "max_trials", "required"); goto end; }
-        spec->max_trials = (int64_t)g + spec->n_enqueue;   /* the whole grid after the enqueued */
-    }
-    if (spec->n_enqueue > spec->max_trials) {
-        rc = hf_jerr_set(e, "warm_start", "enqueue", "%lld configurations, more than searcher.max_trials (%lld)",
-                         (long long)spec->n_enqueue, (long long)spec->max_trials);
-        goto end;
-    }
-    /* Default concurrency. The dispatcher creates a trial only when it can
-     * be placed at once, so free slots bound every experiment anyway; this
-     * cap is what one experiment may take of a large farm. Grid and random
-     * lose nothing by running everything at once (max_trials); PBT runs
-     * one generation of population_size members. TPE and ASHA decide from
-     * results: every trial started before earlier ones report is one TPE
-     * draws with less knowledge, and one bottom-rung trial ASHA starts
-     * where a promotion might have gone; they default to
-     * SEARCH_DEFAULT_CONCURRENCY in flight. */
-    int64_t dflt = spec->max_trials;
-    if (!strcmp(spec->searcher_name, "pbt")) dflt = search_cfg_int(sc, "population_size", 8);
-    else if (!strcmp(spec->searcher_name, "tpe") || !strcmp(spec->searcher_name, "asha"))
-        dflt = SEARCH_DEFAULT_CONCURRENCY;
-    if (dflt > spec->max_trials) dflt = spec->max_trials;
-    if (dflt < 1) dflt = 1;
-    spec->max_concurrent = search_cfg_int(sc, "max_concurrent_trials", dflt);
-    spec->max_epochs = search_cfg_int(sc, "max_epochs", 0);
-    if (json_is_integer(json_object_get(sc, "seed"))) {
-        spec->seed = (uint64_t)json_integer_value(json_object_get(sc, "seed"));
-    } else {
-        spec->seed = (uint64_t)(hf_wall_ms() ^ ((int64_t)getpid() << 20)) & INT64_MAX;
-        json_object_set_new(sc, "seed", json_integer((json_int_t)spec->seed));
-    }
+    if ((rc = searcher_limits(spec, e))) goto end;
 
     if ((rc = hf_json_get_object(cfg, "", "trial", 1, &tr, e))) goto end;
     if ((rc = parse_trial(tr, spec, e))) goto end;

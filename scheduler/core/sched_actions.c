@@ -88,7 +88,7 @@ int sched_experiment_submit_as(sched *s, const json_t *cfg_in, const char *user,
     if (!x) return e->msg[0] ? HF_EINVAL : HF_ENOMEM;
     if (user && !(x->submitted_by = strdup(user))) { exp_free(x); return HF_ENOMEM; }
     if (!(text = hf_json_dump(x->config))) { exp_free(x); return HF_ENOMEM; }
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     actor_set(s, user);
     if (parent > 0 && !exp_find(s, parent)) {
         rc = HF_ENOTFOUND;
@@ -121,7 +121,7 @@ int sched_experiment_submit_as(sched *s, const json_t *cfg_in, const char *user,
     rc = txn_end(s);   /* on failure the reload drops the unsaved experiment */
 end:
     actor_set(s, NULL);
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     if (x) exp_free(x);
     free(text);
     return rc;
@@ -242,7 +242,7 @@ int sched_experiment_action_as(sched *s, int64_t id, const char *action, const c
                                hf_jerr *e)
 {
     int rc = 0;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     actor_set(s, user);
     experiment *x = exp_find(s, id);
     if (!x) { rc = HF_ENOTFOUND; goto end; }
@@ -258,7 +258,7 @@ int sched_experiment_action_as(sched *s, int64_t id, const char *action, const c
     rc = txn_end_summary(s, id, out);
 end:
     actor_set(s, NULL);
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }
 
@@ -268,7 +268,7 @@ int sched_experiment_delete_as(sched *s, int64_t id, const char *user, hf_jerr *
 {
     int rc;
     char d[600];
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     actor_set(s, user);
     experiment *x = exp_find(s, id);
     if (!x) { rc = HF_ENOTFOUND; goto end; }
@@ -286,7 +286,7 @@ int sched_experiment_delete_as(sched *s, int64_t id, const char *user, hf_jerr *
     }
 end:
     actor_set(s, NULL);
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }
 
@@ -306,7 +306,7 @@ int sched_experiment_extend_as(sched *s, int64_t id, const json_t *body, const c
     if ((rc = hf_json_get_int(body, "", "max_trials", 0, 1, 1000000, &mt, e))) return rc;
     if ((rc = hf_json_get_int(body, "", "add_trials", 0, 1, 1000000, &add, e))) return rc;
     if (!mt && !add) return hf_jerr_set(e, "", "max_trials", "give max_trials (new total) or add_trials");
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     actor_set(s, user);
     experiment *x = exp_find(s, id);
     if (!x) { rc = HF_ENOTFOUND; goto end; }
@@ -335,7 +335,7 @@ int sched_experiment_extend_as(sched *s, int64_t id, const json_t *body, const c
     rc = txn_end_summary(s, id, out);
 end:
     actor_set(s, NULL);
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }
 
@@ -347,7 +347,7 @@ int sched_trial_kill(sched *s, int64_t id, json_t **out, hf_jerr *e)
 int sched_trial_kill_as(sched *s, int64_t id, const char *user, json_t **out, hf_jerr *e)
 {
     int rc = 0;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     actor_set(s, user);
     trial *t = trial_find(s, id);
     if (!t) { rc = HF_ENOTFOUND; goto end; }
@@ -365,7 +365,7 @@ int sched_trial_kill_as(sched *s, int64_t id, const char *user, json_t **out, hf
     if (rc == 0 && t) *out = trial_view(s, t);
 end:
     actor_set(s, NULL);
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }
 
@@ -375,7 +375,7 @@ int sched_experiment_patch(sched *s, int64_t id, const json_t *body, const char 
     const char *desc = NULL;
     char *dcopy = NULL, d[96];
     int desc_set = 0, rc;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     actor_set(s, user);
     experiment *x = exp_find(s, id);
     if (!x) { rc = HF_ENOTFOUND; goto end; }
@@ -392,7 +392,7 @@ int sched_experiment_patch(sched *s, int64_t id, const json_t *body, const char 
     rc = txn_end_summary(s, id, out);
 end:
     actor_set(s, NULL);
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     json_decref(tags);
     free(dcopy);
     return rc;
@@ -405,7 +405,7 @@ int sched_trial_patch(sched *s, int64_t id, const json_t *body, const char *user
     int rc;
     if ((rc = expmeta_patch_trial(body, &notes, e))) return rc;
     if (notes && !(copy = strdup(notes))) return HF_ENOMEM;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     actor_set(s, user);
     trial *t = trial_find(s, id);
     if (!t) { rc = HF_ENOTFOUND; goto end; }
@@ -423,7 +423,7 @@ int sched_trial_patch(sched *s, int64_t id, const json_t *body, const char *user
     else json_decref(v);
 end:
     actor_set(s, NULL);
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     free(copy);
     return rc;
 }
@@ -433,7 +433,7 @@ end:
 int sched_owner_of(sched *s, int64_t id, int is_trial, int64_t *exp_id, char *owner, size_t len)
 {
     int rc = 0;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     const experiment *x = NULL;
     if (is_trial) {
         const trial *t = trial_find(s, id);
@@ -447,18 +447,18 @@ int sched_owner_of(sched *s, int64_t id, int is_trial, int64_t *exp_id, char *ow
     } else {
         rc = HF_ENOTFOUND;
     }
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }
 
 int sched_refused_as(sched *s, int64_t exp_id, int64_t trial_id, const char *user, const char *detail)
 {
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     actor_set(s, user);
     txn_begin(s);
     row_event(s, exp_id, trial_id, "REFUSED", detail);
     int rc = txn_end(s);
     actor_set(s, NULL);
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }

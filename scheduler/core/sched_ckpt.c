@@ -18,7 +18,7 @@
  * Who may store a checkpoint (sched_ckpt_may_store; docs/protocol.md,
  * "Agent tokens"): with a token file, only the agent the attempt
  * was assigned to (allocations), through a token that speaks for it
- * (sched_agents.c), and only while the attempt runs there, or later for a
+ * (sched_token.c), and only while the attempt runs there, or later for a
  * step the attempt reported a checkpoint of while it ran (the agent
  * uploads a checkpoint only after its metric report was acknowledged, so
  * the last one of a finished trial still arrives). Anything else is
@@ -176,7 +176,7 @@ int sched_ckpt_may_store(sched *s, int64_t tid, int64_t att, int64_t step, const
 {
     int rc = 0;
     agent *a = NULL;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     trial *t = trial_find(s, tid);
     if (!t) {
         hf_jerr_set(e, "", NULL, "no such trial %lld", (long long)tid);
@@ -221,6 +221,6 @@ int sched_ckpt_may_store(sched *s, int64_t tid, int64_t att, int64_t step, const
 refused:
     note_refusal(s, t, holder, rc, e);
 end:
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }

@@ -2,39 +2,85 @@
  * sched_int.h — the scheduler core's internal header: the in-memory model
  * (experiments, trials, ranks, agents, struct sched) and the functions the
  * core's files call in each other. Only scheduler/core/sched_*.c and
- * scheduler/core/dispatch.c include it; everything else uses sched.h.
+ * scheduler/core/dispatch.c include it (and unit tests of the core's
+ * internals, e.g. tests/unit/test_scheduler_states.c); everything else
+ * uses sched.h.
  *
  * The core is split by record and by activity (docs/scheduler.md, "Modules"):
  *
  *   sched_model.c    the model: lookups by id, the live and per-agent
- *                    indexes, building and freeing records, sched_new/free
- *   sched_txn.c      transactions, group commit of heartbeats, events and
- *                    doorbells published after the commit
+ *                    indexes, building and freeing records, state names,
+ *                    the core lock and its owner
+ *   sched_feed.c     what the searchers and median rules are told: trial
+ *                    ends, reports of non-objective metrics, metric sense
  *   sched_rows.c     the row mapping: every bind and column read between
  *                    the model and store.c's prepared statements
+ *   sched_check.c    the invariants below, checked (abort mode)
  *   sched_load.c     load from the store at start and after a failed
- *                    transaction, and the searchers' replay
- *   sched_state.c    the trial/experiment state machine: state changes,
- *                    kills, rank exits, restarts, objective reports
+ *                    transaction, the searchers' replay; sched_new/free
+ *   sched_txn.c      transactions, group commit of heartbeats, events and
+ *                    doorbells published after the commit
  *   sched_views.c    JSON views and the read-only public calls
- *   sched_actions.c  submit, pause/resume/cancel, extend, kill
+ *   sched_state.c    the trial/experiment state machine: the tables of
+ *                    legal transitions, state changes, kills, rank exits,
+ *                    restarts
+ *   sched_report.c   objective and metric reports (may STOP a trial)
+ *   sched_token.c    the agent token binding, AGENT_REFUSED events
+ *   sched_ckpt.c     which stored checkpoint a trial starts from; who may
+ *                    store one
  *   sched_proto.c    the agent protocol: validation of registration and
  *                    heartbeat bodies, the items' trial/rank, assignments
- *   sched_agents.c   registration, the heartbeat's steps, the doorbell
- *                    query, the cron tick
  *   dispatch.c       the dispatch pass: which experiment, which trial,
  *                    the searcher's next trial, gang placement, backfill
+ *   sched_register.c registration; stale processes of an agent
+ *   sched_heartbeat.c the heartbeat's steps and its reply
+ *   sched_tick.c     the cron tick: heartbeat scaling, LOST agents,
+ *                    assignment timeouts
+ *   sched_pending.c  the doorbell hook and the long-poll's pending query
+ *   sched_actions.c  submit, pause/resume/cancel, extend, kill, patch
+ *   sched_pareto.c   the Pareto front of a multi-objective experiment
  *
- * Invariants (all under s->lock):
+ * Layers (no circles, docs/scheduler.md "Modules"): a file calls only
+ * functions defined in files of a lower layer (or its own):
+ *
+ *   0  sched_model.c, sched_feed.c         (nothing of the core)
+ *   1  sched_rows.c, sched_check.c         -> 0
+ *   2  sched_load.c                        -> 0-1
+ *   3  sched_txn.c                         -> 0-2 (reload after a failure)
+ *   4  sched_views.c                       -> 0
+ *   5  sched_state.c                       -> 0-4
+ *   6  sched_report.c, sched_token.c       -> 0-5
+ *   7  sched_ckpt.c                        -> 0-6
+ *   8  sched_proto.c                       -> 0-7
+ *   9  dispatch.c                          -> 0-8
+ *  10  sched_register.c                    -> 0-9
+ *  11  sched_heartbeat.c, sched_tick.c, sched_pending.c, sched_actions.c,
+ *      sched_pareto.c                      -> 0-10 (the public calls)
+ *
+ * Nothing lower calls back up: where a low layer once did (the model
+ * loading itself in sched_new, the loader telling the searchers what the
+ * state machine tells them, the views asking the state machine whether a
+ * metric is minimized, the checkpoint rules asking the agents' file about
+ * tokens) the function moved down to the layer both use.
+ *
+ * Invariants (all under s->lock; asserted by sched_check.c at the end of
+ * every transaction in abort mode, hf_assert.h):
  *   - s->exps, s->trials and s->agents are ordered by id (ids only grow:
  *     new records are appended), so lookups are binary searches.
  *   - a trial is in s->live (at t->live_idx) and in the `on` list of each
  *     agent holding one of its ranks exactly while t->ranks != NULL.
  *   - x->counts[st] is the number of x's trials in state st; every state
- *     change goes through trial_set_state (sched_state.c).
+ *     change goes through trial_set_state (sched_state.c), which refuses a
+ *     transition its table does not list.
  *   - every change of a record is written to its row in the current
  *     transaction (sched_rows.c) before the transaction ends; s->txn_rc
  *     holds the first failure and later statements are skipped.
+ *
+ * The lock: taken and released only through sched_lock / sched_unlock,
+ * which record the owning thread; every function declared below that
+ * changes the model or the store runs under it, and those that must
+ * (transactions, state changes, reports, the model's indexes) begin with
+ * HF_ASSERT(sched_lock_held(s)). Public calls (sched.h) take it.
  */
 #ifndef HF_SCHED_INT_H
 #define HF_SCHED_INT_H
@@ -171,7 +217,8 @@ typedef struct agent {
 #define GRP_FAILS   256    /* and the last GRP_FAILS failed ones, for waiters older than that */
 
 struct sched {
-    pthread_mutex_t lock;
+    pthread_mutex_t lock;     /* the core lock: sched_lock / sched_unlock only */
+    _Atomic(char *) lock_owner;  /* the holder's thread token (sched_model.c), NULL = free */
     sched_config    cfg;
     store          *st;
     events_hub     *ev;
@@ -277,6 +324,32 @@ void exp_free(experiment *x);
 void agent_set_gpus(agent *a, json_t *gpus /* stolen; NULL = none */);
 /* Free every record (the arrays stay allocated for a reload). */
 void sched_unload(sched *s);
+/* The core lock with its owner recorded: sched_lock_held(s) is 1 only in
+ * the thread that holds it. sched_lock_wait waits on cv (s->lock
+ * released meanwhile, owner cleared and restored): pthread_cond_timedwait's
+ * result. */
+void sched_lock(sched *s);
+void sched_unlock(sched *s);
+int  sched_lock_held(sched *s);
+int  sched_lock_wait(sched *s, pthread_cond_t *cv, const struct timespec *deadline);
+
+/* ---------- sched_feed.c ---------- */
+
+/* Tell t's searcher and median rule that t ended in st. */
+void trial_done_notify(trial *t, int st);
+/* Feed a report of metric name to x's searcher's on_metric for every
+ * slot >= 1 it fills (another objective, sign-normalised, a constraint, or
+ * the cost metric, raw, as SEARCH_COST_SLOT). */
+void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_pos, double v);
+/* Is metric name of x minimized (its "best" the lowest)? An objective by
+ * its goal, any other by its name (docs/guide.md "The objective"). */
+int  metric_minimized(const experiment *x, const char *name);
+
+/* ---------- sched_check.c ---------- */
+
+/* HF_ASSERT every invariant listed at the top of this file (abort mode
+ * only; a no-op in release). Under s->lock. */
+void sched_check_invariants(sched *s);
 
 /* ---------- sched_txn.c ---------- */
 
@@ -379,32 +452,35 @@ int sched_searcher_rebuild(sched *s, experiment *x);
 
 /* ---------- sched_state.c ---------- */
 
+/* Is from -> to a legal trial / experiment transition (the tables of
+ * docs/scheduler.md "State machine")? */
+int trial_transition_ok(int from, int to);
+int exp_transition_ok(int from, int to);
 /* Write x's row (state, max_trials, searcher_done) and emit its summary. */
 void exp_save(sched *s, experiment *x);
-void exp_set_state(sched *s, experiment *x, int st, const char *detail);
+/* Every experiment state change. Same state: a no-op (RET 0). A
+ * transition exp_transition_ok refuses: HF_ESTATE, nothing changed (and an
+ * HF_ASSERT failure). */
+int exp_set_state(sched *s, experiment *x, int st, const char *detail);
 /* The search finished: COMPLETED, or FAILED when every ended trial failed. */
 void exp_search_finished(sched *s, experiment *x);
 static inline int exp_state_ended(int st) { return st == E_COMPLETED || st == E_CANCELED || st == E_FAILED; }
-/* Every trial state change: memory, trials row, events row, SSE. */
-void trial_set_state(sched *s, trial *t, int st, const char *detail);
-/* Tell t's searcher and median rule that t ended in st. */
-void trial_done_notify(trial *t, int st);
+/* Every trial state change: memory, trials row, events row, SSE. RET 0, or
+ * HF_ESTATE (nothing changed; an HF_ASSERT failure) when st is not a legal
+ * next state (trial_transition_ok; the same state is not). */
+int trial_set_state(sched *s, trial *t, int st, const char *detail);
 /* Ask for t to end in target (STOPPED, CANCELED, PAUSED, FAILED). */
 void trial_request_kill(sched *s, trial *t, int target, const char *reason);
 /* One rank ended (exit, start failure, lost agent). */
 void rank_exited(sched *s, trial *t, trial_rank *r, int code, const char *why);
 /* Is tr a holder rank of an mpirun trial whose rank 0 still runs? */
 int trial_holder_waits(const trial *t, const trial_rank *tr);
+
+/* ---------- sched_report.c ---------- */
+
 /* Take one reported metric value into latest/best, the objective, the
  * experiment's best, and the searcher/median decision (may STOP t). */
 void trial_report(sched *s, trial *t, const char *name, double v, double x_pos);
-/* Feed a report of metric name to x's searcher's on_metric for every
- * slot >= 1 it fills (another objective, sign-normalised, a constraint, or
- * the cost metric, raw, as SEARCH_COST_SLOT). */
-void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_pos, double v);
-/* Is metric name of x minimized (its "best" the lowest)? An objective by
- * its goal, any other by its name (docs/guide.md "The objective"). */
-int  metric_minimized(const experiment *x, const char *name);
 
 /* ---------- sched_views.c ---------- */
 
@@ -443,14 +519,31 @@ trial_rank *proto_item_rank(trial *t, int64_t agent_id, const json_t *it, int wa
 /* The assignment object for rank tr of t (docs/protocol.md). */
 json_t *proto_assignment(sched *s, trial *t, trial_rank *tr);
 
-/* ---------- sched_agents.c: the agent token binding (docs/protocol.md, "Agent tokens") ---------- */
+/* ---------- sched_token.c: the agent token binding (docs/protocol.md, "Agent tokens") ---------- */
 
+/* Is h the shared agent token's holder (SCHED_SHARED_AGENT_HOLDER)? */
+int agent_holder_shared(const char *h);
 /* May the agent token of holder speak for a (sched_agent_register_as)?
  * holder NULL (no token file): yes. RET 0, or HF_EPERM with e naming why. */
 int agent_may_speak_locked(sched *s, agent *a, const char *holder, hf_jerr *e);
+/* May the token of holder register the agent named name? RET 0 or HF_EPERM. */
+int agent_may_register(sched *s, const char *name, const char *holder, hf_jerr *e);
+/* Bind a to holder (row, in the open transaction, and record; NULL = no
+ * token file). */
+void agent_bind_holder(sched *s, agent *a, const char *holder);
 /* Was attempt att of trial tid ever assigned to agent aid (a row of
  * allocations)? RET 1, 0, or -1 when the store could not say. */
 int alloc_was_assigned(sched *s, int64_t tid, int64_t att, int64_t aid);
+/* A 403 of the binding: an AGENT_REFUSED events row, at most one a second
+ * (its own transaction; ends an open group first). */
+void agent_refused_note(sched *s, const char *what, const hf_jerr *e);
+
+/* ---------- sched_register.c: stale processes ---------- */
+
+/* Does a still have a live rank of (tid, att)? *out = the trial or NULL. */
+int agent_runs_attempt(sched *s, const agent *a, int64_t tid, int64_t att, trial **out);
+/* Count the slots of the stale processes in running[] as used on a. */
+void agent_stale_update(sched *s, agent *a, const json_t *running);
 
 /* ---------- sched_ckpt.c ---------- */
 

@@ -4,7 +4,8 @@
  * experiments (each rebuilt from its stored config), the agents, the
  * trials, the live allocations of current attempts (which rebuild agent
  * capacity and the live index), then each experiment's searcher by replay
- * (docs/scheduler.md, "Restart").
+ * (docs/scheduler.md, "Restart"); and the core's construction (sched_new,
+ * which loads, and sched_free).
  *
  * Invariants: records are appended in id order (the statements order by
  * id), so the model's binary searches hold; agents that were alive get a
@@ -13,6 +14,7 @@
  */
 #include "scheduler/core/sched_int.h"
 
+#include "hf_assert.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -221,6 +223,7 @@ static int searcher_renew(experiment *x)
 
 int sched_searcher_rebuild(sched *s, experiment *x)
 {
+    HF_ASSERT(sched_lock_held(s));
     int rc = searcher_renew(x);
     if (rc) return rc;
     for (size_t k = 0; k < x->ntrials; k++) x->trials[k]->nreports = 0;
@@ -230,6 +233,7 @@ int sched_searcher_rebuild(sched *s, experiment *x)
 
 int sched_load(sched *s, char *err, size_t errlen)
 {
+    HF_ASSERT(sched_lock_held(s));
     int64_t now_mono = hf_mono_ms();
     int rc = load_experiments(s);
     if (rc == 0) rc = load_agents(s, now_mono);
@@ -251,4 +255,64 @@ int sched_load(sched *s, char *err, size_t errlen)
         load_replay(s, x);
     }
     return 0;
+}
+
+/* ---------- construction ---------- */
+
+void sched_config_defaults(sched_config *c)
+{
+    c->agent_timeout_ms = 10000;
+    c->heartbeat_ms = 1000;
+    c->heartbeat_fast_ms = 250;
+    c->heartbeat_rate = 1000;
+    c->assign_timeout_ms = 60000;
+    c->max_log_lines = 100000;
+    c->max_log_line = 8192;
+    c->max_metric_names = 256;
+    c->port_base = 29500;
+    c->port_count = 10000;
+    c->ck_shared_dir = NULL;
+    c->pbt_parent_wait_ms = 120000;
+}
+
+int sched_new(const sched_config *cfg, store *st, events_hub *ev, sched **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    sched *s = calloc(1, sizeof *s);
+    if (!s) return HF_ENOMEM;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->grp_cv, NULL);
+    s->cfg = *cfg;
+    if (s->cfg.port_count <= 0) s->cfg.port_count = 10000;
+    s->st = st;
+    s->ev = ev;
+    s->pending = json_array();
+    s->next_port = s->cfg.port_base;
+    s->hb_fast_eff = s->cfg.heartbeat_fast_ms;
+    s->hb_idle_eff = s->cfg.heartbeat_ms;
+    s->hb_report_gap = SCHED_REPORT_GAP_MIN_MS;
+    /* Nobody else can see s yet, but the functions loading calls check
+     * that their caller holds the lock (sched_int.h): it does. */
+    sched_lock(s);
+    int rc = sched_load(s, err, errlen);
+    sched_unlock(s);
+    if (rc) { sched_free(s); return rc; }
+    *out = s;
+    return 0;
+}
+
+void sched_free(sched *s)
+{
+    if (!s) return;
+    sched_unload(s);
+    free(s->exps);
+    free(s->trials);
+    free(s->live);
+    free(s->agents);
+    free(s->rings);
+    free(s->dirty);
+    json_decref(s->pending);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->grp_cv);
+    free(s);
 }

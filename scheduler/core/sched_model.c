@@ -2,20 +2,26 @@
  * sched_model.c — the scheduler core's in-memory model (sched_int.h):
  * lookups of experiments, trials and agents by id, the index of placed
  * trials (s->live) and its per-agent subset (agent.on), building and
- * freeing records, and the core's construction (sched_new, sched_free).
+ * freeing records, the names of states, and the core lock with its
+ * owner (sched_lock, sched_unlock, sched_lock_held).
  *
  * Workload: thousands of agents heartbeating a few times a second and
  * dispatch passes over thousands of trials. Lookups by id are binary
  * searches over id-ordered arrays (ids only grow); per-heartbeat and
  * per-tick work walks s->live or an agent's `on`, which scale with what
  * runs, not with the whole history.
+ *
+ * The bottom layer of the core (sched_int.h, "Layers"): it calls no other
+ * file of the core.
  */
 #include "scheduler/core/sched_int.h"
 
 #include "scheduler/core/expmeta.h"
 
+#include "hf_assert.h"
 #include "hf_err.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +67,7 @@ agent *agent_by_name(sched *s, const char *name)
 
 void live_add(sched *s, trial *t)
 {
+    HF_ASSERT(sched_lock_held(s));
     if (sched_grow((void **)&s->live, &s->clive, s->nlive + 1, sizeof *s->live)) return;
     t->live_idx = s->nlive;
     s->live[s->nlive++] = t;
@@ -68,6 +75,7 @@ void live_add(sched *s, trial *t)
 
 void live_del(sched *s, trial *t)
 {
+    HF_ASSERT(sched_lock_held(s));
     size_t i = t->live_idx;
     if (i >= s->nlive || s->live[i] != t) return;
     s->live[i] = s->live[--s->nlive];
@@ -88,6 +96,7 @@ trial **live_snapshot(sched *s, size_t *n) { return trials_copy(s->live, s->nliv
 
 void agent_link(sched *s, trial *t)
 {
+    HF_ASSERT(sched_lock_held(s));
     for (int r = 0; r < t->nranks; r++) {
         agent *a = agent_find(s, t->ranks[r].agent_id);
         if (!a) continue;
@@ -100,6 +109,7 @@ void agent_link(sched *s, trial *t)
 
 void agent_unlink(sched *s, trial *t)
 {
+    HF_ASSERT(sched_lock_held(s));
     for (int r = 0; r < t->nranks; r++) {
         agent *a = agent_find(s, t->ranks[r].agent_id);
         if (!a) continue;
@@ -127,6 +137,8 @@ trial *trial_alloc(sched *s, experiment *x)
 /* Append t (ids only grow, so id order is kept). */
 void trial_index(sched *s, experiment *x, trial *t)
 {
+    HF_ASSERT(sched_lock_held(s));
+    HF_ASSERT(s->ntrials == 0 || s->trials[s->ntrials - 1]->id < t->id);   /* ids only grow */
     s->trials[s->ntrials++] = t;
     x->trials[x->ntrials++] = t;
     x->counts[t->state]++;
@@ -232,58 +244,36 @@ fail:
     return NULL;
 }
 
-/* ---------- construction ---------- */
+/* ---------- the core lock ---------- */
 
-void sched_config_defaults(sched_config *c)
+/* The owner of s->lock is recorded as the address of a thread-local byte:
+ * unique per live thread, compared atomically, with no pthread_t races. */
+static _Thread_local char lock_me;
+
+void sched_lock(sched *s)
 {
-    c->agent_timeout_ms = 10000;
-    c->heartbeat_ms = 1000;
-    c->heartbeat_fast_ms = 250;
-    c->heartbeat_rate = 1000;
-    c->assign_timeout_ms = 60000;
-    c->max_log_lines = 100000;
-    c->max_log_line = 8192;
-    c->max_metric_names = 256;
-    c->port_base = 29500;
-    c->port_count = 10000;
-    c->ck_shared_dir = NULL;
-    c->pbt_parent_wait_ms = 120000;
+    pthread_mutex_lock(&s->lock);
+    HF_ASSERT(atomic_load(&s->lock_owner) == NULL);
+    atomic_store(&s->lock_owner, &lock_me);
 }
 
-int sched_new(const sched_config *cfg, store *st, events_hub *ev, sched **out, char *err, size_t errlen)
+void sched_unlock(sched *s)
 {
-    *out = NULL;
-    sched *s = calloc(1, sizeof *s);
-    if (!s) return HF_ENOMEM;
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->grp_cv, NULL);
-    s->cfg = *cfg;
-    if (s->cfg.port_count <= 0) s->cfg.port_count = 10000;
-    s->st = st;
-    s->ev = ev;
-    s->pending = json_array();
-    s->next_port = s->cfg.port_base;
-    s->hb_fast_eff = s->cfg.heartbeat_fast_ms;
-    s->hb_idle_eff = s->cfg.heartbeat_ms;
-    s->hb_report_gap = SCHED_REPORT_GAP_MIN_MS;
-    int rc = sched_load(s, err, errlen);
-    if (rc) { sched_free(s); return rc; }
-    *out = s;
-    return 0;
+    HF_ASSERT(atomic_load(&s->lock_owner) == &lock_me);
+    atomic_store(&s->lock_owner, NULL);
+    pthread_mutex_unlock(&s->lock);
 }
 
-void sched_free(sched *s)
+int sched_lock_held(sched *s)
 {
-    if (!s) return;
-    sched_unload(s);
-    free(s->exps);
-    free(s->trials);
-    free(s->live);
-    free(s->agents);
-    free(s->rings);
-    free(s->dirty);
-    json_decref(s->pending);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->grp_cv);
-    free(s);
+    return atomic_load(&s->lock_owner) == &lock_me;
+}
+
+int sched_lock_wait(sched *s, pthread_cond_t *cv, const struct timespec *deadline)
+{
+    HF_ASSERT(sched_lock_held(s));
+    atomic_store(&s->lock_owner, NULL);
+    int w = pthread_cond_timedwait(cv, &s->lock, deadline);
+    atomic_store(&s->lock_owner, &lock_me);
+    return w;
 }

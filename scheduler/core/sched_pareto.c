@@ -117,7 +117,7 @@ int sched_experiment_pareto(sched *s, int64_t id, json_t **out)
 {
     int rc = HF_ENOTFOUND;
     *out = NULL;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     experiment *x = exp_find(s, id);
     if (x) {
         json_t *o = pareto_header(&x->spec);
@@ -129,6 +129,6 @@ int sched_experiment_pareto(sched *s, int64_t id, json_t **out)
             json_decref(o);
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }

@@ -15,6 +15,7 @@
 
 #include "hf_err.h"
 #include "hf_metric.h"
+#include "hf_trial.h"
 #include "scheduler/store/store.h"
 
 #include <sqlite3.h>
@@ -277,72 +278,80 @@ static int64_t context_size(sched *s, experiment *x)
     return x->context_size;
 }
 
-json_t *proto_assignment(sched *s, trial *t, trial_rank *tr)
+/* The contract fields of rank tr of t (hf_trial.h): the values trials see
+ * as HYPERFARM_* once the agent writes them. hparams is t's JSON text,
+ * owned by the caller (free it); NULL when it cannot be encoded ("{}"). */
+static void trial_contract(sched *s, trial *t, trial_rank *tr, hf_trial_vars *v, char **hparams)
 {
     experiment *x = t->exp;
     agent *a0 = agent_find(s, t->ranks[0].agent_id);
-    char buf[64], master[300], ckdir[128];
-    json_t *env = json_object();
-    char *hp = hf_json_dump(t->hparams);
-#define SETENV(k, v) json_object_set_new(env, k, json_string(v))
-#define SETENVI(k, v) do { snprintf(buf, sizeof buf, "%lld", (long long)(v)); SETENV(k, buf); } while (0)
-    if (x->spec.env) json_object_update(env, x->spec.env);
-    SETENVI("HYPERFARM_TRIAL_ID", t->id);
-    SETENVI("HYPERFARM_EXPERIMENT_ID", x->id);
-    SETENV("HYPERFARM_HPARAMS", hp ? hp : "{}");
-    SETENVI("HYPERFARM_RANK", tr->rank);
-    SETENVI("HYPERFARM_WORLD_SIZE", t->nranks);
-    SETENVI("HYPERFARM_LOCAL_RANK", tr->local_rank);
-    SETENVI("HYPERFARM_ATTEMPT", t->attempt);
-    SETENVI("HYPERFARM_SEED", expmeta_trial_seed(x->spec.seed, t->idx));
-    snprintf(master, sizeof master, "%s:%d", a0 ? a0->host : "127.0.0.1", t->port);
-    SETENV("HYPERFARM_MASTER", master);
-    int64_t budget = t->budget > 0 ? t->budget : x->spec.max_epochs;
-    if (budget > 0) {
-        SETENVI("HYPERFARM_MAX_EPOCHS", budget);
-        SETENVI("HYPERFARM_BUDGET", budget);
-    }
+    hf_trial_vars_init(v);
+    v->trial_id = t->id;
+    v->experiment_id = x->id;
+    v->attempt = t->attempt;
+    v->rank = tr->rank;
+    v->world_size = t->nranks;
+    v->local_rank = tr->local_rank;
+    v->seed = expmeta_trial_seed(x->spec.seed, t->idx);
+    v->budget = t->budget > 0 ? t->budget : x->spec.max_epochs;
+    snprintf(v->master, sizeof v->master, "%s:%d", a0 ? a0->host : "127.0.0.1", t->port);
+    v->hparams = *hparams = hf_json_dump(t->hparams);
+    /* trial.distributed as experiment.c validated it: mode and backend
+     * strings, ps and staleness integers. */
     json_t *dist = json_object_get(json_object_get(x->config, "trial"), "distributed");
-    const char *dk;
-    json_t *dv;
-    json_object_foreach(dist, dk, dv) {
-        char name[64];
-        snprintf(name, sizeof name, "HYPERFARM_DIST_%s", dk);
-        for (char *c = name; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
-        if (json_is_string(dv)) SETENV(name, json_string_value(dv));
-        else if (json_is_integer(dv)) SETENVI(name, json_integer_value(dv));
+    const char *mode = json_string_value(json_object_get(dist, "mode"));
+    const char *backend = json_string_value(json_object_get(dist, "backend"));
+    json_t *ps = json_object_get(dist, "ps"), *stale = json_object_get(dist, "staleness");
+    if (mode) snprintf(v->dist_mode, sizeof v->dist_mode, "%s", mode);
+    if (backend) snprintf(v->dist_backend, sizeof v->dist_backend, "%s", backend);
+    if (json_is_integer(ps)) v->dist_ps = json_integer_value(ps);
+    if (json_is_integer(stale)) v->dist_staleness = json_integer_value(stale);
+    for (int k = 0; k < tr->ngpu && k < HF_TRIAL_MAX_GPUS; k++) v->gpus[v->ngpus++] = tr->gpu[k];
+}
+
+/* Launcher trials: rank 0 runs the command (mpirun) with a host file of
+ * the placement, one entry per agent in rank order with as many slots as
+ * ranks placed there; the other ranks hold their slots. */
+static void assign_launcher(sched *s, trial *t, trial_rank *tr, json_t *as)
+{
+    json_object_set_new(as, "launcher", json_string("mpirun"));
+    if (tr->rank != 0) {
+        json_object_set_new(as, "hold", json_true());
+        return;
     }
-#undef SETENV
-#undef SETENVI
-    free(hp);
-    json_t *gpus = json_array();
-    for (int k = 0; k < tr->ngpu; k++) json_array_append_new(gpus, json_integer(tr->gpu[k]));
+    json_t *hosts = json_array();
+    for (int r = 0; r < t->nranks; r++) {
+        int seen = 0, n = 0;
+        for (int q = 0; q < r; q++) seen |= t->ranks[q].agent_id == t->ranks[r].agent_id;
+        if (seen) continue;
+        for (int q = r; q < t->nranks; q++) n += t->ranks[q].agent_id == t->ranks[r].agent_id;
+        agent *ra = agent_find(s, t->ranks[r].agent_id);
+        json_array_append_new(hosts, json_pack("{sssi}", "host", ra ? ra->host : "127.0.0.1", "slots", n));
+    }
+    json_object_set_new(as, "hosts", hosts);
+}
+
+json_t *proto_assignment(sched *s, trial *t, trial_rank *tr)
+{
+    experiment *x = t->exp;
+    char ckdir[128], *hp = NULL;
+    hf_trial_vars v;
+    /* The trial's variables travel as typed fields (hf_trial_encode); "env"
+     * is the experiment's trial.env alone, whose names experiment.c keeps
+     * off the contract's (hf_trial_env_reserved). */
+    trial_contract(s, t, tr, &v, &hp);
     snprintf(ckdir, sizeof ckdir, "experiments/%lld/trials/%lld/checkpoints", (long long)x->id, (long long)t->id);
-    json_t *as = json_pack("{sIsIsIsisOsosssisosI}", "trial_id", (json_int_t)t->id, "attempt", (json_int_t)t->attempt,
-                           "experiment_id", (json_int_t)x->id, "rank", tr->rank, "argv", x->spec.argv, "env", env,
-                           "checkpoint_dir", ckdir, "slots", tr->slots, "gpus", gpus,
-                           "grace_ms", (json_int_t)x->spec.grace_ms);
-    if (x->spec.prompt_reports) json_object_set_new(as, "prompt_metric", json_string(x->spec.metric));
-    /* Launcher trials: rank 0 runs the command (mpirun) with a host file
-     * of the placement, one entry per agent in rank order with as many
-     * slots as ranks placed there; the other ranks hold their slots. */
-    if (x->spec.launcher_mpirun) {
-        json_object_set_new(as, "launcher", json_string("mpirun"));
-        if (tr->rank == 0) {
-            json_t *hosts = json_array();
-            for (int r = 0; r < t->nranks; r++) {
-                int seen = 0, n = 0;
-                for (int q = 0; q < r; q++) seen |= t->ranks[q].agent_id == t->ranks[r].agent_id;
-                if (seen) continue;
-                for (int q = r; q < t->nranks; q++) n += t->ranks[q].agent_id == t->ranks[r].agent_id;
-                agent *ra = agent_find(s, t->ranks[r].agent_id);
-                json_array_append_new(hosts, json_pack("{sssi}", "host", ra ? ra->host : "127.0.0.1", "slots", n));
-            }
-            json_object_set_new(as, "hosts", hosts);
-        } else {
-            json_object_set_new(as, "hold", json_true());
-        }
+    json_t *as = json_pack("{sOsosssisI}", "argv", x->spec.argv, "env",
+                           x->spec.env ? json_copy(x->spec.env) : json_object(), "checkpoint_dir", ckdir,
+                           "slots", tr->slots, "grace_ms", (json_int_t)x->spec.grace_ms);
+    if (as && hf_trial_encode(&v, as)) {
+        json_decref(as);
+        as = NULL;
     }
+    free(hp);
+    if (!as) return NULL;
+    if (x->spec.prompt_reports) json_object_set_new(as, "prompt_metric", json_string(x->spec.metric));
+    if (x->spec.launcher_mpirun) assign_launcher(s, t, tr, as);
     /* The code context the agent unpacks into the trial's directory. */
     if (x->spec.context)
         json_object_set_new(as, "context", json_pack("{sssI}", "sha256", x->spec.context, "size",

@@ -5,12 +5,14 @@
  * store.c's statement table; a column added there is mapped here and
  * nowhere else.
  *
- * Writes run inside the core's current transaction: the first failure is
+ * Writes run inside the core's current transaction, under s->lock (asserted
+ * in row_exec and row_scan): the first failure is
  * kept in s->txn_rc and every later statement of that transaction is
  * skipped, so txn_end rolls the whole transaction back.
  */
 #include "scheduler/core/sched_int.h"
 
+#include "hf_assert.h"
 #include "hf_err.h"
 #include "hf_time.h"
 
@@ -21,6 +23,7 @@
 /* Run a write statement of the current transaction (skipped after a failure). */
 static void row_exec(sched *s, sqlite3_stmt *st)
 {
+    HF_ASSERT(sched_lock_held(s));
     if (s->txn_rc) { sqlite3_reset(st); return; }
     int rc = store_exec_stmt(st);
     if (rc) s->txn_rc = rc;
@@ -335,6 +338,7 @@ static int state_parse(const char *s, const char *const *names, int n)
 
 sqlite3_stmt *row_scan(sched *s, enum row_table table)
 {
+    HF_ASSERT(sched_lock_held(s));
     static const int ids[] = {
         [ROWS_EXPERIMENTS] = ST_LOAD_EXPERIMENTS, [ROWS_AGENTS] = ST_LOAD_AGENTS,
         [ROWS_TRIALS] = ST_LOAD_TRIALS, [ROWS_ALLOCATIONS] = ST_LOAD_ALLOCATIONS,

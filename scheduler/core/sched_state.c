@@ -1,6 +1,8 @@
 /*
  * sched_state.c — the trial and experiment state machine of the scheduler
- * core (sched_int.h):
+ * core (sched_int.h): the tables of legal transitions, the one setter of
+ * each (trial_set_state, exp_set_state) that enforces them, and the ends
+ * of attempts (kills, rank exits, restarts).
  *
  *   QUEUED -> ASSIGNED -> RUNNING -> COMPLETED | FAILED | STOPPED | CANCELED
  *   (PAUSED while its experiment is paused; FAILED with restarts left goes
@@ -10,9 +12,14 @@
  *   ACTIVE <-> PAUSED, ACTIVE -> COMPLETED | FAILED (search finished: FAILED
  *   when no trial completed or stopped and at least one failed), ACTIVE |
  *   PAUSED -> FAILED (trial.max_failures trials failed in a row: the rest
- *   are canceled), COMPLETED | FAILED -> ACTIVE (extend), ACTIVE | PAUSED |
- *   COMPLETED | FAILED -> CANCELED. An ended experiment keeps the reason in
- *   end_reason (docs/scheduler.md "End states").
+ *   are canceled), COMPLETED | FAILED -> ACTIVE (extend), ACTIVE | PAUSED
+ *   -> CANCELED. An ended experiment keeps the reason in end_reason
+ *   (docs/scheduler.md "End states").
+ *
+ * The exact tables are trial_next[] and exp_next[] below (the same in
+ * docs/scheduler.md "State machine"); a transition not in them is refused
+ * (HF_ESTATE, nothing changed) and is an HF_ASSERT failure: no caller
+ * asks for one, so one that does is a bug.
  *
  * Every state change goes through trial_set_state / exp_set_state, which
  * write the record's row and an events row in the current transaction and
@@ -20,33 +27,85 @@
  * trial ends through kills (trial_request_kill: sent in its agents' next
  * heartbeat replies) and rank exits (rank_exited); when its last rank has
  * exited, trial_finish releases its slots and applies the restart rules.
- * Reported metrics enter here too (trial_report): the objective feeds the
- * searcher and the median rule, which may STOP the trial.
  */
 #include "scheduler/core/sched_int.h"
 
+#include "hf_assert.h"
+#include "hf_err.h"
 #include "hf_log.h"
-#include "hf_metric.h"
 #include "hf_time.h"
-#include "scheduler/api/metrics.h"
 
-#include <ctype.h>
-#include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* ---------- the tables ---------- */
+
+#define B(st) (1u << (st))
+/* trial_next[from]: the states a trial in `from` may go to. Who asks:
+ * QUEUED -> ASSIGNED dispatch (placed); -> FAILED a PBT child whose parent
+ * has no checkpoint (sched_ckpt.c); -> CANCELED, PAUSED a kill of an
+ * unplaced trial (trial_request_kill). ASSIGNED -> RUNNING the agent's
+ * `started` or a re-registration; ASSIGNED | RUNNING -> an end state,
+ * or QUEUED | PAUSED (a pause kill, by the experiment's state), when the
+ * attempt is over (trial_finish). A FAILED attempt with restarts left ->
+ * QUEUED | PAUSED; COMPLETED | STOPPED -> QUEUED an ASHA promotion; PAUSED
+ * -> QUEUED resume, -> CANCELED cancel. CANCELED is final. */
+static const unsigned trial_next[T__N] = {
+    [T_QUEUED]    = B(T_ASSIGNED) | B(T_FAILED) | B(T_CANCELED) | B(T_PAUSED),
+    [T_ASSIGNED]  = B(T_RUNNING) | B(T_QUEUED) | B(T_PAUSED) | B(T_COMPLETED) | B(T_FAILED) | B(T_STOPPED) |
+                    B(T_CANCELED),
+    [T_RUNNING]   = B(T_QUEUED) | B(T_PAUSED) | B(T_COMPLETED) | B(T_FAILED) | B(T_STOPPED) | B(T_CANCELED),
+    [T_COMPLETED] = B(T_QUEUED),
+    [T_FAILED]    = B(T_QUEUED) | B(T_PAUSED),
+    [T_STOPPED]   = B(T_QUEUED),
+    [T_CANCELED]  = 0,
+    [T_PAUSED]    = B(T_QUEUED) | B(T_CANCELED),
+};
+/* exp_next[from]: ACTIVE -> PAUSED pause, -> COMPLETED | FAILED the search
+ * finished (dispatch.c), -> FAILED trial.max_failures, -> CANCELED cancel;
+ * PAUSED -> ACTIVE resume, -> FAILED max_failures, -> CANCELED cancel;
+ * COMPLETED | FAILED -> ACTIVE extend; CANCELED is final. Setting the
+ * state an experiment already has is a no-op, not a transition. */
+static const unsigned exp_next[E__N] = {
+    [E_ACTIVE]    = B(E_PAUSED) | B(E_COMPLETED) | B(E_FAILED) | B(E_CANCELED),
+    [E_PAUSED]    = B(E_ACTIVE) | B(E_FAILED) | B(E_CANCELED),
+    [E_COMPLETED] = B(E_ACTIVE),
+    [E_FAILED]    = B(E_ACTIVE),
+    [E_CANCELED]  = 0,
+};
+
+int trial_transition_ok(int from, int to)
+{
+    return from >= 0 && from < T__N && to >= 0 && to < T__N && (trial_next[from] & B(to));
+}
+
+int exp_transition_ok(int from, int to)
+{
+    return from >= 0 && from < E__N && to >= 0 && to < E__N && (exp_next[from] & B(to));
+}
+#undef B
+
+/* ---------- experiments ---------- */
+
 void exp_save(sched *s, experiment *x)
 {
+    HF_ASSERT(sched_lock_held(s));
     row_exp_update(s, x);
     s->dispatch_dirty = 1;
     txn_emit(s, "experiment", exp_summary(x));
 }
 
-void exp_set_state(sched *s, experiment *x, int st, const char *detail)
+int exp_set_state(sched *s, experiment *x, int st, const char *detail)
 {
-    if (x->state == st) return;
+    HF_ASSERT(sched_lock_held(s));
+    if (x->state == st) return 0;
+    if (!HF_ALWAYS(exp_transition_ok(x->state, st))) {
+        hf_error("experiment %lld: %s -> %s refused (not a legal transition)", (long long)x->id,
+                 x->state >= 0 && x->state < E__N ? exp_state_names[x->state] : "?",
+                 st >= 0 && st < E__N ? exp_state_names[st] : "?");
+        return HF_ESTATE;
+    }
     x->state = st;
     s->dispatch_dirty = 1;
     if (exp_state_ended(st)) {
@@ -61,6 +120,7 @@ void exp_set_state(sched *s, experiment *x, int st, const char *detail)
     row_event(s, x->id, 0, exp_state_names[st], detail);
     hf_info("experiment %lld -> %s%s%s", (long long)x->id, exp_state_names[st], detail ? ": " : "",
             detail ? detail : "");
+    return 0;
 }
 
 /* The search has nothing left to run and no trial is active or paused. */
@@ -99,27 +159,40 @@ static void exp_trial_ended(sched *s, trial *t, int st, const char *detail)
         if (!trial_state_terminal(x->trials[i]->state)) trial_request_kill(s, x->trials[i], T_CANCELED, "max_failures");
 }
 
-/* trial_set_state with the events row typed ev (NULL: the state's name). */
-static void trial_set_state_ev(sched *s, trial *t, int st, const char *ev, const char *detail)
+/* ---------- trials ---------- */
+
+/* trial_set_state with the events row typed ev (NULL: the state's name).
+ * RET 0, or HF_ESTATE (an HF_ASSERT failure; nothing changed) when st is
+ * not a legal next state of t's. */
+static int trial_set_state_ev(sched *s, trial *t, int st, const char *ev, const char *detail)
 {
     int old = t->state;
+    HF_ASSERT(sched_lock_held(s));
+    if (!HF_ALWAYS(trial_transition_ok(old, st))) {
+        hf_error("trial %lld: %s -> %s refused (not a legal transition)", (long long)t->id,
+                 old >= 0 && old < T__N ? sched_trial_state_names[old] : "?",
+                 st >= 0 && st < T__N ? sched_trial_state_names[st] : "?");
+        return HF_ESTATE;
+    }
+    HF_ASSERT(t->exp->counts[old] > 0);
     t->exp->counts[old]--;
     t->exp->counts[st]++;
     t->state = st;
     s->dispatch_dirty = 1;
     if (st == T_QUEUED) t->ready_mono = hf_mono_ms();
     if (trial_state_terminal(st)) t->ended_at = hf_wall_ms();
-    else if (old != st && trial_state_terminal(old)) t->ended_at = 0;
+    else if (trial_state_terminal(old)) t->ended_at = 0;
     row_trial_update(s, t);
     row_event(s, t->exp->id, t->id, ev ? ev : sched_trial_state_names[st], detail);
     txn_emit(s, "trial", trial_view(s, t));
     hf_debug("trial %lld %s -> %s%s%s", (long long)t->id, sched_trial_state_names[old], sched_trial_state_names[st],
              detail ? ": " : "", detail ? detail : "");
+    return 0;
 }
 
-void trial_set_state(sched *s, trial *t, int st, const char *detail)
+int trial_set_state(sched *s, trial *t, int st, const char *detail)
 {
-    trial_set_state_ev(s, t, st, NULL, detail);
+    return trial_set_state_ev(s, t, st, NULL, detail);
 }
 
 /* ---------- ends of attempts ---------- */
@@ -141,16 +214,6 @@ static void ranks_release(sched *s, trial *t)
     free(t->ranks);
     t->ranks = NULL;
     t->nranks = 0;
-}
-
-void trial_done_notify(trial *t, int st)
-{
-    experiment *x = t->exp;
-    int outcome = st == T_COMPLETED ? SEARCH_COMPLETED : st == T_FAILED ? SEARCH_FAILED
-                : st == T_STOPPED ? SEARCH_STOPPED : SEARCH_CANCELED;
-    double v = t->has_obj ? exp_norm(x, t->obj) : NAN;
-    if (x->srch && x->srch->ops->on_done) x->srch->ops->on_done(x->srch, t->id, outcome, v);
-    if (x->med) search_median_on_done(x->med, t->id, outcome);
 }
 
 /* The attempt is over (all ranks exited, or it was never started). target
@@ -202,6 +265,7 @@ int trial_holder_waits(const trial *t, const trial_rank *tr)
  * their agents' next heartbeat replies and change when they exit. */
 void trial_request_kill(sched *s, trial *t, int target, const char *reason)
 {
+    HF_ASSERT(sched_lock_held(s));
     if (trial_state_terminal(t->state)) return;
     if (t->state == T_QUEUED || t->state == T_PAUSED) {
         trial_set_state(s, t, target, reason);
@@ -237,6 +301,7 @@ void trial_request_kill(sched *s, trial *t, int target, const char *reason)
 /* One rank ended (exit, start failure, lost agent). */
 void rank_exited(sched *s, trial *t, trial_rank *r, int code, const char *why)
 {
+    HF_ASSERT(sched_lock_held(s));
     if (r->exited) return;
     r->exited = 1;
     r->exit_code = code;
@@ -274,113 +339,3 @@ void rank_exited(sched *s, trial *t, trial_rank *r, int code, const char *why)
     trial_finish(s, t, target, t->kill_state >= 0 ? t->kill_reason : d);
 }
 
-/* ---------- objective and metric reports ---------- */
-
-/* docs/guide.md "The objective": an objective uses its goal; any other
- * metric is minimized when its name (any case) contains loss, err,
- * perplexity, latency, time, second or _ms, unless it is a rate (contains
- * throughput, or ends in per_s, per_sec, per_second, per_ms or /s);
- * else maximized. */
-int metric_minimized(const experiment *x, const char *name)
-{
-    for (int k = 0; k < x->spec.mo.n_obj; k++)
-        if (!strcmp(name, x->spec.obj_metric[k])) return !x->spec.obj_goal_max[k];
-    char low[HF_METRIC_NAME_MAX + 1];
-    size_t i = 0;
-    for (; name[i] && i < sizeof low - 1; i++) low[i] = (char)tolower((unsigned char)name[i]);
-    low[i] = '\0';
-    static const char *const rates[] = {"per_s", "per_sec", "per_second", "per_ms", "/s", NULL};
-    if (strstr(low, "throughput")) return 0;
-    for (const char *const *r = rates; *r; r++)
-        if (i >= strlen(*r) && !strcmp(low + i - strlen(*r), *r)) return 0;
-    static const char *const mins[] = {"loss", "err", "perplexity", "latency", "time", "second", "_ms", NULL};
-    for (const char *const *m = mins; *m; m++)
-        if (strstr(low, *m)) return 1;
-    return 0;
-}
-
-void exp_feed_slots(experiment *x, int64_t trial_id, const char *name, double x_pos, double v)
-{
-    const exp_spec *sp = &x->spec;
-    if (!x->srch || !x->srch->ops->on_metric) return;
-    for (int k = 1; k < sp->mo.n_obj; k++)
-        if (!strcmp(name, sp->obj_metric[k]))
-            x->srch->ops->on_metric(x->srch, trial_id, k, x_pos, sp->obj_goal_max[k] ? v : -v);
-    for (int c = 0; c < sp->mo.n_con; c++)
-        if (!strcmp(name, sp->con_metric[c])) x->srch->ops->on_metric(x->srch, trial_id, sp->mo.n_obj + c, x_pos, v);
-    /* The cost may also be an objective or constrained: then it fills both. */
-    if (sp->cost_metric && !strcmp(name, sp->cost_metric))
-        x->srch->ops->on_metric(x->srch, trial_id, SEARCH_COST_SLOT(&sp->mo), x_pos, v);
-    if (sp->time_metric && !strcmp(name, sp->time_metric))
-        x->srch->ops->on_metric(x->srch, trial_id, SEARCH_TIME_SLOT(&sp->mo), x_pos, v);
-}
-
-/* Recompute x's best trial from its trials' objectives (ties: the lower
- * id). Needed when objective.aggregate is "last" and the best trial's
- * objective went down. */
-static void exp_best_rescan(experiment *x)
-{
-    x->best_trial = 0;
-    for (size_t i = 0; i < x->ntrials; i++) {
-        const trial *u = x->trials[i];
-        if (!u->has_obj || (x->best_trial && exp_norm(x, u->obj) <= x->best_norm)) continue;
-        x->best_trial = u->id;
-        x->best_norm = exp_norm(x, u->obj);
-        x->best_raw = u->obj;
-    }
-}
-
-void trial_report(sched *s, trial *t, const char *name, double v, double x_pos)
-{
-    experiment *x = t->exp;
-    json_object_set_new(t->latest, name, json_real(v));
-    t->mver++;
-    json_t *b = json_object_get(t->best, name);
-    int is_obj = strcmp(name, x->spec.metric) == 0;
-    int lower = metric_minimized(x, name);
-    /* Other objectives and constraints: recorded by the searcher whatever
-     * the trial's state, exactly as the replay feeds them. */
-    exp_feed_slots(x, t->id, name, x_pos, v);
-    if (!b || (lower ? v < json_number_value(b) : v > json_number_value(b)))
-        json_object_set_new(t->best, name, json_real(v));
-    if (!t->dirty_metrics && !sched_grow((void **)&s->dirty, &s->cdirty, s->ndirty + 1, sizeof *s->dirty)) {
-        t->dirty_metrics = 1;
-        s->dirty[s->ndirty++] = t;
-    }
-    if (!is_obj) return;
-    if (x->waits_report) s->dispatch_dirty = 1;   /* the searcher may want to run something now */
-    /* The trial's objective: its best report, or with objective.aggregate
-     * "last" its latest (docs/guide.md "The objective"). */
-    if (!t->has_obj || x->spec.agg_last || exp_norm(x, v) > exp_norm(x, t->obj)) {
-        t->has_obj = 1;
-        t->obj = v;
-    }
-    if (x->best_trial == t->id && x->spec.agg_last && exp_norm(x, v) < x->best_norm) {
-        exp_best_rescan(x);   /* the best trial's last value got worse */
-        txn_emit(s, "experiment", exp_summary(x));
-    } else if (x->best_trial == 0 || exp_norm(x, v) > x->best_norm) {
-        x->best_trial = t->id;
-        x->best_norm = exp_norm(x, v);
-        x->best_raw = v;
-        txn_emit(s, "experiment", exp_summary(x));
-    }
-    /* The searcher and the median rule see every objective report, as the
-     * replay after a restart feeds them (one that arrives while the trial
-     * is already being stopped included); only a running trial's
-     * decision is acted on. */
-    int d = SEARCH_CONTINUE;
-    const char *why = x->spec.searcher_name;
-    if (x->srch->ops->on_report) d = x->srch->ops->on_report(x->srch, t->id, x_pos, exp_norm(x, v));
-    if (x->med) {
-        int dm = search_median_on_report(x->med, t->id, x_pos, exp_norm(x, v));
-        if (d == SEARCH_CONTINUE && dm == SEARCH_STOP) {
-            d = dm;
-            why = "median";
-        }
-    }
-    if (t->state != T_RUNNING || t->kill_state >= 0) return;
-    if (d == SEARCH_STOP) {
-        atomic_fetch_add(&metrics.searcher_stops, 1);
-        trial_request_kill(s, t, T_STOPPED, why);
-    }
-}

@@ -15,9 +15,15 @@
  * commits still learns its own outcome, unless more than GRP_FAILS
  * transactions failed meanwhile (then HF_EDB, and the agent re-sends the
  * batch, which is acknowledged once).
+ *
+ * Self-checks: every function here runs under s->lock (HF_ASSERT); in
+ * abort mode (hf_assert.h) each ended transaction checks the model's
+ * invariants (sched_check.c), so a change that breaks one fails the test
+ * that made it, at the transaction that made it.
  */
 #include "scheduler/core/sched_int.h"
 
+#include "hf_assert.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -29,6 +35,7 @@
 
 void txn_emit(sched *s, const char *type, json_t *data /* stolen */)
 {
+    HF_ASSERT(sched_lock_held(s));
     if (!data) return;
     if (!s->ev || events_subscribers(s->ev) == 0) { json_decref(data); return; }
     json_array_append_new(s->pending, json_pack("[so]", type, data));
@@ -36,6 +43,7 @@ void txn_emit(sched *s, const char *type, json_t *data /* stolen */)
 
 void txn_ring_note(sched *s, int64_t agent_id)
 {
+    HF_ASSERT(sched_lock_held(s));
     if (!s->bell) return;
     for (size_t i = 0; i < s->nrings; i++)
         if (s->rings[i] == agent_id) return;
@@ -54,6 +62,7 @@ void txn_ring_forget(sched *s, int64_t agent_id)
 
 void txn_begin(sched *s)
 {
+    HF_ASSERT(sched_lock_held(s));
     /* Deferred heartbeats wait for their COMMIT: give it to them before
      * work that may roll back its own transaction. */
     if (s->grp_open) txn_end(s);
@@ -66,11 +75,13 @@ void txn_begin(sched *s)
 
 void txn_join(sched *s)
 {
+    HF_ASSERT(sched_lock_held(s));
     if (!s->grp_open) txn_begin(s);
 }
 
 void txn_abort(sched *s)
 {
+    HF_ASSERT(sched_lock_held(s));
     store_rollback(s->st);
     json_array_clear(s->pending);
 }
@@ -92,6 +103,7 @@ static void txn_ended(sched *s, int rc)
 
 int txn_end(sched *s)
 {
+    HF_ASSERT(sched_lock_held(s));
     int rc = s->txn_rc;
     if (rc == 0) rc = store_commit(s->st);
     if (rc) {
@@ -108,6 +120,7 @@ int txn_end(sched *s)
         s->ndirty = 0;
         sched_unload(s);
         if (sched_load(s, err, sizeof err)) hf_error("reload after failed transaction: %s", err);
+        else sched_check_invariants(s);
         s->txn_rc = 0;
         txn_ended(s, rc);
         return rc;
@@ -120,6 +133,7 @@ int txn_end(sched *s)
     for (size_t k = 0; k < s->nrings && s->bell; k++) s->bell(s->bell_ctx, s->rings[k]);
     s->nrings = 0;
     txn_ended(s, 0);
+    sched_check_invariants(s);
     return 0;
 }
 
@@ -147,6 +161,7 @@ static int txn_outcome(const sched *s, uint64_t g)
  * the error and memory is reloaded from the store (txn_end). */
 int txn_end_grouped(sched *s)
 {
+    HF_ASSERT(sched_lock_held(s));
     int64_t mono = hf_mono_ms();
     if (s->txn_rc || atomic_load(&s->hb_queue) == 0 || s->grp_n >= GRP_MAX ||
         (s->grp_n > 0 && mono - s->grp_t0 >= GRP_MS))
@@ -157,7 +172,7 @@ int txn_end_grouped(sched *s)
     atomic_fetch_add(&metrics.heartbeats_grouped, 1);
     while (s->gen <= mine) {
         struct timespec ts = hf_deadline(CLOCK_REALTIME, GRP_WAIT_MS);
-        int w = pthread_cond_timedwait(&s->grp_cv, &s->lock, &ts);
+        int w = sched_lock_wait(s, &s->grp_cv, &ts);
         if (w == ETIMEDOUT && s->gen <= mine && s->grp_open) txn_end(s);
     }
     return txn_outcome(s, mine);

@@ -196,12 +196,12 @@ int sched_experiment_list(sched *s, int with_archived, json_t **out)
 
 int sched_experiment_list_tagged(sched *s, int with_archived, const char *tag, json_t **out)
 {
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     json_t *a = json_array();
     for (size_t i = 0; i < s->nexps; i++)
         if ((with_archived || !s->exps[i]->archived) && (!tag || expmeta_has_tag(s->exps[i]->tags, tag)))
             json_array_append_new(a, exp_summary(s->exps[i]));
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     *out = json_pack("{so}", "experiments", a);
     return *out ? 0 : HF_ENOMEM;
 }
@@ -209,7 +209,7 @@ int sched_experiment_list_tagged(sched *s, int with_archived, const char *tag, j
 int sched_experiment_get(sched *s, int64_t id, json_t **out)
 {
     int rc = HF_ENOTFOUND;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     experiment *x = exp_find(s, id);
     if (x) {
         *out = exp_summary(x);
@@ -220,7 +220,7 @@ int sched_experiment_get(sched *s, int64_t id, json_t **out)
         }
         rc = 0;
     }
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }
 
@@ -234,10 +234,10 @@ static json_t *exp_trial_views(sched *s, const experiment *x)
 
 int sched_experiment_trials(sched *s, int64_t id, json_t **out)
 {
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     experiment *x = exp_find(s, id);
     if (x) *out = json_pack("{so}", "trials", exp_trial_views(s, x));
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return x ? 0 : HF_ENOTFOUND;
 }
 
@@ -246,7 +246,7 @@ int sched_experiment_trials_text(sched *s, int64_t id, char **out, size_t *len)
     static const char head[] = "{\"trials\":[", tail[] = "]}";
     int rc = HF_ENOTFOUND;
     char *text = NULL;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     experiment *x = exp_find(s, id);
     if (!x) goto end;
     size_t n = sizeof head - 1 + sizeof tail;   /* tail's NUL included */
@@ -270,7 +270,7 @@ int sched_experiment_trials_text(sched *s, int64_t id, char **out, size_t *len)
     text = NULL;
     rc = 0;
 end:
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     free(text);
     return rc;
 }
@@ -286,7 +286,7 @@ static int by_objective(const void *a, const void *b)
 int sched_experiment_top(sched *s, int64_t id, int64_t k, json_t **out)
 {
     int rc = HF_ENOTFOUND;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     experiment *x = exp_find(s, id);
     if (x) {
         trial **v = malloc((x->ntrials + 1) * sizeof *v);
@@ -304,14 +304,14 @@ int sched_experiment_top(sched *s, int64_t id, int64_t k, json_t **out)
             rc = 0;
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }
 
 int sched_experiment_export(sched *s, int64_t id, json_t **summary, json_t **trials)
 {
     int rc = HF_ENOTFOUND;
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     experiment *x = exp_find(s, id);
     if (x) {
         *summary = exp_summary(x);
@@ -319,36 +319,36 @@ int sched_experiment_export(sched *s, int64_t id, json_t **summary, json_t **tri
         *trials = exp_trial_views(s, x);
         rc = 0;
     }
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return rc;
 }
 
 int sched_trial_exists(sched *s, int64_t id)
 {
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     int ok = trial_find(s, id) != NULL;
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return ok;
 }
 
 int sched_trial_get(sched *s, int64_t id, json_t **out)
 {
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     trial *t = trial_find(s, id);
     if (t) {
         *out = trial_view(s, t);
         json_object_set_new(*out, "notes", t->notes ? json_string(t->notes) : json_null());
     }
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     return t ? 0 : HF_ENOTFOUND;
 }
 
 int sched_agent_list(sched *s, json_t **out)
 {
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     json_t *a = json_array();
     for (size_t i = 0; i < s->nagents; i++) json_array_append_new(a, agent_view(s, s->agents[i]));
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
     *out = json_pack("{so}", "agents", a);
     return 0;
 }
@@ -356,7 +356,7 @@ int sched_agent_list(sched *s, json_t **out)
 void sched_get_stats(sched *s, sched_stats *o)
 {
     memset(o, 0, sizeof *o);
-    pthread_mutex_lock(&s->lock);
+    sched_lock(s);
     int64_t mono = hf_mono_ms();
     for (size_t i = 0; i < s->nexps; i++) {
         experiment *x = s->exps[i];
@@ -374,5 +374,5 @@ void sched_get_stats(sched *s, sched_stats *o)
             o->agents_lost++;
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    sched_unlock(s);
 }

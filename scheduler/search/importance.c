@@ -559,32 +559,13 @@ int importance_compute(const json_t *hparams, const json_t *trials, const imp_op
     return importance_compute_of(hparams, trials, NULL, o, out, sig, e);
 }
 
-int importance_compute_of(const json_t *hparams, const json_t *trials, const char *metric, const imp_opts *o,
-                          json_t **out, uint64_t *sig, hf_jerr *e)
+/* Which parameters enter the forest: those that vary and that every used
+ * trial has with a value fitting the space (keep[j]); *d columns (one per
+ * categorical value, one per number) in *ng groups. */
+static void select_params(const search_space *sp, const json_t *const *rows, size_t nt, int *keep, size_t *d,
+                          size_t *ng)
 {
-    int rc;
-    search_space *sp = NULL;
-    const json_t **rows = NULL;
-    int *keep = NULL, *group = NULL;
-    double *X = NULL, *y = NULL, *bounds = NULL, *imp = NULL;
-    *out = NULL;
-    *sig = importance_signature_of(trials, metric);
-    rc = search_space_parse(hparams, &sp, e);
-    if (rc) goto end;
-    size_t nt = 0, i;
-    const json_t *t;
-    rows = malloc((json_array_size(trials) + 1) * sizeof *rows);
-    keep = calloc(sp->n + 1, sizeof *keep);
-    rc = HF_ENOMEM;
-    if (!rows || !keep) goto end;
-    json_array_foreach(trials, i, t)
-        if (trial_used(t, metric)) rows[nt++] = t;
-    if (nt > IMP_MAX_TRIALS) {   /* the newest */
-        memmove(rows, rows + (nt - IMP_MAX_TRIALS), IMP_MAX_TRIALS * sizeof *rows);
-        nt = IMP_MAX_TRIALS;
-    }
-    /* Parameters every used trial has, with a value that fits the space. */
-    size_t d = 0, ng = 0;
+    *d = *ng = 0;
     for (size_t j = 0; j < sp->n; j++) {
         const space_param *p = &sp->p[j];
         keep[j] = param_varies(p);
@@ -594,20 +575,16 @@ int importance_compute_of(const json_t *hparams, const json_t *trials, const cha
             keep[j] = encode(p, json_object_get(json_object_get(rows[r], "hparams"), p->name), &num, &cat) == 0;
         }
         if (!keep[j]) continue;
-        ng++;
-        d += p->kind == SPACE_CATEGORICAL ? json_array_size(p->values) : 1;
+        (*ng)++;
+        *d += p->kind == SPACE_CATEGORICAL ? json_array_size(p->values) : 1;
     }
-    json_t *res = json_object();
-    json_t *names = json_array();
-    if (!res || !names) { json_decref(res); json_decref(names); goto end; }
-    *out = json_pack("{soso sI}", "importance", res, "params", names, "trials", (json_int_t)nt);
-    if (!*out || ng == 0 || nt < 2) { rc = *out ? 0 : HF_ENOMEM; goto end; }
-    X = calloc(nt * d, sizeof *X);
-    y = malloc(nt * sizeof *y);
-    bounds = malloc(2 * d * sizeof *bounds);
-    group = malloc(d * sizeof *group);
-    imp = calloc(ng, sizeof *imp);
-    if (!X || !y || !bounds || !group || !imp) goto end;
+}
+
+/* The design matrix X (nt, d) with one-hot categoricals, each column's
+ * bounds (2 per column) and group (its parameter's index among the kept). */
+static void fill_matrix(const search_space *sp, const json_t *const *rows, size_t nt, const int *keep, size_t d,
+                        double *X, double *bounds, int *group)
+{
     size_t col = 0, g = 0;
     for (size_t j = 0; j < sp->n; j++) {
         if (!keep[j]) continue;
@@ -633,10 +610,12 @@ int importance_compute_of(const json_t *hparams, const json_t *trials, const cha
         col += width;
         g++;
     }
-    for (size_t r = 0; r < nt; r++) y[r] = json_number_value(trial_value(rows[r], metric));
-    rc = imp_fanova(X, y, nt, d, bounds, group, ng, o, imp);
-    if (rc) goto end;
-    /* largest first */
+}
+
+/* The kept parameters' importances imp[ng] into res and names, largest
+ * first (imp is consumed: each emitted entry is set to -1). */
+static void emit_ranked(const search_space *sp, const int *keep, size_t ng, double *imp, json_t *res, json_t *names)
+{
     for (size_t k = 0; k < ng; k++) {
         size_t best = ng;
         size_t gg = 0;
@@ -656,6 +635,50 @@ int importance_compute_of(const json_t *hparams, const json_t *trials, const cha
         }
         imp[best] = -1;
     }
+}
+
+int importance_compute_of(const json_t *hparams, const json_t *trials, const char *metric, const imp_opts *o,
+                          json_t **out, uint64_t *sig, hf_jerr *e)
+{
+    int rc;
+    search_space *sp = NULL;
+    const json_t **rows = NULL;
+    int *keep = NULL, *group = NULL;
+    double *X = NULL, *y = NULL, *bounds = NULL, *imp = NULL;
+    *out = NULL;
+    *sig = importance_signature_of(trials, metric);
+    rc = search_space_parse(hparams, &sp, e);
+    if (rc) goto end;
+    size_t nt = 0, i;
+    const json_t *t;
+    rows = malloc((json_array_size(trials) + 1) * sizeof *rows);
+    keep = calloc(sp->n + 1, sizeof *keep);
+    rc = HF_ENOMEM;
+    if (!rows || !keep) goto end;
+    json_array_foreach(trials, i, t)
+        if (trial_used(t, metric)) rows[nt++] = t;
+    if (nt > IMP_MAX_TRIALS) {   /* the newest */
+        memmove(rows, rows + (nt - IMP_MAX_TRIALS), IMP_MAX_TRIALS * sizeof *rows);
+        nt = IMP_MAX_TRIALS;
+    }
+    size_t d, ng;
+    select_params(sp, rows, nt, keep, &d, &ng);
+    json_t *res = json_object();
+    json_t *names = json_array();
+    if (!res || !names) { json_decref(res); json_decref(names); goto end; }
+    *out = json_pack("{soso sI}", "importance", res, "params", names, "trials", (json_int_t)nt);
+    if (!*out || ng == 0 || nt < 2) { rc = *out ? 0 : HF_ENOMEM; goto end; }
+    X = calloc(nt * d, sizeof *X);
+    y = malloc(nt * sizeof *y);
+    bounds = malloc(2 * d * sizeof *bounds);
+    group = malloc(d * sizeof *group);
+    imp = calloc(ng, sizeof *imp);
+    if (!X || !y || !bounds || !group || !imp) goto end;
+    fill_matrix(sp, rows, nt, keep, d, X, bounds, group);
+    for (size_t r = 0; r < nt; r++) y[r] = json_number_value(trial_value(rows[r], metric));
+    rc = imp_fanova(X, y, nt, d, bounds, group, ng, o, imp);
+    if (rc) goto end;
+    emit_ranked(sp, keep, ng, imp, res, names);
     rc = 0;
 end:
     if (rc) {

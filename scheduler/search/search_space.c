@@ -138,6 +138,85 @@ static int name_ok(const char *s)
     return 1;
 }
 
+/* min and max of a uniform, log or int parameter at path into p. */
+static int param_parse_range(const json_t *v, const char *path, space_param *p, hf_jerr *e)
+{
+    int rc;
+    if (p->kind != SPACE_INT) {
+        double lo = 0, hi = 0, lim = 1e300;
+        if ((rc = hf_json_get_number(v, path, "min", 1, -lim, lim, &lo, e))) return rc;
+        if ((rc = hf_json_get_number(v, path, "max", 1, -lim, lim, &hi, e))) return rc;
+        if (p->kind == SPACE_LOG && lo <= 0)
+            return hf_jerr_set(e, path, "min", "must be > 0 for a log-scale parameter, got %g", lo);
+        if (!(lo < hi))
+            return hf_jerr_set(e, path, "max", "must be greater than min (%g), got %g", lo, hi);
+        p->min = lo; p->max = hi;
+        return 0;
+    }
+    int64_t lo = 0, hi = 0, lim = (int64_t)1 << 52;
+    int lg = 0;
+    if ((rc = hf_json_get_int(v, path, "min", 1, -lim, lim, &lo, e))) return rc;
+    if ((rc = hf_json_get_int(v, path, "max", 1, -lim, lim, &hi, e))) return rc;
+    if ((rc = hf_json_get_bool(v, path, "log", 0, &lg, e))) return rc;
+    if (lo > hi)
+        return hf_jerr_set(e, path, "max", "must be >= min (%lld), got %lld", (long long)lo, (long long)hi);
+    if (lg && lo < 1)
+        return hf_jerr_set(e, path, "min", "must be >= 1 for a log-scale integer, got %lld", (long long)lo);
+    p->min = (double)lo; p->max = (double)hi; p->int_log = lg;
+    return 0;
+}
+
+/* The values of a categorical parameter at path: scalars, no duplicates. */
+static int param_parse_values(const json_t *v, const char *path, space_param *p, hf_jerr *e)
+{
+    json_t *arr = NULL;
+    char ip[320];
+    int rc;
+    if ((rc = hf_json_get_array(v, path, "values", 1, SPACE_MAX_VALUES, &arr, e))) return rc;
+    if (json_array_size(arr) == 0) return hf_jerr_set(e, path, "values", "must not be empty");
+    size_t i; json_t *x;
+    hf_jpath(ip, sizeof ip, path, "values");
+    json_array_foreach(arr, i, x) {
+        char ep[352];
+        hf_jpath_index(ep, sizeof ep, ip, i);
+        if (!value_is_scalar(x))
+            return hf_jerr_set(e, ep, NULL, "must be a string, number or boolean");
+        for (size_t j = 0; j < i; j++)
+            if (json_equal(json_array_get(arr, j), x))
+                return hf_jerr_set(e, ep, NULL, "duplicate of values[%zu]", j);
+    }
+    p->values = json_deep_copy(arr);
+    return p->values ? 0 : HF_ENOMEM;
+}
+
+/* The optional "condition" {param, values} of the parameter at path: the
+ * parent's name in *cond_name (points into v), the values into p. */
+static int param_parse_condition(const json_t *v, const char *path, space_param *p, const char **cond_name,
+                                 hf_jerr *e)
+{
+    static const char *const k_cond[] = {"param", "values", NULL};
+    json_t *cond = NULL, *cv = NULL;
+    char cp[320], vp[352];
+    int rc;
+    if ((rc = hf_json_get_object(v, path, "condition", 0, &cond, e)) || !cond) return rc;
+    hf_jpath(cp, sizeof cp, path, "condition");
+    if ((rc = hf_json_only_keys(cond, cp, k_cond, e))) return rc;
+    if ((rc = hf_json_get_string(cond, cp, "param", 1, SPACE_MAX_NAME, cond_name, e))) return rc;
+    if ((rc = hf_json_get_array(cond, cp, "values", 1, SPACE_MAX_VALUES, &cv, e))) return rc;
+    if (json_array_size(cv) == 0) return hf_jerr_set(e, cp, "values", "must not be empty");
+    hf_jpath(vp, sizeof vp, cp, "values");
+    size_t i; json_t *x;
+    json_array_foreach(cv, i, x) {
+        if (!value_is_scalar(x)) {
+            char ep[384];
+            hf_jpath_index(ep, sizeof ep, vp, i);
+            return hf_jerr_set(e, ep, NULL, "must be a string, number or boolean");
+        }
+    }
+    p->cond_values = json_deep_copy(cv);
+    return p->cond_values ? 0 : HF_ENOMEM;
+}
+
 /* Parse one parameter spec at path (e.g. "hyperparameters.lr") into p.
  * The condition's parent name is returned in *cond_name (points into v);
  * resolving it needs every parameter, so the caller does it. */
@@ -168,59 +247,15 @@ static int param_parse(const json_t *v, const char *path, space_param *p,
                                : p->kind == SPACE_CONST ? k_const : k_num;
     if ((rc = hf_json_only_keys(v, path, allowed, e))) return rc;
 
-    switch (p->kind) {
-    case SPACE_UNIFORM:
-    case SPACE_LOG: {
-        double lo = 0, hi = 0, lim = 1e300;
-        if ((rc = hf_json_get_number(v, path, "min", 1, -lim, lim, &lo, e))) return rc;
-        if ((rc = hf_json_get_number(v, path, "max", 1, -lim, lim, &hi, e))) return rc;
-        if (p->kind == SPACE_LOG && lo <= 0)
-            return hf_jerr_set(e, path, "min", "must be > 0 for a log-scale parameter, got %g", lo);
-        if (!(lo < hi))
-            return hf_jerr_set(e, path, "max", "must be greater than min (%g), got %g", lo, hi);
-        p->min = lo; p->max = hi;
-        break;
-    }
-    case SPACE_INT: {
-        int64_t lo = 0, hi = 0, lim = (int64_t)1 << 52;
-        int lg = 0;
-        if ((rc = hf_json_get_int(v, path, "min", 1, -lim, lim, &lo, e))) return rc;
-        if ((rc = hf_json_get_int(v, path, "max", 1, -lim, lim, &hi, e))) return rc;
-        if ((rc = hf_json_get_bool(v, path, "log", 0, &lg, e))) return rc;
-        if (lo > hi)
-            return hf_jerr_set(e, path, "max", "must be >= min (%lld), got %lld", (long long)lo, (long long)hi);
-        if (lg && lo < 1)
-            return hf_jerr_set(e, path, "min", "must be >= 1 for a log-scale integer, got %lld", (long long)lo);
-        p->min = (double)lo; p->max = (double)hi; p->int_log = lg;
-        break;
-    }
-    case SPACE_CATEGORICAL: {
-        json_t *arr = NULL;
-        char ip[320];
-        if ((rc = hf_json_get_array(v, path, "values", 1, SPACE_MAX_VALUES, &arr, e))) return rc;
-        if (json_array_size(arr) == 0) return hf_jerr_set(e, path, "values", "must not be empty");
-        size_t i; json_t *x;
-        hf_jpath(ip, sizeof ip, path, "values");
-        json_array_foreach(arr, i, x) {
-            char ep[352];
-            hf_jpath_index(ep, sizeof ep, ip, i);
-            if (!value_is_scalar(x))
-                return hf_jerr_set(e, ep, NULL, "must be a string, number or boolean");
-            for (size_t j = 0; j < i; j++)
-                if (json_equal(json_array_get(arr, j), x))
-                    return hf_jerr_set(e, ep, NULL, "duplicate of values[%zu]", j);
-        }
-        p->values = json_deep_copy(arr);
-        if (!p->values) return HF_ENOMEM;
-        break;
-    }
-    default: {
+    if (p->kind == SPACE_UNIFORM || p->kind == SPACE_LOG || p->kind == SPACE_INT) {
+        if ((rc = param_parse_range(v, path, p, e))) return rc;
+    } else if (p->kind == SPACE_CATEGORICAL) {
+        if ((rc = param_parse_values(v, path, p, e))) return rc;
+    } else {
         json_t *x = json_object_get(v, "value");
         if (!x) return hf_jerr_set(e, path, "value", "required field is missing");
         p->values = json_deep_copy(x);
         if (!p->values) return HF_ENOMEM;
-        break;
-    }
     }
 
     if (json_object_get(v, "count")) {
@@ -228,31 +263,7 @@ static int param_parse(const json_t *v, const char *path, space_param *p,
         if ((rc = hf_json_get_int(v, path, "count", 1, 1, SPACE_MAX_GRID_COUNT, &c, e))) return rc;
         p->grid_count = (int)c;
     }
-
-    json_t *cond = NULL;
-    if ((rc = hf_json_get_object(v, path, "condition", 0, &cond, e))) return rc;
-    if (cond) {
-        static const char *const k_cond[] = {"param", "values", NULL};
-        char cp[320], vp[352];
-        json_t *cv = NULL;
-        hf_jpath(cp, sizeof cp, path, "condition");
-        if ((rc = hf_json_only_keys(cond, cp, k_cond, e))) return rc;
-        if ((rc = hf_json_get_string(cond, cp, "param", 1, SPACE_MAX_NAME, cond_name, e))) return rc;
-        if ((rc = hf_json_get_array(cond, cp, "values", 1, SPACE_MAX_VALUES, &cv, e))) return rc;
-        if (json_array_size(cv) == 0) return hf_jerr_set(e, cp, "values", "must not be empty");
-        hf_jpath(vp, sizeof vp, cp, "values");
-        size_t i; json_t *x;
-        json_array_foreach(cv, i, x) {
-            if (!value_is_scalar(x)) {
-                char ep[384];
-                hf_jpath_index(ep, sizeof ep, vp, i);
-                return hf_jerr_set(e, ep, NULL, "must be a string, number or boolean");
-            }
-        }
-        p->cond_values = json_deep_copy(cv);
-        if (!p->cond_values) return HF_ENOMEM;
-    }
-    return 0;
+    return param_parse_condition(v, path, p, cond_name, e);
 }
 
 static int index_of(const space_param *p, size_t n, const char *name)
@@ -262,12 +273,108 @@ static int index_of(const space_param *p, size_t n, const char *name)
     return -1;
 }
 
+/* Pass 1: each parameter of obj on its own, in file order, into tmp[] and
+ * cond_names[] (n entries, zeroed); then the bound on all values. */
+static int space_parse_params(const json_t *obj, space_param *tmp, const char **cond_names, size_t n, hf_jerr *e)
+{
+    const char *key; json_t *val;
+    size_t k = 0;
+    int rc;
+    json_object_foreach((json_t *)obj, key, val) {
+        char path[320];
+        hf_jpath(path, sizeof path, SPACE_PATH, key);
+        if (!name_ok(key))
+            return hf_jerr_set(e, path, NULL, "parameter names are 1-%d characters of A-Z a-z 0-9 _ - .",
+                               SPACE_MAX_NAME);
+        tmp[k].name = strdup(key);
+        if (!tmp[k].name) return HF_ENOMEM;
+        rc = param_parse(val, path, &tmp[k], &cond_names[k], e);
+        k++;
+        if (rc) return rc;
+    }
+    size_t total_values = 0;
+    for (size_t i = 0; i < n; i++)
+        total_values += json_array_size(tmp[i].kind == SPACE_CATEGORICAL ? tmp[i].values : NULL) +
+                        json_array_size(tmp[i].cond_values);
+    if (total_values > SPACE_MAX_TOTAL_VALUES)
+        return hf_jerr_set(e, SPACE_PATH, NULL, "lists %zu categorical and condition values in all, at most %d allowed",
+                           total_values, SPACE_MAX_TOTAL_VALUES);
+    return 0;
+}
+
+/* Pass 2: resolve parameter i's condition to a parent index in tmp and
+ * check it (an existing categorical or const parameter, not i, whose
+ * values include every condition value). */
+static int space_resolve_condition(space_param *tmp, size_t n, size_t i, const char *cond_name, hf_jerr *e)
+{
+    char pp[320], path[352];
+    hf_jpath(pp, sizeof pp, SPACE_PATH, tmp[i].name);
+    hf_jpath(path, sizeof path, pp, "condition");
+    int j = index_of(tmp, n, cond_name);
+    if (j < 0) return hf_jerr_set(e, path, "param", "no parameter named \"%s\"", cond_name);
+    if ((size_t)j == i) return hf_jerr_set(e, path, "param", "a parameter cannot depend on itself");
+    if (tmp[j].kind != SPACE_CATEGORICAL && tmp[j].kind != SPACE_CONST)
+        return hf_jerr_set(e, path, "param", "\"%s\" is %s; a condition's parent must be categorical or const",
+                           cond_name, kind_name(tmp[j].kind));
+    size_t q; json_t *x;
+    json_array_foreach(tmp[i].cond_values, q, x) {
+        int ok = tmp[j].kind == SPACE_CATEGORICAL ? values_contain(tmp[j].values, x) : json_equal(tmp[j].values, x);
+        if (!ok) {
+            char vp[384], ep[416];
+            hf_jpath(vp, sizeof vp, path, "values");
+            hf_jpath_index(ep, sizeof ep, vp, q);
+            return hf_jerr_set(e, ep, NULL, "is not one of the values of \"%s\"", cond_name);
+        }
+    }
+    tmp[i].cond_parent = j;   /* index into tmp for now */
+    return 0;
+}
+
+/* Pass 3: move tmp[0..n) into sp->p in topological order, stable in file
+ * order (a parameter is placed once its parent is; if a full sweep places
+ * nothing, the rest lie on a cycle: an error, and they are moved anyway so
+ * one free releases everything). tmp is left zeroed. RET 0 or HF_E*. */
+static int space_order(search_space *sp, space_param *tmp, size_t n, hf_jerr *e)
+{
+    int *placed = calloc(n ? n : 1, sizeof *placed), *newidx = calloc(n ? n : 1, sizeof *newidx);
+    size_t done = 0;
+    int rc = 0;
+    if (!placed || !newidx) { rc = HF_ENOMEM; goto end; }
+    while (done < n) {
+        size_t before = done;
+        for (size_t i = 0; i < n; i++) {
+            int par = tmp[i].cond_parent;
+            if (placed[i] || (par >= 0 && !placed[par])) continue;
+            placed[i] = 1;
+            newidx[i] = (int)done;
+            sp->p[done] = tmp[i];
+            sp->p[done].cond_parent = par >= 0 ? newidx[par] : -1;
+            done++;
+        }
+        if (done > before) continue;
+        for (size_t i = 0; i < n && !rc; i++) {
+            if (placed[i]) continue;
+            char pp[320], path[352];
+            hf_jpath(pp, sizeof pp, SPACE_PATH, tmp[i].name);
+            hf_jpath(path, sizeof path, pp, "condition");
+            rc = hf_jerr_set(e, path, "param", "conditions form a cycle through \"%s\"", tmp[i].name);
+        }
+        for (size_t i = 0; i < n; i++)
+            if (!placed[i]) { sp->p[done++] = tmp[i]; placed[i] = 1; }
+    }
+    sp->n = done;
+    memset(tmp, 0, n * sizeof *tmp);   /* ownership moved to sp->p */
+end:
+    free(placed);
+    free(newidx);
+    return rc;
+}
+
 int search_space_parse(const json_t *obj, search_space **out, hf_jerr *e)
 {
     int rc = 0;
-    size_t n = 0, done = 0;
+    size_t n = 0;
     space_param *tmp = NULL;
-    int *state = NULL;
     search_space *sp = NULL;
     const char **cond_names = NULL;
 
@@ -283,123 +390,18 @@ int search_space_parse(const json_t *obj, search_space **out, hf_jerr *e)
     }
     tmp = calloc(n ? n : 1, sizeof *tmp);
     cond_names = calloc(n ? n : 1, sizeof *cond_names);
-    state = calloc(n ? n : 1, sizeof *state);
     sp = calloc(1, sizeof *sp);
-    if (!tmp || !cond_names || !state || !sp) { rc = HF_ENOMEM; goto end; }
-    sp->p = calloc(n ? n : 1, sizeof *sp->p);
-    if (!sp->p) { rc = HF_ENOMEM; goto end; }
-
-    /* Pass 1: each parameter on its own, in file order. */
-    const char *key; json_t *val;
-    size_t k = 0;
-    json_object_foreach((json_t *)obj, key, val) {
-        char path[320];
-        hf_jpath(path, sizeof path, SPACE_PATH, key);
-        if (!name_ok(key)) {
-            rc = hf_jerr_set(e, path, NULL, "parameter names are 1-%d characters of A-Z a-z 0-9 _ - .",
-                             SPACE_MAX_NAME);
-            goto end;
-        }
-        tmp[k].name = strdup(key);
-        if (!tmp[k].name) { rc = HF_ENOMEM; goto end; }
-        if ((rc = param_parse(val, path, &tmp[k], &cond_names[k], e))) {
-            k++;
-            goto end;
-        }
-        k++;
-    }
-
-    size_t total_values = 0;
+    if (!tmp || !cond_names || !sp || !(sp->p = calloc(n ? n : 1, sizeof *sp->p))) { rc = HF_ENOMEM; goto end; }
+    if ((rc = space_parse_params(obj, tmp, cond_names, n, e))) goto end;
     for (size_t i = 0; i < n; i++)
-        total_values += json_array_size(tmp[i].kind == SPACE_CATEGORICAL ? tmp[i].values : NULL) +
-                        json_array_size(tmp[i].cond_values);
-    if (total_values > SPACE_MAX_TOTAL_VALUES) {
-        rc = hf_jerr_set(e, SPACE_PATH, NULL, "lists %zu categorical and condition values in all, at most %d allowed",
-                         total_values, SPACE_MAX_TOTAL_VALUES);
-        goto end;
-    }
-
-    /* Pass 2: resolve each condition to a parent index and check it. */
-    for (size_t i = 0; i < n; i++) {
-        if (!cond_names[i]) continue;
-        char pp[320], path[352];
-        hf_jpath(pp, sizeof pp, SPACE_PATH, tmp[i].name);
-        hf_jpath(path, sizeof path, pp, "condition");
-        int j = index_of(tmp, n, cond_names[i]);
-        if (j < 0) {
-            rc = hf_jerr_set(e, path, "param", "no parameter named \"%s\"", cond_names[i]);
-            goto end;
-        }
-        if ((size_t)j == i) {
-            rc = hf_jerr_set(e, path, "param", "a parameter cannot depend on itself");
-            goto end;
-        }
-        if (tmp[j].kind != SPACE_CATEGORICAL && tmp[j].kind != SPACE_CONST) {
-            rc = hf_jerr_set(e, path, "param", "\"%s\" is %s; a condition's parent must be categorical or const",
-                             cond_names[i], kind_name(tmp[j].kind));
-            goto end;
-        }
-        size_t q; json_t *x;
-        json_array_foreach(tmp[i].cond_values, q, x) {
-            int ok = tmp[j].kind == SPACE_CATEGORICAL ? values_contain(tmp[j].values, x)
-                                                      : json_equal(tmp[j].values, x);
-            if (!ok) {
-                char vp[384], ep[416];
-                hf_jpath(vp, sizeof vp, path, "values");
-                hf_jpath_index(ep, sizeof ep, vp, q);
-                rc = hf_jerr_set(e, ep, NULL, "is not one of the values of \"%s\"", cond_names[i]);
-                goto end;
-            }
-        }
-        tmp[i].cond_parent = j;   /* index into tmp for now */
-    }
-
-    /* Pass 3: topological order, stable in file order. state: 0 = not
-     * placed, 1 = placed. A parameter is placed once its parent is; if a
-     * full sweep places nothing, the rest lie on a cycle. */
-    int *newidx = calloc(n ? n : 1, sizeof *newidx);
-    if (!newidx) { rc = HF_ENOMEM; goto end; }
-    while (done < n) {
-        size_t before = done;
-        for (size_t i = 0; i < n; i++) {
-            if (state[i]) continue;
-            int par = tmp[i].cond_parent;
-            if (par >= 0 && !state[par]) continue;
-            state[i] = 1;
-            newidx[i] = (int)done;
-            sp->p[done] = tmp[i];
-            sp->p[done].cond_parent = par >= 0 ? newidx[par] : -1;
-            done++;
-        }
-        if (done == before) {
-            for (size_t i = 0; i < n; i++) {
-                if (state[i]) continue;
-                char pp[320], path[352];
-                hf_jpath(pp, sizeof pp, SPACE_PATH, tmp[i].name);
-                hf_jpath(path, sizeof path, pp, "condition");
-                rc = hf_jerr_set(e, path, "param", "conditions form a cycle through \"%s\"", tmp[i].name);
-                break;
-            }
-            /* Move what is left into sp so one free releases everything. */
-            for (size_t i = 0; i < n; i++)
-                if (!state[i]) { sp->p[done++] = tmp[i]; state[i] = 1; }
-            sp->n = done;
-            free(newidx);
-            memset(tmp, 0, n * sizeof *tmp);
-            goto end;
-        }
-    }
-    free(newidx);
-    sp->n = n;
-    memset(tmp, 0, n * sizeof *tmp);   /* ownership moved to sp->p */
+        if (cond_names[i] && (rc = space_resolve_condition(tmp, n, i, cond_names[i], e))) goto end;
+    if ((rc = space_order(sp, tmp, n, e))) goto end;
     *out = sp;
     sp = NULL;
-    rc = 0;
 end:
     if (tmp) for (size_t i = 0; i < n; i++) param_clear(&tmp[i]);
     free(tmp);
     free(cond_names);
-    free(state);
     search_space_free(sp);
     return rc;
 }

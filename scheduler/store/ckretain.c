@@ -15,6 +15,7 @@
 
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_thread.h"
 #include "hf_time.h"
 #include "scheduler/core/experiment.h"
 
@@ -39,9 +40,7 @@ struct ckretain {
     sqlite3        *db;        /* passes (under run_mu) */
     sqlite3        *qdb;       /* usage queries (under q_mu) */
     pthread_mutex_t run_mu, q_mu, mu;
-    pthread_cond_t  cv;        /* with mu: kick / stop */
-    int             kicked, stop, started;
-    pthread_t       thr;
+    hf_thread      *th;        /* "hf-ckretain" once started: its wait is the kick / stop */
     int64_t         interval_ms, grace_ms;
     int64_t         sig[3];    /* under run_mu: the last pass's signature */
     int             have_sig;
@@ -587,7 +586,6 @@ int ckretain_open(ckstore *ck, const char *db_path, int64_t interval_ms, int64_t
     pthread_mutex_init(&cr->run_mu, NULL);
     pthread_mutex_init(&cr->q_mu, NULL);
     pthread_mutex_init(&cr->mu, NULL);
-    pthread_cond_init(&cr->cv, NULL);
     if ((rc = open_conn(db_path, &cr->db, err, errlen)) || (rc = open_conn(db_path, &cr->qdb, err, errlen))) {
         ckretain_close(cr);
         return rc;
@@ -596,61 +594,37 @@ int ckretain_open(ckstore *ck, const char *db_path, int64_t interval_ms, int64_t
     return 0;
 }
 
-static void *retain_main(void *arg)
+/* The "hf-ckretain" thread: the startup GC, then a pass every interval,
+ * or at once after a kick (hf_thread_wait keeps a kick given during a
+ * pass), until stopped. */
+static void retain_main(hf_thread *t, void *arg)
 {
     ckretain *cr = arg;
     ckretain_gc_orphans(cr, cr->grace_ms, NULL, NULL);
-    pthread_mutex_lock(&cr->mu);
-    while (!cr->stop) {
-        pthread_mutex_unlock(&cr->mu);
-        ckretain_sweep(cr, 0);
-        pthread_mutex_lock(&cr->mu);
-        if (cr->stop) break;
-        if (!cr->kicked) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t ns = ts.tv_nsec + (cr->interval_ms % 1000) * 1000000;
-            ts.tv_sec += cr->interval_ms / 1000 + ns / 1000000000;
-            ts.tv_nsec = ns % 1000000000;
-            pthread_cond_timedwait(&cr->cv, &cr->mu, &ts);
-        }
-        cr->kicked = 0;
-    }
-    pthread_mutex_unlock(&cr->mu);
-    return NULL;
+    if (hf_thread_stopping(t)) return;
+    do ckretain_sweep(cr, 0);
+    while (!hf_thread_wait(t, cr->interval_ms));
 }
 
 int ckretain_start(ckretain *cr)
 {
-    if (pthread_create(&cr->thr, NULL, retain_main, cr) != 0) return HF_ENOMEM;
-    cr->started = 1;
-    return 0;
+    return hf_thread_start(&cr->th, "hf-ckretain", retain_main, cr);
 }
 
 void ckretain_kick(ckretain *cr)
 {
     if (!cr) return;
-    pthread_mutex_lock(&cr->mu);
-    cr->kicked = 1;
-    pthread_cond_signal(&cr->cv);
-    pthread_mutex_unlock(&cr->mu);
+    hf_thread_kick(cr->th);
 }
 
 void ckretain_close(ckretain *cr)
 {
     if (!cr) return;
-    if (cr->started) {
-        pthread_mutex_lock(&cr->mu);
-        cr->stop = 1;
-        pthread_cond_signal(&cr->cv);
-        pthread_mutex_unlock(&cr->mu);
-        pthread_join(cr->thr, NULL);
-    }
+    hf_thread_stop_join(cr->th);
     if (cr->db) sqlite3_close_v2(cr->db);
     if (cr->qdb) sqlite3_close_v2(cr->qdb);
     pthread_mutex_destroy(&cr->run_mu);
     pthread_mutex_destroy(&cr->q_mu);
     pthread_mutex_destroy(&cr->mu);
-    pthread_cond_destroy(&cr->cv);
     free(cr);
 }

@@ -34,7 +34,7 @@
  * older than a grace period (which also removes the object of a crash
  * between an upload's rename and its row).
  *
- * Threads: one background thread (ckretain_start) runs the startup GC,
+ * Threads: one background thread ("hf-ckretain", ckretain_start) runs the startup GC,
  * then a pass every interval, or sooner when kicked; a pass does nothing
  * unless events, checkpoint rows or their count changed since the last
  * one. ckretain_sweep may also be called from any thread (it serialises

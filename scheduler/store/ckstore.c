@@ -6,7 +6,8 @@
  * hash and written to the file; ckstore_upload_commit compares size and
  * hash with the declared ones, fsyncs the file, and under the store's
  * lock either drops it (the object exists: dedup) or renames it to
- * objects/ab/<hash> and fsyncs that directory. Any failure unlinks the
+ * objects/ab/<hash> and fsyncs that directory (and objects/ when objects/ab
+ * was created for it): an acknowledged object survives a power cut. Any failure unlinks the
  * temp file at once, so a refused or failed upload leaves nothing.
  *
  * Write-behind: libmicrohttpd hands the body over in pieces of at most its
@@ -32,10 +33,12 @@
  * store's SQLite connection; hashing and writing run outside it.
  */
 #include "scheduler/store/ckstore.h"
+#include "scheduler/store/store.h"
 
 #include "hf_err.h"
 #include "hf_file.h"
 #include "hf_log.h"
+#include "hf_thread.h"
 #include "hf_sha256.h"
 #include "hf_time.h"
 
@@ -64,7 +67,7 @@
  * writer never touches (head + n stays the same while the writer retires
  * buffers), and keeps cur itself, so it reads head and n only under mu. */
 typedef struct up_pipe {
-    pthread_t       th;
+    hf_thread      *th;            /* "hf-ckwrite": ends by itself once done */
     pthread_mutex_t mu;
     pthread_cond_t  cv;
     unsigned char  *buf[UP_NBUF];
@@ -105,10 +108,12 @@ struct ckstore_upload {
 
 /* ---------- files ---------- */
 
-static int mkdir_p1(const char *path)
+/* mkdir path if missing, then fsync its parent: a file renamed into a new
+ * directory whose own entry is not durable is lost with it. RET 0 or HF_E*. */
+static int mkdir_durable(const char *path)
 {
-    if (mkdir(path, 0755) == 0 || errno == EEXIST) return 0;
-    return hf_err_from_errno(errno);
+    if (mkdir(path, 0755) != 0) return errno == EEXIST ? 0 : hf_err_from_errno(errno);
+    return store_fsync_parent(path);
 }
 
 int ckstore_hash_valid(const char *s) { return hf_sha256_hex_valid(s); }
@@ -177,10 +182,9 @@ int ckstore_foreach_object(ckstore *ck, void (*fn)(void *ctx, const char *sha256
 
 static void count_one(void *ctx, const char *sha256, const struct stat *sb)
 {
-    ckstore *ck = ctx;
     (void)sha256;
-    ck->objects++;
-    ck->bytes += sb->st_size;
+    ((ckstore *)ctx)->objects++;
+    ((ckstore *)ctx)->bytes += sb->st_size;
 }
 
 /* ---------- open and close ---------- */
@@ -190,7 +194,8 @@ static int open_db(ckstore *ck, const char *db_path, char *err, size_t errlen)
     int src = sqlite3_open_v2(db_path, &ck->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (src == SQLITE_OK) {
         sqlite3_busy_timeout(ck->db, 5000);
-        src = sqlite3_exec(ck->db, "PRAGMA foreign_keys=ON", NULL, NULL, NULL);
+        /* FULL whatever --synchronous says: a checkpoint row is durable when acknowledged */
+        src = sqlite3_exec(ck->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL", NULL, NULL, NULL);
     }
     if (src == SQLITE_OK) return 0;
     snprintf(err, errlen, "checkpoint store: cannot open %s: %s", db_path,
@@ -214,7 +219,7 @@ int ckstore_open(const char *dir, const char *db_path, int64_t max_bytes, ckstor
     const char *subs[] = {"", "/objects", "/tmp"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         snprintf(path, sizeof path, "%s%s", dir, subs[i]);
-        if ((rc = mkdir_p1(path))) {
+        if ((rc = mkdir_durable(path))) {
             snprintf(err, errlen, "checkpoint store: cannot create %s: %s", path, strerror(errno));
             goto end;
         }
@@ -282,8 +287,11 @@ static int pipe_write(up_pipe *pp, const unsigned char *p, size_t n)
     return 0;
 }
 
-static void *pipe_writer(void *arg)
+/* A "hf-ckwrite" thread: writes the queued buffers in order until the
+ * connection's thread says done (pipe_end), or stop. */
+static void pipe_writer(hf_thread *t, void *arg)
 {
+    (void)t;
     up_pipe *pp = arg;
     pthread_mutex_lock(&pp->mu);
     for (;;) {
@@ -305,7 +313,6 @@ static void *pipe_writer(void *arg)
         pthread_cond_broadcast(&pp->cv);
     }
     pthread_mutex_unlock(&pp->mu);
-    return NULL;
 }
 
 static void pipe_free(up_pipe *pp)
@@ -341,7 +348,7 @@ static up_pipe *pipe_start(int fd)
             pipe_free(pp);
             return NULL;
         }
-    if (pthread_create(&pp->th, NULL, pipe_writer, pp)) {
+    if (hf_thread_start(&pp->th, "hf-ckwrite", pipe_writer, pp)) {
         pipe_free(pp);
         return NULL;
     }
@@ -394,7 +401,7 @@ static int pipe_end(up_pipe *pp, int flush)
     if (!flush || err) pp->stop = 1;
     pthread_cond_broadcast(&pp->cv);
     pthread_mutex_unlock(&pp->mu);
-    pthread_join(pp->th, NULL);
+    hf_thread_join(pp->th);
     if (!err) err = pp->err;
     pipe_free(pp);
     return err;
@@ -464,10 +471,7 @@ static void upload_free(ckstore_upload *up)
     free(up);
 }
 
-void ckstore_upload_abort(ckstore_upload *up)
-{
-    if (up) upload_free(up);
-}
+void ckstore_upload_abort(ckstore_upload *up) { if (up) upload_free(up); }
 
 /* Move the verified, fsynced temp file to its object's name, or drop it
  * when that object exists. Under ck->mu. */
@@ -482,7 +486,7 @@ static int publish(ckstore_upload *up)
         upload_fail(up, 0);                 /* dedup: the same bytes are there */
         return 0;
     }
-    int rc = mkdir_p1(dir);
+    int rc = mkdir_durable(dir);
     if (rc == 0 && rename(up->tmp, obj) != 0) rc = hf_err_from_errno(errno);
     if (rc) return upload_fail(up, rc);
     close(up->fd);

@@ -2,23 +2,33 @@
  * store.c — SQLite store of the scheduler (see store.h).
  *
  * Invariants: one writer connection, used only under the scheduler core's
- * lock; PRAGMA journal_mode=WAL, synchronous=NORMAL (a commit survives a
- * process kill; a power cut may lose the last transactions but never
- * corrupts), foreign_keys=ON, busy_timeout so readers and the writer never
- * fail on a transient lock. Migrations run in one transaction each and
+ * lock; PRAGMA journal_mode=WAL, synchronous=FULL by default (each COMMIT
+ * fsyncs the WAL before it returns, so an acknowledged write survives a
+ * power cut or a kernel crash; the group commit of heartbeats shares one
+ * fsync among every heartbeat of its group) or NORMAL when the operator
+ * chooses it (store_set_sync: a commit survives a process kill, a power
+ * cut may lose the transactions since the last WAL checkpoint, never
+ * corrupts; docs/scheduler.md, "Durability"), foreign_keys=ON,
+ * busy_timeout so readers and the writer never fail on a transient lock.
+ * A database file created here has its directory fsynced, so its name
+ * survives a power cut too (SQLite syncs the directory of a new WAL, not
+ * of a new database). Migrations run in one transaction each and
  * bump user_version in the same transaction, so a crash mid-migration
  * leaves the previous version intact.
  */
 #include "scheduler/store/store.h"
 
 #include "hf_err.h"
+#include "hf_file.h"
 #include "hf_log.h"
+#include "hf_thread.h"
 #include "hf_time.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define STORE_READERS 8
 /* WAL size (pages) at which the checkpointer thread is woken: SQLite's own
@@ -90,12 +100,11 @@ struct store {
      * it. Instead the writer's WAL hook only wakes this thread, which runs a
      * PASSIVE checkpoint on its own connection: it copies committed frames
      * into the database file while the writer keeps appending. */
-    pthread_t       ckpt_thread;
-    int             ckpt_started;
-    pthread_mutex_t ckpt_mu;
-    pthread_cond_t  ckpt_cv;
-    int             ckpt_wanted, ckpt_stop;
+    hf_thread      *ckpt_thread;           /* "hf-ckpt", or NULL: SQLite's auto-checkpoint */
+    pthread_mutex_t ckpt_mu;               /* guards ckpt_wanted and the counters */
+    int             ckpt_wanted;
     int64_t         ckpt_runs, ckpt_fails;
+    int             sync;                  /* STORE_SYNC_FULL or STORE_SYNC_NORMAL */
 };
 
 int store_rc(int rc)
@@ -175,16 +184,17 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
     store *s = arg;
     if (pages >= STORE_CKPT_PAGES) {
         pthread_mutex_lock(&s->ckpt_mu);
-        if (!s->ckpt_wanted) {
-            s->ckpt_wanted = 1;
-            pthread_cond_signal(&s->ckpt_cv);
-        }
+        int was = s->ckpt_wanted;
+        s->ckpt_wanted = 1;
         pthread_mutex_unlock(&s->ckpt_mu);
+        if (!was) hf_thread_kick(s->ckpt_thread);
     }
     return SQLITE_OK;
 }
 
-static void *ckpt_main(void *arg)
+/* The "hf-ckpt" thread: a passive checkpoint each time the WAL hook asks
+ * (kicked), until stopped. */
+static void ckpt_main(hf_thread *t, void *arg)
 {
     store *s = arg;
     sqlite3 *db = NULL;
@@ -203,8 +213,11 @@ static void *ckpt_main(void *arg)
     }
     pthread_mutex_lock(&s->ckpt_mu);
     for (;;) {
-        while (!s->ckpt_wanted && !s->ckpt_stop) pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mu);
-        if (s->ckpt_stop) break;
+        pthread_mutex_unlock(&s->ckpt_mu);
+        int stop = hf_thread_wait(t, 60000);   /* a kick ends it; the period only bounds a lost wake */
+        pthread_mutex_lock(&s->ckpt_mu);
+        if (stop) break;
+        if (!s->ckpt_wanted) continue;
         s->ckpt_wanted = 0;
         if (!db) continue;
         pthread_mutex_unlock(&s->ckpt_mu);
@@ -224,18 +237,29 @@ static void *ckpt_main(void *arg)
     }
     pthread_mutex_unlock(&s->ckpt_mu);
     sqlite3_close_v2(db);
-    return NULL;
+}
+
+int store_fsync_parent(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    return hf_file_fsync_dir(dir);
 }
 
 int store_open(const char *path, store **out, char *err, size_t errlen)
 {
     int rc = HF_OK;
     *out = NULL;
+    struct stat sb;
+    int created = stat(path, &sb) != 0;
     store *s = calloc(1, sizeof *s);
     if (!s) return HF_ENOMEM;
     pthread_mutex_init(&s->rlock, NULL);
     pthread_mutex_init(&s->ckpt_mu, NULL);
-    pthread_cond_init(&s->ckpt_cv, NULL);
     s->path = strdup(path);
     if (!s->path) { rc = HF_ENOMEM; goto end; }
     int src = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
@@ -246,9 +270,14 @@ int store_open(const char *path, store **out, char *err, size_t errlen)
         goto end;
     }
     sqlite3_busy_timeout(s->db, 5000);
-    rc = exec_sql(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+    rc = exec_sql(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
                          "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;", err, errlen);
     if (rc) goto end;
+    s->sync = STORE_SYNC_FULL;
+    if (created && (rc = store_fsync_parent(path))) {
+        snprintf(err, errlen, "cannot fsync the directory of %s: %s", path, hf_strerror(rc));
+        goto end;
+    }
     rc = migrate(s->db, err, errlen);
     if (rc) goto end;
     for (int i = 0; i < ST__COUNT; i++) {
@@ -258,8 +287,7 @@ int store_open(const char *path, store **out, char *err, size_t errlen)
             goto end;
         }
     }
-    if (pthread_create(&s->ckpt_thread, NULL, ckpt_main, s) == 0) {
-        s->ckpt_started = 1;
+    if (hf_thread_start(&s->ckpt_thread, "hf-ckpt", ckpt_main, s) == 0) {
         sqlite3_wal_hook(s->db, wal_hook, s);   /* replaces the auto-checkpoint */
     } else {
         hf_warn("cannot start the checkpointer thread; SQLite checkpoints in the committing thread");
@@ -274,19 +302,12 @@ end:
 void store_close(store *s)
 {
     if (!s) return;
-    if (s->ckpt_started) {
-        pthread_mutex_lock(&s->ckpt_mu);
-        s->ckpt_stop = 1;
-        pthread_cond_signal(&s->ckpt_cv);
-        pthread_mutex_unlock(&s->ckpt_mu);
-        pthread_join(s->ckpt_thread, NULL);
-    }
+    hf_thread_stop_join(s->ckpt_thread);
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(s->stmt[i]);
     for (int i = 0; i < s->nreaders; i++) sqlite3_close_v2(s->readers[i]);
     if (s->db) sqlite3_close_v2(s->db);
     pthread_mutex_destroy(&s->rlock);
     pthread_mutex_destroy(&s->ckpt_mu);
-    pthread_cond_destroy(&s->ckpt_cv);
     free(s->path);
     free(s);
 }
@@ -295,6 +316,26 @@ sqlite3 *store_db(store *s) { return s->db; }
 const char *store_path(const store *s) { return s->path; }
 const char *store_errmsg(store *s) { return sqlite3_errmsg(s->db); }
 int store_version(store *s) { return user_version(s->db); }
+
+int store_set_sync(store *s, int mode)
+{
+    const char *sql = mode == STORE_SYNC_FULL ? "PRAGMA synchronous=FULL"
+                      : mode == STORE_SYNC_NORMAL ? "PRAGMA synchronous=NORMAL" : NULL;
+    if (!sql) return HF_EINVAL;
+    int rc = exec_sql(s->db, sql, NULL, 0);
+    if (rc == 0) s->sync = mode;
+    return rc;
+}
+
+int store_sync_mode(const store *s) { return s->sync; }
+
+int store_sync_parse(const char *name, int *mode)
+{
+    if (name && strcmp(name, "full") == 0) *mode = STORE_SYNC_FULL;
+    else if (name && strcmp(name, "normal") == 0) *mode = STORE_SYNC_NORMAL;
+    else return HF_EINVAL;
+    return 0;
+}
 
 void store_checkpoint_stats(store *s, int64_t *runs, int64_t *fails)
 {

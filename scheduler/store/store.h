@@ -74,7 +74,23 @@ const char *store_errmsg(store *s);
 /* Schema version currently applied. */
 int store_version(store *s);
 
-/* WAL checkpoints run by the store's checkpointer thread (PASSIVE, on its
+/* Durability of a COMMIT (docs/scheduler.md, "Durability"): FULL (the
+ * default of store_open) fsyncs the WAL in every COMMIT, so what was
+ * acknowledged survives a power cut; NORMAL fsyncs only at WAL
+ * checkpoints (a power cut may lose the last transactions, a process kill
+ * loses nothing). The writer connection's mode; the checkpoint store's
+ * own connection always runs FULL. RET 0, HF_EINVAL (unknown mode), HF_EDB. */
+enum { STORE_SYNC_NORMAL = 1, STORE_SYNC_FULL = 2 };
+int store_set_sync(store *s, int mode);
+int store_sync_mode(const store *s);
+/* "full" or "normal" -> STORE_SYNC_*. RET 0 or HF_EINVAL. */
+int store_sync_parse(const char *name, int *mode);
+
+/* fsync the directory that holds path (after creating path in it), so
+ * the new name survives a power cut. RET 0 or HF_E*. */
+int store_fsync_parent(const char *path);
+
+/* WAL checkpoints run by the store's checkpointer thread "hf-ckpt" (PASSIVE, on its
  * own connection, woken when the WAL passes 1000 pages) and how many
  * failed (e.g. disk full). */
 void store_checkpoint_stats(store *s, int64_t *runs, int64_t *fails);

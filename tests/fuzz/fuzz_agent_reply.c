@@ -6,17 +6,20 @@
  *
  * Invariants: no crash, leak or out-of-bounds access whatever the JSON;
  * every accepted assignment has a non-empty NULL-terminated argv, "NAME=..."
- * environment entries, and relative checkpoint paths without "..";
+ * environment entries none of which names a trial-contract variable
+ * (common/hf_trial.h), and relative checkpoint paths without "..";
  * rejected assignments become well-formed start_failed events.
  */
-// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_time.c common/hf_log.c common/hf_buf.c common/hf_metric.c agent/agent_assign.c agent/agent_fs.c
+// FUZZ_SOURCES: common/hf_json.c common/hf_err.c common/hf_time.c common/hf_log.c common/hf_buf.c common/hf_metric.c common/hf_trial.c agent/agent_assign.c agent/agent_fs.c
 // FUZZ_LIBS: -ljansson -lpthread -lm
 #include "agent/agent_assign.h"
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_trial.h"
 
 #include <assert.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,11 +56,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < r.nassign; i++) {
         agent_spec *s = r.assign[i];
         assert(s->trial_id >= 1 && s->argv && s->argv[0] && s->argv[0][0]);
-        for (char **p = s->env; p && *p; p++) assert(strchr(*p, '='));
+        for (char **p = s->env; p && *p; p++) {   /* never a contract variable (hf_trial.h) */
+            char name[160];
+            assert(strchr(*p, '='));
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(*p, "="), *p);
+            assert(!hf_trial_env_reserved(name));
+        }
         assert(s->checkpoint_dir[0] && s->checkpoint_dir[0] != '/');
         assert(!has_dot_component(s->checkpoint_dir));
         assert(s->copy_from[0] != '/' && (!s->copy_from[0] || !has_dot_component(s->copy_from)));
-        assert(s->ngpus >= 0 && s->ngpus <= AGENT_MAX_GPUS);
+        assert(s->trial.ngpus >= 0 && s->trial.ngpus <= AGENT_MAX_GPUS);
+        assert(s->trial.world_size >= 1 && s->trial_id == s->trial.trial_id && s->attempt == s->trial.attempt);
     }
     for (size_t i = 0; i < json_array_size(r.rejected); i++) {
         json_t *ev = json_array_get(r.rejected, i);

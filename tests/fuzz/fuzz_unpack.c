@@ -9,7 +9,7 @@
  * afterwards); nothing written at all when the unpack is refused with
  * HF_EINVAL or HF_ETOOBIG (every check runs before the first write).
  */
-// FUZZ_SOURCES: common/*.c agent/agent_context.c agent/agent_objects.c agent/agent_assign.c agent/agent_fs.c
+// FUZZ_SOURCES: common/*.c agent/agent_context.c agent/agent_objects.c agent/agent_objcache.c agent/agent_objshared.c agent/agent_assign.c agent/agent_fs.c
 // FUZZ_LIBS: -larchive -lcurl -lgnutls -ljansson -lpthread
 #include "agent/agent_context.h"
 #include "hf_err.h"

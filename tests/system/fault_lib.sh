@@ -2,16 +2,18 @@
 # (tests/system/test_fault_*.sh). Source it; it is not a test itself.
 #
 # Everything a test starts lives under one temporary directory $FT_DIR and
-# is killed by the EXIT trap: the daemons by their recorded pids, and trial
+# is killed by the EXIT trap: the daemons by their recorded pids, trial
 # processes (which an agent killed with SIGKILL leaves behind, as a dead
 # machine would) by finding processes whose environment or working
-# directory points into $FT_DIR — never by name.
+# directory points into $FT_DIR — never by name — and whatever else still
+# runs below the test's shell (proc_lib.sh).
 #
 # Conventions: ft_* functions; failures call ft_fail (prints, exits 1);
 # a missing prerequisite calls ft_skip (exits 77, which tests/run reports as
 # skipped). Programs come from $HF_BIN (default: the repository's bin/).
 
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 FT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HF_BIN=${HF_BIN:-$FT_ROOT/bin}
 FT_DIR=$(mktemp -d /tmp/hf-fault-XXXXXX)
@@ -55,6 +57,8 @@ ft_cleanup() {
   local rc=$? pid m
   for pid in "${FT_PIDS[@]}"; do kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; done
   for pid in $(ft_stray_pids); do kill -KILL "$pid" 2>/dev/null; done
+  # anything else the test started (a helper loop, a daemon by hand)
+  for pid in $(hf_descendants); do kill -KILL "$pid" 2>/dev/null; done
   { wait; } 2>/dev/null
   for m in "${FT_MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done
   if [[ -n ${FT_KEEP:-} ]]; then echo "kept $FT_DIR"; else rm -rf "$FT_DIR"; fi

@@ -11,9 +11,13 @@
 #     hf_get "/api/v1/experiments/$id" | hf_jq_assert '.state == "COMPLETED"' "sweep completed"
 #
 # Everything a test starts is tracked and killed on exit (normal end,
-# failure, Ctrl-C); stray trial processes orphaned by a SIGKILLed agent are
-# found by their working directory inside $HF_TMP and killed too. Logs of
-# the daemons are in $HF_TMP/*.log and are printed when a test fails.
+# failure, Ctrl-C): every scheduler and agent these helpers start
+# (restarted ones included), whatever hf_track names, then any other
+# process still below the test's shell, and stray trial processes
+# orphaned by a SIGKILLed agent (found by their working directory inside
+# $HF_TMP). tests/run fails a test that leaves anything running anyway
+# (tests/reap). Logs of the daemons are in $HF_TMP/*.log and are printed
+# when a test fails.
 #
 # Stable interface (other engineers' tests source this; add, don't change):
 #   variables  HF_BIN HF_TMP HF_URL HF_PORT HF_DB HF_SCHED_PID HF_STATUS HF_BODY
@@ -22,7 +26,8 @@
 #              hf_kill_pid PID [SIGNAL]
 #   ports      hf_free_port
 #   daemons    hf_start_scheduler [ARGS...], hf_stop_scheduler [SIGNAL],
-#              hf_restart_scheduler [ARGS...] (same port and db),
+#              hf_restart_scheduler [ARGS...] (stops the running one, then
+#              the same port and db),
 #              hf_start_agent NAME [ARGS...], hf_stop_agent NAME [SIGNAL]
 #   waiting    hf_wait_http URL [TIMEOUT_S], hf_wait_for TIMEOUT_S CMD...,
 #              hf_wait_experiment ID [TIMEOUT_S]
@@ -40,6 +45,7 @@
 # the temp dir, HF_SCHED_ARGS / HF_AGENT_ARGS add flags to every start.
 
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 
 : "${HF_BIN:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/bin}"
 # The repository (examples and test programs that trials run; under the
@@ -92,6 +98,25 @@ hf_alive() {
   [[ $st != Z && $st != X ]]
 }
 
+# Anything still running below the test's shell once the tracked daemons
+# are stopped (a daemon a test started by hand, a helper loop): TERM, up
+# to 2 s, then KILL.
+hf_kill_descendants() {
+  local pids i
+  pids=$(hf_descendants)
+  [[ -n $pids ]] || return 0
+  hf_log "cleanup: stopping leftover processes: $pids"
+  kill -TERM $pids 2>/dev/null
+  for ((i = 0; i < 20; i++)); do
+    pids=$(hf_descendants)
+    [[ -n $pids ]] || break
+    sleep 0.1
+  done
+  [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+  { wait; } 2>/dev/null
+  return 0
+}
+
 # Stop one pid: SIGNAL (default TERM), up to 5 s, then KILL; reap it.
 hf_kill_pid() {
   local pid=$1 sig=${2:-TERM} i
@@ -129,6 +154,7 @@ hf_cleanup() {
   for name in "${!HF_AGENT_PIDS[@]}"; do hf_kill_pid "${HF_AGENT_PIDS[$name]}"; done
   hf_kill_pid "$HF_SCHED_PID"
   for f in "${HF_TRACKED[@]}"; do hf_kill_pid "$f"; done
+  hf_kill_descendants
   hf_kill_strays
   if (( rc != 0 )) && [[ -n $HF_TMP ]]; then
     for f in "$HF_TMP"/*.log; do
@@ -176,11 +202,14 @@ hf_start_scheduler() {
     "$HF_BIN/hyperfarm-scheduler" --listen "127.0.0.1:$HF_PORT" --db "$HF_DB" ${HF_SCHED_ARGS:-} "$@" \
       >>"$HF_TMP/scheduler.log" 2>&1 &
     HF_SCHED_PID=$!
-    if hf_wait_http "$HF_URL/healthz" 15; then
+    hf_track "$HF_SCHED_PID"
+    # Another process may answer on a port we lost the race for: the
+    # answer counts only while our scheduler runs.
+    if hf_wait_http "$HF_URL/healthz" 15 && hf_alive "$HF_SCHED_PID"; then
       hf_log "scheduler pid $HF_SCHED_PID on $HF_URL"
       return 0
     fi
-    kill -0 "$HF_SCHED_PID" 2>/dev/null && hf_fail "scheduler did not answer $HF_URL/healthz in 15 s"
+    hf_alive "$HF_SCHED_PID" && hf_fail "scheduler did not answer $HF_URL/healthz in 15 s"
     wait "$HF_SCHED_PID" 2>/dev/null || true
     [[ -n ${HF_FIXED_PORT:-} ]] && break
   done
@@ -199,9 +228,11 @@ hf_stop_scheduler() {  # [SIGNAL] (default TERM; KILL for a crash)
   HF_SCHED_PID=""
 }
 
-# Restart on the same port and database (agents keep their URL).
+# Restart on the same port and database (agents keep their URL): a
+# running scheduler is stopped first (SIGTERM), as an operator would.
 hf_restart_scheduler() {
   local port=$HF_PORT
+  hf_stop_scheduler
   HF_FIXED_PORT=$port hf_start_scheduler "$@"
 }
 
@@ -219,6 +250,7 @@ hf_start_agent() {  # NAME [ARGS...]
     $([[ $HF_BIN/ == "$HF_REPO"/* ]] || echo --sandbox-bind "$HF_BIN:ro") \
     ${HF_AGENT_ARGS:-} "$@" >>"$HF_TMP/agent-$name.log" 2>&1 &
   HF_AGENT_PIDS[$name]=$!
+  hf_track "$!"
   hf_log "agent $name pid $! (--slots etc: $*)"
   # registered when GET /agents lists it
   hf_wait_for 15 hf_agent_registered "$name" || hf_fail "agent $name did not register in 15 s"

@@ -37,9 +37,9 @@ done
 # ---- 1. route table <-> YAML ----------------------------------------------
 # rows {"/pattern", "GET, POST", ...} of scheduler/api/api_routes.c: '*' is an
 # id segment, '@' an action, '#' a checkpoint's hash.
-grep -hoE '^ *\{"/[^"]*", *"[A-Z][A-Z, ]*",' "$root"/scheduler/api*.c \
+grep -hoE '^ *\{"/[^"]*", *"[A-Z][A-Z, ]*",' "$root"/scheduler/api/*.c \
   | sed -E 's/.*"([^"]+)", *"([^"]+)".*/\1\t\2/' >"$HF_TMP/routes.tsv"
-(( $(wc -l <"$HF_TMP/routes.tsv") >= 10 )) || hf_fail "could not read the route table from scheduler/api*.c"
+(( $(wc -l <"$HF_TMP/routes.tsv") >= 10 )) || hf_fail "could not read the route table from scheduler/api/*.c"
 while IFS=$'\t' read -r pat methods; do
   path=$(sed -e 's/\*/{id}/g' -e 's/@/{action}/g' -e 's/#/{sha256}/g' <<<"$pat")
   for m in ${methods//,/ }; do
@@ -327,6 +327,14 @@ call "$U" POST "$act" "/api/v1/experiments/$E2/unarchive" "" 200
 call "$A" DELETE '/api/v1/experiments/{id}' "/api/v1/experiments/$E2" "" 403
 call "$U" DELETE '/api/v1/experiments/{id}' "/api/v1/experiments/$E2" "" 200
 call "$U" DELETE '/api/v1/experiments/{id}' "/api/v1/experiments/$E2" "" 404
+mkdir -p "$HF_TMP/backups"
+call admin-tok POST /api/v1/backups /api/v1/backups "{\"dir\": \"$HF_TMP/backups\"}" 202
+BK=$(jq -r .id <<<"$BODY_OUT")
+call "$U" POST /api/v1/backups /api/v1/backups "{\"dir\": \"$HF_TMP/backups\"}" 403
+call admin-tok POST /api/v1/backups /api/v1/backups '{"dir": "relative"}' 400
+call admin-tok GET '/api/v1/backups/{id}' "/api/v1/backups/$BK" "" 200
+call admin-tok GET '/api/v1/backups/{id}' /api/v1/backups/999999 "" 404
+call "$U" GET '/api/v1/backups/{id}' "/api/v1/backups/$BK" "" 403
 hf_log "ok: every call answered a status documented for its operation (and the expected one)"
 
 while read -r m p; do

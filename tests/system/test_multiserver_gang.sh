@@ -21,8 +21,10 @@ source "$(dirname "$0")/netns_lib.sh"
 hf_need hyperfarm-scheduler hyperfarm-agent hyperfarm-train
 netns_setup
 
+# 24,000 samples: long enough (seconds) for the check below to see the ranks' TCP
+# connection while the trial runs; with 6,000 a fast trainer finished first.
 flags=(--model mlp --hidden 64 --epochs 2 --batch-size 64 --lr 0.01 --optimizer adam --seed 5
-       --limit-train 6000 --val-size 1000 --limit-test 1000 --threads 1 --mode sync --backend tcp
+       --limit-train 24000 --val-size 1000 --limit-test 1000 --threads 1 --mode sync --backend tcp
        --timeout 30)
 
 netns_start_scheduler

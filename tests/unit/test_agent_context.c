@@ -8,9 +8,10 @@
  * run before the first write). A good archive unpacks with its files,
  * modes and directories, replaces files of the same name, and keeps the
  * agent-owned checkpoints/ and control.json. The assignment's "context" field
- * is validated, and the preparation thread (fetch through the object
- * cache in shared_fs mode: no scheduler needed) unpacks, refuses, reports
- * fetch failures, drops duplicates and honours a kill before the start.
+ * is validated, and the preparation pool (agent/agent_prep.c; fetch
+ * through the object cache in shared_fs mode: no scheduler needed)
+ * unpacks, refuses, reports fetch failures, drops duplicates and honours
+ * a kill before the start (its concurrency: test_agent_prep.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <cmocka.h>
 
 #include "agent/agent_context.h"
+#include "agent/agent_prep.h"
 #include "hf_err.h"
 #include "hf_json.h"
 
@@ -286,7 +288,7 @@ static void test_existing_link_not_followed(void **state)
     assert_true(S_ISREG(st.st_mode));
 }
 
-/* ---------- the assignment's "context" and the preparation thread ---------- */
+/* ---------- the assignment's "context" and the preparation pool ---------- */
 
 /* An assignment of trial tid with context (sha, size) — or NULL: none. */
 static agent_spec *spec_with(int64_t tid, const char *sha, int64_t size)
@@ -365,7 +367,7 @@ static agent_prep_done *take_n(agent_prep *p, size_t n)
     return all;
 }
 
-static void test_prep_thread(void **state)
+static void test_prep_pool(void **state)
 {
     (void)state;
     char err[256], work[400], store[400], good[65], evil[65], p[600];
@@ -388,11 +390,11 @@ static void test_prep_thread(void **state)
     assert_non_null(prep);
 
     /* a good context, a duplicate of it, a hostile one, an unknown one */
-    assert_int_equal(agent_prep_submit(prep, spec_with(1, good, gsize)), 0);
-    assert_int_equal(agent_prep_submit(prep, spec_with(1, good, gsize)), HF_EEXIST);
-    assert_int_equal(agent_prep_submit(prep, spec_with(2, evil, esize)), 0);
+    assert_int_equal(agent_prep_submit(prep, spec_with(1, good, gsize), AGENT_PREP_CONTEXT), 0);
+    assert_int_equal(agent_prep_submit(prep, spec_with(1, good, gsize), AGENT_PREP_CONTEXT), HF_EEXIST);
+    assert_int_equal(agent_prep_submit(prep, spec_with(2, evil, esize), AGENT_PREP_CONTEXT), 0);
     assert_int_equal(agent_prep_submit(prep, spec_with(3, "00000000000000000000000000000000000000000000000000000000"
-                                                          "00000000", 5)), 0);
+                                                          "00000000", 5), AGENT_PREP_CONTEXT), 0);
     agent_prep_done *d = take_n(prep, 3);
     char c;
     assert_int_equal(read(wake[0], &c, 1), 1);           /* the main loop was woken */
@@ -418,7 +420,7 @@ static void test_prep_thread(void **state)
     assert_int_equal(count(p), 0);                        /* no temp archive left */
 
     /* a kill before the start: the assignment comes back refused */
-    assert_int_equal(agent_prep_submit(prep, spec_with(4, good, gsize)), 0);
+    assert_int_equal(agent_prep_submit(prep, spec_with(4, good, gsize), AGENT_PREP_CONTEXT), 0);
     agent_prep_cancel(prep, 4, 0, "pause");
     d = take_n(prep, 1);
     assert_int_equal(d[0].rc, HF_ESTATE);
@@ -426,8 +428,8 @@ static void test_prep_thread(void **state)
     agent_spec_free(d[0].spec);
     free(d);
     assert_int_equal(agent_prep_pending(prep), 0);
-    /* freed with work queued: nothing leaks, the thread stops */
-    assert_int_equal(agent_prep_submit(prep, spec_with(5, good, gsize)), 0);
+    /* freed with work queued: nothing leaks, the workers stop */
+    assert_int_equal(agent_prep_submit(prep, spec_with(5, good, gsize), AGENT_PREP_CONTEXT), 0);
     agent_prep_free(prep);
     agent_objects_close(ao);
     close(wake[0]);
@@ -442,7 +444,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_limits_and_corruption, setup, teardown),
         cmocka_unit_test_setup_teardown(test_existing_link_not_followed, setup, teardown),
         cmocka_unit_test(test_assignment_context_field),
-        cmocka_unit_test_setup_teardown(test_prep_thread, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prep_pool, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -455,7 +455,7 @@ static void test_agent_process(void **state)
     snprintf(fake, sizeof fake, "%s/tests/fake_trial", bin);
     /* a valid assignment, one with a forbidden path, one that cannot exec */
     queue_assign("{\"trial_id\":1,\"attempt\":1,\"experiment_id\":1,\"argv\":[\"%s\",\"--sleep-ms\",\"60\"],"
-                 "\"env\":{\"HYPERFARM_MAX_EPOCHS\":\"40\",\"HYPERFARM_TRIAL_ID\":\"1\"},"
+                 "\"budget\":40,"
                  "\"checkpoint_dir\":\"experiments/1/trials/1/checkpoints\",\"slots\":1,\"gpus\":[]}", fake);
     queue_assign("{\"trial_id\":2,\"attempt\":1,\"argv\":[\"%s\"],\"checkpoint_dir\":\"../../etc\"}", fake);
     queue_assign("{\"trial_id\":3,\"attempt\":1,\"argv\":[\"no-such-trial-program\"],\"checkpoint_dir\":\"x/3/ck\"}");

@@ -106,11 +106,24 @@ static void test_env_contract(void **state)
         {"NCCL_API_TOKEN", NULL},                       /* a secret's name under an allowed prefix */
         {"HOME", "/root"},                              /* no sandbox: the agent's HOME */
         {"HYPERFARM_DATA_CACHE", NULL},
-        {"FOO", "spec"},                                /* the scheduler's env wins over the agent's */
-        {"HYPERFARM_TRIAL_ID", "5"},
-        {"HYPERFARM_CHECKPOINT_DIR", "/w/ck"},          /* agent-owned: neither can override */
-        {"HYPERFARM_CONTROL_FILE", "/w/control.json"},
+        {"FOO", "spec"},                                /* the experiment's env wins over the agent's */
+        {"HYPERFARM_TRIAL_ID", "5"},                    /* the contract: from the typed fields */
+        {"HYPERFARM_EXPERIMENT_ID", "7"},
         {"HYPERFARM_ATTEMPT", "3"},
+        {"HYPERFARM_HPARAMS", "{\"lr\": 0.1000000000000000055511151231257827}"},   /* as sent, digit for digit */
+        {"HYPERFARM_SEED", "11"},
+        {"HYPERFARM_RANK", "1"},
+        {"HYPERFARM_WORLD_SIZE", "2"},
+        {"HYPERFARM_LOCAL_RANK", "0"},
+        {"HYPERFARM_MASTER", "node-a:29500"},
+        {"HYPERFARM_MAX_EPOCHS", "27"},
+        {"HYPERFARM_BUDGET", "27"},
+        {"HYPERFARM_DIST_MODE", "sync"},                /* the contract's wins over the agent's own */
+        {"HYPERFARM_DIST_BACKEND", "tcp"},
+        {"HYPERFARM_DIST_PS", NULL},                    /* not given: neither */
+        {"HYPERFARM_DIST_STALENESS", "4"},              /* not given: the agent's own passes */
+        {"HYPERFARM_CHECKPOINT_DIR", "/w/ck"},          /* the agent's: the agent's own cannot override */
+        {"HYPERFARM_CONTROL_FILE", "/w/control.json"},
         {"CUDA_VISIBLE_DEVICES", "0,2"},
         {"PATH", "/opt/hf:/usr/bin"},                   /* the agent's directory first */
         {"HYPERFARM_HOSTFILE", NULL},                   /* only for an mpirun launcher */
@@ -118,10 +131,14 @@ static void test_env_contract(void **state)
     char *base[] = {"PATH=/usr/bin", "FOO=base", "HYPERFARM_CHECKPOINT_DIR=/evil", "KEEP=1",
                     "CUDA_VISIBLE_DEVICES=9", "LANG=C.UTF-8", "NCCL_SOCKET_IFNAME=lo", "OMP_NUM_THREADS=2",
                     "HYPERFARM_AGENT_TOKEN_FILE=/etc/hf/token", "HYPERFARM_TOKEN=t0k", "NCCL_API_TOKEN=t1k",
-                    "HOME=/root", NULL};
-    agent_spec *sp = spec_from("{\"trial_id\": 5, \"attempt\": 3, \"argv\": [\"x\"], \"checkpoint_dir\": \"a/ck\","
-                               " \"gpus\": [0, 2], \"env\": {\"FOO\": \"spec\", \"HYPERFARM_TRIAL_ID\": \"5\","
-                               " \"PATH\": \"/evil\", \"HYPERFARM_ATTEMPT\": \"99\", \"HYPERFARM_HOSTFILE\": \"/x\"}}");
+                    "HOME=/root", "HYPERFARM_DIST_MODE=async", "HYPERFARM_DIST_STALENESS=4", NULL};
+    agent_spec *sp = spec_from("{\"trial_id\": 5, \"attempt\": 3, \"experiment_id\": 7, \"rank\": 1,"
+                               " \"world_size\": 2, \"local_rank\": 0, \"seed\": 11, \"budget\": 27,"
+                               " \"master\": \"node-a:29500\","
+                               " \"hparams\": \"{\\\"lr\\\": 0.1000000000000000055511151231257827}\","
+                               " \"distributed\": {\"mode\": \"sync\", \"backend\": \"tcp\"},"
+                               " \"argv\": [\"x\"], \"checkpoint_dir\": \"a/ck\","
+                               " \"gpus\": [0, 2], \"env\": {\"FOO\": \"spec\"}}");
     char **strs = NULL;
     const char *path = NULL, *v = NULL;
     char **envp = agent_spawn_env(base, "/opt/hf", sp, "/w/ck", "/w/control.json", NULL, NULL, &strs, &path);
@@ -155,9 +172,19 @@ static void test_env_contract(void **state)
     free(strs);
     free(envp);
     agent_spec_free(sp);
+}
 
-    /* in a sandbox: HOME is the trial's directory, USER the trial user,
-     * the data cache the agent's; the scheduler's env may still set HOME */
+/* In a sandbox: HOME is the trial's directory, USER the trial user, the
+ * data cache the agent's; the experiment's env may still set HOME. */
+static void test_env_sandbox(void **state)
+{
+    (void)state;
+    char *base[] = {"PATH=/usr/bin", "HYPERFARM_CHECKPOINT_DIR=/evil", "LANG=C.UTF-8", "HOME=/root",
+                    "HYPERFARM_AGENT_TOKEN_FILE=/etc/hf/token", "HYPERFARM_TOKEN=t0k",
+                    "HYPERFARM_DATA_CACHE=/agent/cache", NULL};
+    char **strs = NULL, **envp;
+    const char *path = NULL, *v = NULL;
+    agent_spec *sp;
     static const struct {
         const char *name, *want;
     } in_sandbox[] = {
@@ -192,6 +219,46 @@ static void test_env_contract(void **state)
     free(strs);
     free(envp);
     agent_spec_free(sp);
+}
+
+/* Nothing is overridden silently: an assignment whose "env" names a
+ * contract variable is refused (a start_failed naming the entry), and so
+ * is a bad typed field. */
+static void test_env_reserved_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *member, *field;
+    } bad[] = {
+        {"\"env\": {\"HYPERFARM_TRIAL_ID\": \"5\"}", "assign[0].env.HYPERFARM_TRIAL_ID"},
+        {"\"env\": {\"HYPERFARM_ATTEMPT\": \"99\"}", "assign[0].env.HYPERFARM_ATTEMPT"},
+        {"\"env\": {\"HYPERFARM_ANY\": \"1\"}", "assign[0].env.HYPERFARM_ANY"},
+        {"\"env\": {\"CUDA_VISIBLE_DEVICES\": \"9\"}", "assign[0].env.CUDA_VISIBLE_DEVICES"},
+        {"\"env\": {\"PATH\": \"/evil\"}", "assign[0].env.PATH"},
+        {"\"hparams\": \"[1]\"", "assign[0].hparams"},
+        {"\"hparams\": {\"lr\": 1}", "assign[0].hparams"},
+        {"\"master\": \"no-port\"", "assign[0].master"},
+        {"\"master\": \"a:1\\nB=2\"", "assign[0].master"},
+        {"\"world_size\": 0", "assign[0].world_size"},
+        {"\"seed\": -1", "assign[0].seed"},
+        {"\"budget\": 0", "assign[0].budget"},
+        {"\"distributed\": {\"mode\": \"a b\"}", "assign[0].distributed.mode"},
+        {"\"distributed\": {\"ps\": \"2\"}", "assign[0].distributed.ps"},
+        {"\"gpus\": [64]", "assign[0].gpus[0]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        hf_jerr e;
+        snprintf(text, sizeof text, "{\"trial_id\": 5, \"attempt\": 1, \"argv\": [\"x\"], \"checkpoint_dir\": \"a/ck\", %s}",
+                 bad[i].member);
+        json_t *j = json_loads(text, 0, NULL);
+        assert_non_null(j);
+        agent_spec *s = agent_spec_parse(j, "assign[0]", &e);
+        if (s || strcmp(e.field, bad[i].field)) fprintf(stderr, "case %zu: got '%s' (%s)\n", i, s ? "" : e.field, e.msg);
+        assert_null(s);
+        assert_string_equal(e.field, bad[i].field);
+        json_decref(j);
+    }
 }
 
 /* Read fd (non-blocking) until EOF or 10 s into buf. */
@@ -597,6 +664,8 @@ static void test_sandbox_trial(void **state)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_env_contract),
+    cmocka_unit_test(test_env_sandbox),
+    cmocka_unit_test(test_env_reserved_refused),
     cmocka_unit_test(test_default_threads),
     cmocka_unit_test(test_child_init),
     cmocka_unit_test(test_exec_errors),

@@ -200,7 +200,7 @@ static void test_spec_validation(void **state)
     }
     /* a good one, with unknown members ignored (forward compatible) */
     json_t *j = json_loads("{\"trial_id\":5,\"attempt\":2,\"experiment_id\":7,\"argv\":[\"a\",\"b c\"],"
-                           "\"env\":{\"HYPERFARM_TRIAL_ID\":\"5\"},\"checkpoint_dir\":\"e/7/t/5/ck\","
+                           "\"env\":{\"FOO\":\"5\"},\"checkpoint_dir\":\"e/7/t/5/ck\","
                            "\"gpus\":[1,3],\"slots\":2,\"copy_checkpoint_from\":null,\"future\":true}", 0, NULL);
     hf_jerr e;
     agent_spec *s = agent_spec_parse(j, "a", &e);
@@ -209,8 +209,8 @@ static void test_spec_validation(void **state)
     assert_int_equal(s->attempt, 2);
     assert_string_equal(s->argv[1], "b c");
     assert_null(s->argv[2]);
-    assert_string_equal(s->env[0], "HYPERFARM_TRIAL_ID=5");
-    assert_int_equal(s->ngpus, 2);
+    assert_string_equal(s->env[0], "FOO=5");
+    assert_int_equal(s->trial.ngpus, 2);
     assert_string_equal(s->copy_from, "");
     agent_spec_free(s);
     json_decref(j);
@@ -221,8 +221,7 @@ static void test_env_cwd_metrics(void **state)
     fixture *fx = *state;
     start(fx, spec_from("{\"trial_id\":5,\"attempt\":1,\"experiment_id\":7,"
                         "\"argv\":[\"@FAKE\",\"--print-env\",\"--sleep-ms\",\"1\"],"
-                        "\"env\":{\"HYPERFARM_TRIAL_ID\":\"5\",\"HYPERFARM_MAX_EPOCHS\":\"4\","
-                        "\"HYPERFARM_HPARAMS\":\"{\\\"x\\\":0.3}\",\"CUDA_VISIBLE_DEVICES\":\"9\"},"
+                        "\"budget\":4,\"hparams\":\"{\\\"x\\\":0.3}\","
                         "\"checkpoint_dir\":\"experiments/7/trials/5/checkpoints\",\"gpus\":[1,3]}"));
     run_until_done(fx, 10000);
     assert_int_equal(agent_sup_count(fx->sup), 0);
@@ -242,9 +241,10 @@ static void test_env_cwd_metrics(void **state)
     assert_true(find_log(fx, want));
     assert_true(find_log(fx, "env HYPERFARM_TRIAL_ID=5"));
     assert_true(find_log(fx, "env HYPERFARM_ATTEMPT=1"));
-    /* the agent owns CUDA_VISIBLE_DEVICES: from "gpus", not from env */
+    /* the contract's variables, from the typed fields (hf_trial.h) */
     assert_true(find_log(fx, "env CUDA_VISIBLE_DEVICES=1,3"));
-    assert_false(find_log(fx, "CUDA_VISIBLE_DEVICES=9"));
+    assert_true(find_log(fx, "env HYPERFARM_EXPERIMENT_ID=7"));
+    assert_true(find_log(fx, "env HYPERFARM_MAX_EPOCHS=4"));
     /* metric lines become metrics, not logs */
     assert_false(find_log(fx, "HYPERFARM {"));
     assert_int_equal(json_array_size(fx->metrics), 4);

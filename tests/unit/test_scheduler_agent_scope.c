@@ -1,6 +1,6 @@
 /*
  * test_scheduler_agent_scope.c — an agent token's authority in the core
- * (scheduler/core/sched_agents.c, sched_ckpt.c; docs/protocol.md "Roles"): the
+ * (scheduler/core/sched_token.c, sched_heartbeat.c, sched_ckpt.c; docs/protocol.md "Roles"): the
  * real core on a real store, the agents played by calling the entry points
  * with the holder name their token would carry.
  *

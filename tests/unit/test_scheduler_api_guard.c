@@ -8,20 +8,29 @@
  *   - header deadline: a connection that trickles a byte every 200 ms is
  *     closed at the 1 s deadline, not kept by its steady trickle;
  *   - event streams per token: 16 slots per token, the 17th refused,
- *     another token unaffected, a slot given back is reusable.
+ *     another token unaffected, a slot given back is reusable;
+ *   - /metrics: the guard's counts and failed self-checks appear in the
+ *     scrape (metrics_scrape), and the reaper runs as thread "hf-guard".
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "thread_fixture.h"
+
 #include "hf_err.h"
 #include "hf_time.h"
+#include "hf_assert.h"
+#include "hf_buf.h"
 #include "scheduler/api/api_guard.h"
+#include "scheduler/api/metrics.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -171,12 +180,46 @@ static void test_sse_per_token(void **state)
     api_guard_free(NULL);
 }
 
+static void test_metrics_exported(void **state)
+{
+    (void)state;
+    api_guard_config cfg = {.max_conns = 64, .header_timeout_s = 10};
+    api_guard *g = api_guard_new(&cfg);
+    assert_int_equal(unit_threads_named("hf-guard"), 1);
+    uint64_t k[API_SSE_PER_TOKEN + 2];
+    for (int i = 0; i < API_SSE_PER_TOKEN + 2; i++) api_guard_sse_take(g, "alice-token", &k[i]);   /* 2 refused */
+    int was = hf_assert_set_abort(0);
+    uint64_t before = hf_assert_failures();
+    HF_ASSERT(state == (void **)1);   /* false on purpose: counted, not aborted */
+    hf_assert_set_abort(was);
+    sched_stats ss;
+    memset(&ss, 0, sizeof ss);
+    metrics_sources src = {.guard = g};
+    hf_buf b;
+    hf_buf_init(&b, 1u << 20);
+    assert_int_equal(metrics_scrape(&b, &ss, &src), 0);
+    size_t len;
+    char *text = hf_buf_take(&b, &len), want[96];
+    assert_non_null(strstr(text, "hyperfarm_http_sse_refused_total 2\n"));
+    assert_non_null(strstr(text, "hyperfarm_http_guard_closed_total{reason=\"header_deadline\"} 0\n"));
+    assert_non_null(strstr(text, "hyperfarm_http_guard_closed_total{reason=\"half_open_evicted\"} 0\n"));
+    assert_non_null(strstr(text, "hyperfarm_http_guard_closed_total{reason=\"slow_body\"} 0\n"));
+    assert_non_null(strstr(text, "hyperfarm_http_half_open_connections 0\n"));
+    snprintf(want, sizeof want, "hyperfarm_assert_failures_total %llu\n", (unsigned long long)before + 1);
+    assert_non_null(strstr(text, want));
+    free(text);
+    hf_buf_free(&b);
+    api_guard_free(g);
+    assert_int_equal(unit_threads_named("hf-guard"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half_open_share),
         cmocka_unit_test(test_header_deadline),
         cmocka_unit_test(test_sse_per_token),
+        cmocka_unit_test(test_metrics_exported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "thread_fixture.h"
+
 #include "hf_err.h"
+#include "hf_time.h"
 #include "scheduler/store/ckretain.h"
 #include "scheduler/store/ckstore.h"
 #include "scheduler/store/store.h"
@@ -466,6 +469,32 @@ static void test_record_after_collect(void **state)
     env_close(&e);
 }
 
+/* The background thread: named "hf-ckretain", a kick runs a pass at
+ * once (the 1 s interval has not passed: a pass ends within 900 ms), and close stops it promptly. */
+static void test_thread(void **state)
+{
+    (void)state;
+    env e;
+    env_open(&e, "thread");
+    assert_int_equal(ckretain_start(e.cr), 0);
+    assert_int_equal(unit_threads_named("hf-ckretain"), 1);
+    ckretain_stats st0, st1;
+    hf_sleep_ms(100);   /* the start-up GC and the first pass */
+    ckretain_get_stats(e.cr, &st0);
+    sql(&e, "INSERT INTO events(time,experiment_id,trial_id,type,detail) VALUES(1,NULL,NULL,'TEST','kick')");
+    ckretain_kick(e.cr);   /* something changed: the pass looks at the rows */
+    int64_t t0 = hf_mono_ms();
+    do {
+        hf_sleep_ms(5);
+        ckretain_get_stats(e.cr, &st1);
+    } while (st1.sweeps == st0.sweeps && hf_mono_ms() - t0 < 900);
+    assert_true(st1.sweeps > st0.sweeps);
+    t0 = hf_mono_ms();
+    env_close(&e);
+    assert_true(hf_mono_ms() - t0 < 500);
+    assert_int_equal(unit_threads_named("hf-ckretain"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_shared_object),
         cmocka_unit_test(test_orphans),
         cmocka_unit_test(test_record_after_collect),
+        cmocka_unit_test(test_thread),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

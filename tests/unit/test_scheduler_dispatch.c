@@ -86,10 +86,10 @@ static int hb(sched *c, int64_t aid, const char *events, const char *metrics)
     json_t *as = json_object_get(out, "assign");
     for (size_t i = 0; i < json_array_size(as); i++) {
         json_t *a = json_array_get(as, i);
-        const char *me = json_string_value(json_object_get(json_object_get(a, "env"), "HYPERFARM_MAX_EPOCHS"));
+        int64_t me = json_integer_value(json_object_get(a, "budget"));   /* HYPERFARM_MAX_EPOCHS */
         assert_true(nruns < 64);
         runs[nruns++] = (run){json_integer_value(json_object_get(a, "trial_id")),
-                              json_integer_value(json_object_get(a, "attempt")), aid, me ? atoll(me) : 0};
+                              json_integer_value(json_object_get(a, "attempt")), aid, me};
     }
     int n = (int)json_array_size(as);
     json_decref(out);

@@ -200,6 +200,8 @@ static const bad_case bad[] = {
     {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP
      ",\"trial\":{\"command\":[\"a\"],\"env\":{\"HYPERFARM_RANK\":\"3\"}}}", "trial.env.HYPERFARM_RANK"},
     {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP
+     ",\"trial\":{\"command\":[\"a\"],\"env\":{\"PATH\":\"/x\"}}}", "trial.env.PATH"},
+    {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP
      ",\"trial\":{\"command\":[\"a\"],\"env\":{\"bad name\":\"3\"}}}", "trial.env.bad name"},
     {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR ",\"weight\":0}", "weight"},
     {"{\"name\":\"x\"," GOOD_OBJ "," GOOD_SR "," GOOD_HP "," GOOD_TR ",\"priority\":\"high\"}", "priority"},

@@ -17,6 +17,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "thread_fixture.h"
+
 #include "hf_err.h"
 #include "hf_time.h"
 #include "scheduler/api/logpool.h"
@@ -443,6 +445,7 @@ static void test_pool(void **state)
     store *s = long_lines_store("pool", 20000, 1000);
     logpool *lp = logpool_new(s);
     assert_non_null(lp);
+    assert_int_equal(unit_threads_named("hf-logsearch"), LOGPOOL_THREADS);
     int rc, retry;
     box.n = 0;
     /* per user: 2 running or queued; beyond, HF_ETOOBIG with a Retry-After */
@@ -525,6 +528,7 @@ static void test_pool(void **state)
     assert_null(submit(lp, "frank", "x", -1, &rc, &retry));
     assert_int_equal(rc, HF_ESTATE);
     logpool_free(lp);
+    assert_int_equal(unit_threads_named("hf-logsearch"), 0);
     store_close(s);
 }
 

@@ -4,6 +4,11 @@
  * heartbeat body is rejected with HF_EINVAL and the offending field's path
  * (docs/protocol.md), before the core applies any of it; good bodies hand
  * back their arrays, instance and batch.
+ *
+ * The assignment (proto_assignment, on a real core and store): the trial
+ * contract travels as typed fields (common/hf_trial.h) that the agent's
+ * hf_trial_decode accepts, with the values trials always saw; "env" is the
+ * experiment's trial.env alone, and no variable's name is on the wire.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,9 +16,15 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
+#include "hf_trial.h"
+#include "scheduler/core/expmeta.h"
+#include "scheduler/core/sched.h"
 #include "scheduler/core/sched_int.h"
+#include "scheduler/store/store.h"
+#include "tests/unit/unit_fixture.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct bad_case {
@@ -155,11 +166,76 @@ static void test_good_bodies(void **state)
     register_good();
 }
 
+/* One 2-worker trial with env, distributed, a seed and a budget: the two
+ * assignments a heartbeat hands out. */
+static void test_assignment_contract(void **state)
+{
+    (void)state;
+    char dir[256], path[320];
+    store *st = NULL;
+    sched *c = NULL;
+    hf_jerr e;
+    assert_int_equal(unit_tmpdir(dir, sizeof dir, "proto"), 0);
+    snprintf(path, sizeof path, "%s/p.db", dir);
+    unit_open_core(path, NULL, &st, &c);
+    int64_t xid = unit_submit(c, "{\"name\": \"p\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                              "\"searcher\": {\"name\": \"random\", \"max_trials\": 1, \"max_epochs\": 9, \"seed\": 5},"
+                              "\"hyperparameters\": {\"lr\": {\"type\": \"log\", \"min\": 1e-4, \"max\": 0.3}},"
+                              "\"trial\": {\"command\": [\"true\"], \"env\": {\"FOO\": \"bar\"},"
+                              "\"resources\": {\"workers\": 2},"
+                              "\"distributed\": {\"mode\": \"sync\", \"backend\": \"tcp\"}}}");
+    int64_t aid = unit_register(c, "a1", 2);
+    json_t *b = json_loads("{\"running\": []}", 0, NULL), *out = NULL;
+    assert_int_equal(sched_agent_heartbeat(c, aid, b, &out, &e), 0);
+    json_t *as = json_object_get(out, "assign");
+    assert_int_equal(json_array_size(as), 2);
+    int ranks = 0;
+    for (size_t i = 0; i < 2; i++) {
+        json_t *a = json_array_get(as, i);
+        char *text = json_dumps(a, JSON_COMPACT);
+        assert_null(strstr(text, "HYPERFARM_"));   /* no variable's name on the wire */
+        free(text);
+        json_t *env = json_object_get(a, "env");
+        assert_int_equal(json_object_size(env), 1);
+        assert_string_equal(json_string_value(json_object_get(env, "FOO")), "bar");
+
+        hf_trial_vars v;
+        assert_int_equal(hf_trial_decode(a, "assign[0]", &v, &e), 0);
+        assert_int_equal(v.experiment_id, xid);
+        assert_int_equal(v.attempt, 1);
+        assert_int_equal(v.world_size, 2);
+        assert_true(v.rank == 0 || v.rank == 1);
+        ranks |= 1 << v.rank;
+        assert_int_equal(v.local_rank, v.rank);            /* both ranks on a1 */
+        assert_int_equal(v.seed, expmeta_trial_seed(5, 0)); /* the first trial: index 0 */
+        assert_int_equal(v.budget, 9);
+        assert_string_equal(v.dist_mode, "sync");
+        assert_string_equal(v.dist_backend, "tcp");
+        assert_int_equal(v.dist_ps, -1);
+        assert_non_null(strstr(v.master, "127.0.0.1:"));
+        /* the hyperparameters' text is the trial's, as the core dumps it */
+        json_t *tr = NULL;
+        assert_int_equal(sched_trial_get(c, v.trial_id, &tr), 0);
+        char *want = hf_json_dump(json_object_get(tr, "hparams"));
+        assert_string_equal(v.hparams, want);
+        free(want);
+        json_decref(tr);
+        hf_trial_vars_free(&v);
+    }
+    assert_int_equal(ranks, 3);   /* one assignment per rank */
+    json_decref(out);
+    json_decref(b);
+    sched_free(c);
+    store_close(st);
+    unit_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_good_bodies),
+        cmocka_unit_test(test_assignment_contract),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

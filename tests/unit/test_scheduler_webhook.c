@@ -15,6 +15,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "thread_fixture.h"
+
 #include "hf_err.h"
 #include "scheduler/notify/webhook.h"
 #include "unit_fixture.h"
@@ -209,6 +211,8 @@ static void test_url_policy(void **state)
     (void)state;
     store *st = NULL;
     webhook_svc *w = open_svc(&st, "policy");
+    assert_int_equal(unit_threads_named("hf-webhook"), 1);   /* the delivery thread */
+    assert_true(unit_threads_named("hf-ckpt") >= 1);         /* the store's checkpointer */
     static const char *const refused[] = {
         "http://127.0.0.1:9/hook", "http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/",
         "http://[::1]:8080/", "http://[fd00::1]/", "http://[fe80::1]/", "http://[::ffff:127.0.0.1]/",
@@ -232,6 +236,7 @@ static void test_url_policy(void **state)
     assert_int_equal(webhook_url_check(w, "http://127.0.0.1:8080/api/v1/experiments/1/cancel", &e), HF_EINVAL);
     assert_non_null(strstr(e.msg, "the scheduler itself"));
     webhook_close(w);
+    assert_int_equal(unit_threads_named("hf-webhook"), 0);
     store_close(st);
 }
 

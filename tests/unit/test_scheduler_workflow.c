@@ -6,7 +6,7 @@
  * submitted_by and who-did-what in events, PATCH of experiments and
  * trials, the tag filter, fork, warm start (history observed by TPE,
  * enqueued configurations first, the same after a restart), extend that
- * lets the searcher go on (also after a restart), and HYPERFARM_SEED in
+ * lets the searcher go on (also after a restart), and the seed (HYPERFARM_SEED) in
  * the assignments.
  */
 #include <setjmp.h>
@@ -399,10 +399,8 @@ static void test_users_patch_fork_on_a_core(void **state)
         if (id < first) first = id;
     }
     json_array_foreach(assigned, i, as) {
-        char want[32];
-        snprintf(want, sizeof want, "%u",
-                 expmeta_trial_seed(3, json_integer_value(json_object_get(as, "trial_id")) - first));
-        assert_string_equal(json_string_value(json_object_get(json_object_get(as, "env"), "HYPERFARM_SEED")), want);
+        uint32_t want = expmeta_trial_seed(3, json_integer_value(json_object_get(as, "trial_id")) - first);
+        assert_int_equal(json_integer_value(json_object_get(as, "seed")), want);   /* HYPERFARM_SEED */
     }
     json_decref(assigned);
 

@@ -16,8 +16,8 @@
  *   - the optimizer and clipping on the device (SGD, momentum, Nesterov,
  *     Adam, AdamW with weight decay) on the same params and grads:
  *     parameters and state bit-identical to optim.c after 3 steps;
- *   - the old tr_cuda_step entry point on an MLP (logits, loss, hits,
- *     grads within 1e-4 + 1e-3 |x|);
+ *   - one step through the backend table (tr_backend_step on the CUDA
+ *     backend) on an MLP (logits, loss, hits, grads within 1e-4 + 1e-3 |x|);
  *   - a whole MLP (batch norm, dropout, Nesterov) and a whole CNN (conv,
  *     BN, pool, dropout, SGD momentum + weight decay + clipping) trained
  *     5 steps on CPU and GPU from the same weights and batches: per-step
@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
+#include "trainer/backend.h"
 #include "trainer/data.h"
 #include "trainer/device.h"
 #include "trainer/model.h"
@@ -276,7 +277,12 @@ static void test_optim_bit_identical(void **state)
     tr_model_free(m);
 }
 
-/* ---- the old entry point ------------------------------------------------------- */
+/* ---- one step through the backend table --------------------------------------- */
+
+static void ignore_grad(void *ctx, size_t off, size_t cnt)
+{
+    (void)ctx; (void)off; (void)cnt;
+}
 
 static void test_step_matches_cpu(void **state)
 {
@@ -288,8 +294,9 @@ static void test_step_matches_cpu(void **state)
     int B = 64;
     tr_model *m = tr_model_from_options(&o, B, err, sizeof err);
     assert_non_null(m);
-    tr_cuda *g = tr_cuda_new(m, err, sizeof err);
-    assert_non_null(g);
+    tr_backend be;
+    assert_int_equal(tr_backend_select(&be, TR_DEV_CUDA, "cuda", m, err, sizeof err), 0);
+    assert_string_equal(be.ops->name, "cuda");
     float *x = fmalloc((size_t)B * 784), *gg = fmalloc(m->n_params), *lg = fmalloc((size_t)B * 10);
     fill(x, (size_t)B * 784, -1.0f, 1.0f);
     memcpy(m->act[0], x, (size_t)B * 784 * sizeof(float));
@@ -297,7 +304,9 @@ static void test_step_matches_cpu(void **state)
     for (int i = 0; i < B; i++) y[i] = (i * 7) % 10;
     double lg_loss;
     int lg_hits, hits;
-    assert_int_equal(tr_cuda_step(g, m->params, x, y, B, B, gg, lg, &lg_loss, &lg_hits), 0);
+    assert_int_equal(be.ops->load(&be, m->params, NULL, NULL), 0);
+    assert_int_equal(tr_backend_step(&be, x, y, B, B, NULL, NULL, NULL, &lg_loss, &lg_hits), 0);
+    assert_int_equal(tr_cuda_get((tr_cuda *)be.dev, gg, lg, B), 0);
     tr_layer_ctx c = {.train = 1};
     double loss = tr_model_step(m, y, B, B, &c, NULL, NULL, &hits);
     assert_float_equal(lg_loss, loss, 1e-4 + 1e-4 * fabs(loss));
@@ -309,20 +318,25 @@ static void test_step_matches_cpu(void **state)
         if (fabsf(gg[i] - m->grads[i]) > 1e-4f + 1e-3f * fabsf(m->grads[i]) && bad++ < 5)
             fprintf(stderr, "grad %zu: cuda %g cpu %g\n", i, gg[i], m->grads[i]);
     assert_int_equal(bad, 0);
+    /* the gradient callback reads host gradients: refused on the device */
+    assert_int_equal(tr_backend_step(&be, x, y, B, B, NULL, ignore_grad, NULL, &lg_loss, &lg_hits), HF_EUNSUP);
     free(x); free(gg); free(lg);
-    tr_cuda_free(g);
+    tr_backend_close(&be);
     tr_model_free(m);
 }
 
 /* ---- whole models, a few training steps ------------------------------------------ */
 
-/* tr_evaluate on the GPU (tr_cuda_infer) against the CPU, both with the CPU's
+/* tr_evaluate on the GPU (tr_backend_infer) against the CPU, both with the CPU's
  * trained parameters and BN statistics, over a dataset whose size is not a
  * multiple of the batch (a short last batch); dropout must be off and BN
  * must use its running statistics on both. The device gradient must be
  * left as it was. */
-static void eval_compare(tr_model *m, tr_cuda *g)
+static void eval_compare(tr_model *m, tr_backend *be)
 {
+    tr_cuda *g = (tr_cuda *)be->dev;
+    tr_backend cpu;
+    tr_backend_cpu(&cpu, m);
     tr_dataset ds;
     memset(&ds, 0, sizeof ds);
     ds.n = 1003;
@@ -338,10 +352,10 @@ static void eval_compare(tr_model *m, tr_cuda *g)
     ds.mean = 0.5f; ds.std = 0.25f;
     float *g0 = fmalloc(m->n_params), *g1 = fmalloc(m->n_params);
     assert_int_equal(tr_cuda_get(g, g0, NULL, 0), 0);
-    assert_int_equal(tr_cuda_load(g, m->params, m->bufs, NULL), 0);
+    assert_int_equal(be->ops->load(be, m->params, m->bufs, NULL), 0);
     double lc, ac, lg, ag;
-    tr_evaluate(m, NULL, &ds, &lc, &ac);
-    tr_evaluate(m, g, &ds, &lg, &ag);
+    tr_evaluate(&cpu, &ds, &lc, &ac);
+    tr_evaluate(be, &ds, &lg, &ag);
     printf("evaluation of %d rows: loss cpu %.7f gpu %.7f, accuracy cpu %.4f gpu %.4f\n", ds.n, lc, lg, ac, ag);
     assert_float_equal(lg, lc, 1e-5 * fabs(lc));
     assert_true(fabs(ag - ac) <= 1.0 / ds.n + 1e-12);   /* an argmax may flip on a near tie */
@@ -356,13 +370,14 @@ static void train_compare(tr_options *o, int B, int steps)
     char err[256];
     tr_model *m = tr_model_from_options(o, B, err, sizeof err);
     assert_non_null(m);
-    tr_cuda *g = tr_cuda_new(m, err, sizeof err);
-    if (!g) fprintf(stderr, "tr_cuda_new: %s\n", err);
-    assert_non_null(g);
+    tr_backend be;
+    int rc = tr_backend_select(&be, TR_DEV_CUDA, "cuda", m, err, sizeof err);
+    if (rc) fprintf(stderr, "cuda backend: %s\n", err);
+    assert_int_equal(rc, 0);
     tr_optim oc, og;
     assert_int_equal(tr_optim_init(&oc, o, m->n_params), 0);
     assert_int_equal(tr_optim_init(&og, o, m->n_params), 0);
-    assert_int_equal(tr_cuda_load(g, NULL, NULL, &og), 0);
+    assert_int_equal(tr_backend_load(&be, &og), 0);
     size_t nx = (size_t)B * tr_shape_size(m->in_shape);
     float *x = fmalloc(nx);
     int32_t *y = calloc((size_t)B, sizeof *y);
@@ -377,14 +392,14 @@ static void train_compare(tr_options *o, int B, int steps)
         double lc = tr_model_step(m, y, B, B, &c, NULL, NULL, &hc), lg;
         if (o->clip_norm > 0) tr_grad_clip(m->grads, m->n_params, o->clip_norm);
         tr_optim_step(&oc, m->params, m->grads, (float)o->lr);
-        assert_int_equal(tr_cuda_forward_backward(g, &c, x, y, B, B, &lg, &hg), 0);
-        if (o->clip_norm > 0) assert_int_equal(tr_cuda_clip(g, o->clip_norm, NULL), 0);
-        assert_int_equal(tr_cuda_optim_step(g, &og, (float)o->lr), 0);
+        assert_int_equal(tr_backend_step(&be, x, y, B, B, &c, NULL, NULL, &lg, &hg), 0);
+        if (o->clip_norm > 0) assert_int_equal(tr_backend_clip(&be, o->clip_norm, NULL), 0);
+        assert_int_equal(tr_backend_optim_step(&be, &og, 0, (float)o->lr), 0);
         printf("%s step %d: loss cpu %.7f gpu %.7f, hits %d/%d\n", o->model, s, lc, lg, hc, hg);
         if (fabs(lg - lc) > 1e-4 * fabs(lc)) bad++;
     }
     float *pg = fmalloc(m->n_params), *bg = fmalloc(m->n_bufs);
-    assert_int_equal(tr_cuda_store(g, pg, bg, &og), 0);
+    assert_int_equal(be.ops->store(&be, pg, bg, &og), 0);
     for (int i = 0; i < m->n_layers; i++) {
         tr_layer *l = &m->layers[i];
         if (l->param_count) {
@@ -399,11 +414,11 @@ static void train_compare(tr_options *o, int B, int steps)
                                l->buf_count, 1e-3);
     }
     assert_int_equal(bad, 0);
-    eval_compare(m, g);
+    eval_compare(m, &be);
     free(pg); free(bg); free(x); free(y);
     tr_optim_free(&oc);
     tr_optim_free(&og);
-    tr_cuda_free(g);
+    tr_backend_close(&be);
     tr_model_free(m);
 }
 

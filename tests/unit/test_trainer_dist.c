@@ -24,7 +24,7 @@
 #include "hf_err.h"
 #include "hf_log.h"
 #include "trainer/ckpt.h"
-#include "trainer/dist.h"
+#include "trainer/dist/dist.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
 #include "trainer/train.h"

@@ -6,10 +6,10 @@
  * (dist_sync.c, dist_async.c, dist_pipeline.c). Those files call nothing
  * here; what they share is in dist_rank.h (docs/distributed.md).
  */
-#include "dist.h"
-#include "dist_modes.h"
+#include "trainer/dist/dist.h"
+#include "trainer/dist/dist_modes.h"
 
-#include "blas.h"
+#include "trainer/blas.h"
 #include "hf_err.h"
 #include "hf_log.h"
 

@@ -22,7 +22,7 @@
 #ifndef TR_DIST_H
 #define TR_DIST_H
 
-#include "options.h"
+#include "trainer/options.h"
 
 int tr_dist_main(const tr_options *opt);
 

@@ -31,12 +31,12 @@
  * closes its connections, the servers fail on it and the launcher ends the
  * job.
  */
-#include "dist_modes.h"
+#include "trainer/dist/dist_modes.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "optim.h"
+#include "trainer/optim.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -293,7 +293,7 @@ static int worker_step(tr_rank *r, void *ctx, double t0, int64_t *samples)
     if (!tr_loader_next(&w->ld, m->act[0], w->y, &rows, &gb, &row_base)) return DIST_STEP_END;
     double loss = 0;
     tr_layer_ctx lc = {.train = 1, .seed = o->seed, .step = w->pos.step, .row_base = row_base};
-    if (rows > 0) loss = tr_model_step(m, w->y, rows, rows, &lc, NULL, NULL, &hits);
+    if (rows > 0) tr_backend_step(&r->be, m->act[0], w->y, rows, rows, &lc, NULL, NULL, &loss, &hits);
     if (!isfinite(loss)) {
         fprintf(stderr, "hyperfarm-train: worker %d: loss is not finite at step %lld\n", r->rank,
                 (long long)w->pos.step);

@@ -11,7 +11,7 @@
  * then SIGKILL after a grace) and exits non-zero, naming the rank: a broken
  * job never lingers. Its exit status is rank 0's when all ranks finish.
  */
-#include "dist_modes.h"
+#include "trainer/dist/dist_modes.h"
 
 #include "hf_log.h"
 #include "hf_time.h"

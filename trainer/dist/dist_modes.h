@@ -7,7 +7,7 @@
 #ifndef TR_DIST_MODES_H
 #define TR_DIST_MODES_H
 
-#include "dist_rank.h"
+#include "trainer/dist/dist_rank.h"
 
 /* dist_launch.c: fork/exec --nproc workers (and, for async, --ps servers)
  * as ranks of one job on this host, supervise them, return rank 0's

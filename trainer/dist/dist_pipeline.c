@@ -34,12 +34,12 @@
  * evaluates and checkpoints the whole model (same file format as a single
  * process: a pipeline run can resume a single-process checkpoint and back).
  */
-#include "dist_modes.h"
+#include "trainer/dist/dist_modes.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
-#include "optim.h"
+#include "trainer/optim.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -144,14 +144,16 @@ static int pipe_forward(pipe_run *p, int gb, int mb, double *loss, int *hits)
             return rc;
         if (!p->last) {
             memcpy(p->stash + (size_t)r0 * p->win, m->act[a], (size_t)nr * p->win * sizeof(float));
-            tr_model_forward(m, a, p->b, nr, &lc);
+            tr_backend_forward(&p->r->be, a, p->b, nr, &lc);
             if ((rc = tr_coll_send(c, p->s + 1, TAG_ACT, m->act[p->b], (size_t)nr * p->wout * 4))) return rc;
         } else {
             int h = 0;
-            tr_model_forward(m, a, L, nr, &lc);
-            *loss += tr_softmax_xent(m->act[L], p->Y + r0, nr, m->n_classes, m->dact[L], gb, &h) * nr;
+            double l = 0;
+            tr_backend_forward(&p->r->be, a, L, nr, &lc);
+            tr_backend_xent(&p->r->be, p->Y + r0, nr, gb, 1, &l, &h);
+            *loss += l * nr;
             *hits += h;
-            tr_model_backward(m, a, L, nr, &lc, NULL, NULL);
+            tr_backend_backward(&p->r->be, a, L, nr, &lc, NULL, NULL);
             for (size_t k = 0; k < p->pcnt; k++) p->gacc[k] += m->grads[p->poff + k];
             if (!p->first) memcpy(p->stash + (size_t)r0 * p->win, m->dact[a], (size_t)nr * p->win * sizeof(float));
         }
@@ -182,8 +184,8 @@ static int pipe_backward(pipe_run *p, int gb, int mb)
         tr_layer_ctx lc = {.train = 1, .seed = p->r->o->seed, .step = p->pos.step, .row_base = r0};
         if ((rc = tr_coll_recv(c, p->s + 1, TAG_GRAD, m->dact[b], (size_t)nr * p->wout * 4, NULL, NULL))) return rc;
         memcpy(m->act[a], p->stash + (size_t)r0 * p->win, (size_t)nr * p->win * sizeof(float));
-        tr_model_forward(m, a, b, nr, &lc);   /* re-materialise */
-        tr_model_backward(m, a, b, nr, &lc, NULL, NULL);
+        tr_backend_forward(&p->r->be, a, b, nr, &lc);   /* re-materialise */
+        tr_backend_backward(&p->r->be, a, b, nr, &lc, NULL, NULL);
         for (size_t k = 0; k < p->pcnt; k++) p->gacc[k] += m->grads[p->poff + k];
         if (!p->first && (rc = tr_coll_send(c, p->s - 1, TAG_GRAD, m->dact[a], (size_t)nr * p->win * 4)))
             return rc;
@@ -228,7 +230,7 @@ static int pipe_step(tr_rank *r, void *ctx, double t0, int64_t *samples)
         for (size_t k = 0; k < p->pcnt; k++) m->grads[p->poff + k] *= f;
     }
     double lr = tr_lr_at(o, p->pos.step, r->spe);
-    if (p->pcnt) tr_optim_step(&p->opt, m->params + p->poff, m->grads + p->poff, (float)lr);
+    if (p->pcnt) tr_backend_optim_step(&r->be, &p->opt, p->poff, (float)lr);
     dist_step_done(r, &p->pos, ctl[2], (int64_t)ctl[3], (int64_t)ctl[4], samples, p->ld.batch, lr, t0, 1);
     return DIST_STEP_OK;
 }

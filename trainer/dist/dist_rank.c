@@ -6,7 +6,7 @@
  * Checkpoints are written in the single-process format (ckpt.h) with the
  * whole model, so a run can resume in any mode from any other's files.
  */
-#include "dist_rank.h"
+#include "trainer/dist/dist_rank.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
@@ -38,6 +38,9 @@ int dist_setup(tr_rank *r, const tr_options *o, int max_batch)
         fprintf(stderr, "hyperfarm-train: %s\n", err);
         return HF_EINVAL;
     }
+    tr_backend_cpu(&r->be, r->m);
+    if (strcmp(o->device, "cpu") != 0 && r->rank == 0)
+        hf_info("--device %s: the distributed modes compute on the CPU backend", o->device);
     tr_loader tmp;
     if ((rc = tr_loader_init(&tmp, &r->train, o->batch_size, 0, 1, o->seed, 0))) return rc;
     r->spe = tr_loader_batches(&tmp);
@@ -48,6 +51,7 @@ int dist_setup(tr_rank *r, const tr_options *o, int max_batch)
 
 void dist_free(tr_rank *r)
 {
+    tr_backend_close(&r->be);
     tr_model_free(r->m);
     tr_dataset_free(&r->all);
     tr_dataset_free(&r->test);
@@ -73,7 +77,7 @@ void dist_report_epoch(tr_rank *r, const dist_optstate *os, const dist_pos *pos,
                        double train_time, const char *where, tr_report *rep, char *path, size_t pathlen)
 {
     double t0 = hf_mono_s();
-    tr_report_epoch(rep, r->m, NULL, r->o, &r->val, &r->test_view, pos->epoch, r->target, pos->step, r->spe,
+    tr_report_epoch(rep, &r->be, r->o, &r->val, &r->test_view, pos->epoch, r->target, pos->step, r->spe,
                     &pos->sums, samples_per_s, where);
     tr_epoch_sums none = {0};
     if (dist_ckpt_save(r, os, pos->epoch + 1, 0, pos->step, &none, path, pathlen) == 0) rep->checkpoint = path;

@@ -19,12 +19,13 @@
 #ifndef TR_DIST_RANK_H
 #define TR_DIST_RANK_H
 
-#include "ckpt.h"
-#include "coll.h"
-#include "data.h"
-#include "model.h"
-#include "options.h"
-#include "train.h"
+#include "trainer/backend.h"
+#include "trainer/ckpt.h"
+#include "trainer/coll.h"
+#include "trainer/data.h"
+#include "trainer/model.h"
+#include "trainer/options.h"
+#include "trainer/train.h"
 
 #include <stdint.h>
 
@@ -36,6 +37,8 @@ typedef struct tr_rank {
     int        rank, world;
     tr_dataset all, test, train, val, test_view;
     tr_model  *m;
+    tr_backend be;           /* compute: the CPU backend over m (the modes'
+                                collectives and callbacks read host gradients) */
     int64_t    spe;          /* global batches per epoch */
     int        target;       /* epochs to reach */
 } tr_rank;
@@ -58,8 +61,9 @@ typedef struct tr_resume {
     int64_t  optim_t;
 } tr_resume;
 
-/* Load data and build the model for max_batch rows. RET 0 or HF_E*
- * (message printed). */
+/* Load data, build the model for max_batch rows and open its compute
+ * backend (the CPU's, whatever --device says). RET 0 or HF_E* (message
+ * printed). */
 int  dist_setup(tr_rank *r, const tr_options *o, int max_batch);
 void dist_free(tr_rank *r);
 

@@ -9,19 +9,20 @@
  * The sum runs in buckets while backward is still going: the model calls
  * on_layer_grad as each layer's gradients are final (last layer first);
  * contiguous layers are gathered into a bucket of about tune.bucket_kib
- * (HF_BUCKET_KIB, default 128 KiB) and handed to a communication thread
+ * (HF_BUCKET_KIB, default 128 KiB) and handed to a communication thread ("hf-bucketer")
  * that allreduces it while the main thread computes the layers below.
  * After the last bucket, a 4-float control allreduce carries (stop
  * requested, loss sum, hits, rows), so every rank stops at the same step
  * when any of them got SIGTERM. BN running statistics (per-shard) are
  * averaged before the chief evaluates.
  */
-#include "dist_modes.h"
+#include "trainer/dist/dist_modes.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
+#include "hf_thread.h"
 #include "hf_time.h"
-#include "optim.h"
+#include "trainer/optim.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -33,8 +34,10 @@
 
 #define QMAX (TR_MAX_LAYERS + 8)
 
+/* The bucket thread "hf-bucketer": mu guards the queue, quit and rc; the
+ * main thread alone touches pend_* and the gradient ranges not yet queued. */
 typedef struct bucketer {
-    pthread_t       th;
+    hf_thread      *th;
     pthread_mutex_t mu;
     pthread_cond_t  cv;
     tr_coll        *c;
@@ -49,8 +52,9 @@ typedef struct bucketer {
     int64_t         buckets;
 } bucketer;
 
-static void *bucketer_main(void *arg)
+static void bucketer_main(hf_thread *t, void *arg)
 {
+    (void)t;   /* stopped by quit under mu, which its waits watch */
     bucketer *b = arg;
     pthread_mutex_lock(&b->mu);
     for (;;) {
@@ -70,7 +74,6 @@ static void *bucketer_main(void *arg)
         pthread_cond_broadcast(&b->cv);
     }
     pthread_mutex_unlock(&b->mu);
-    return NULL;
 }
 
 static void bucketer_push(bucketer *b, size_t off, size_t cnt)
@@ -144,7 +147,8 @@ static void sync_compute(sync_run *s, int rows, int gb, int64_t row_base, double
     tr_model *m = s->r->m;
     tr_layer_ctx lc = {.train = 1, .seed = s->r->o->seed, .step = s->pos.step, .row_base = row_base};
     if (rows > 0) {
-        *loss = tr_model_step(m, s->y, rows, gb, &lc, bucketer_on_grad, &s->b, hits);
+        /* the CPU backend: no failure to report */
+        tr_backend_step(&s->r->be, m->act[0], s->y, rows, gb, &lc, bucketer_on_grad, &s->b, loss, hits);
         return;
     }
     /* empty share of a short last batch: zero gradients, handed over layer
@@ -180,9 +184,9 @@ static int sync_step(tr_rank *r, void *ctx, double t0, int64_t *samples)
     ctl[3] = (float)(more ? rows : 0);
     if (bucketer_finish(&s->b)) return DIST_STEP_COMM;
     if (ctl[0] > 0) return DIST_STEP_STOP;
-    if (o->clip_norm > 0) tr_grad_clip(m->grads, m->n_params, o->clip_norm);
+    if (o->clip_norm > 0) tr_backend_clip(&r->be, o->clip_norm, NULL);
     double lr = tr_lr_at(o, s->pos.step, r->spe);
-    tr_optim_step(&s->opt, m->params, m->grads, (float)lr);
+    tr_backend_optim_step(&r->be, &s->opt, 0, (float)lr);
     if (!isfinite(ctl[1])) {
         fprintf(stderr, "hyperfarm-train: loss is not finite at step %lld (lr too high?)\n",
                 (long long)s->pos.step);
@@ -245,7 +249,7 @@ int dist_sync_run(tr_rank *r)
     s.b.grads = m->grads;
     pthread_mutex_init(&s.b.mu, NULL);
     pthread_cond_init(&s.b.cv, NULL);
-    if (pthread_create(&s.b.th, NULL, bucketer_main, &s.b)) goto end;
+    if (hf_thread_start(&s.b.th, "hf-bucketer", bucketer_main, &s.b)) goto end;
     thread_up = 1;
 
     s.pos = res.pos;
@@ -266,7 +270,7 @@ end:
         s.b.quit = 1;
         pthread_cond_broadcast(&s.b.cv);
         pthread_mutex_unlock(&s.b.mu);
-        pthread_join(s.b.th, NULL);
+        hf_thread_stop_join(s.b.th);
         pthread_mutex_destroy(&s.b.mu);
         pthread_cond_destroy(&s.b.cv);
     }

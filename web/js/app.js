@@ -1,5 +1,5 @@
 /* app.js — hash router and start-up. Routes:
- *   #/experiments        list + submit        (page_experiments.js)
+ *   #/experiments        list + submit        (page_experiments.js, submit_panel.js)
  *   #/experiments/{id}   one experiment       (page_experiment.js)
  *   #/trials/{id}        one trial            (page_trial.js)
  *   #/compare/{id},{id}… trials side by side (page_compare.js)

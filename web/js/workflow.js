@@ -11,7 +11,7 @@
  *   HF.startFork(exp)                opens the New-experiment editor on the
  *                                    experiments page prefilled with exp's
  *                                    file; it then submits to /fork
- *   HF.takeFork()                    what page_experiments.js asks on mount
+ *   HF.takeFork()                    what submit_panel.js asks on mount
  *   HF.trialNotes(trialId)           the trial page's Notes panel
  *
  * Every user text is shown through textContent or HF.md (Markdown through
