@@ -68,10 +68,13 @@ comms() {   # PID: the comm of each of its threads, one line
   (( ${#out[@]} )) && echo "${out[*]}"
 }
 trainers() {   # pids of hyperfarm-train processes below the agents
+  # By descent (proc_lib.sh), not by readlink of /proc/PID/cwd: a sandboxed
+  # trial's cwd is named from its own mount namespace, which in a chroot
+  # (CI's fresh root) is not our path.
   local p c
-  for p in /proc/[0-9]*; do
-    read -r c 2>/dev/null <"$p/comm" || continue
-    [[ $c == hyperfarm-train && $(readlink "$p/cwd" 2>/dev/null) == "$HF_TMP"/* ]] && echo "${p#/proc/}"
+  for p in $(hf_descendants); do
+    read -r c 2>/dev/null <"/proc/$p/comm" || continue
+    [[ $c == hyperfarm-train ]] && echo "$p"
   done
   return 0
 }
