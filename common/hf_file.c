@@ -7,6 +7,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int hf_file_write_all(int fd, const void *p, size_t n)
@@ -29,4 +32,21 @@ int hf_file_fsync_dir(const char *dir)
     int rc = fsync(fd) == 0 ? 0 : hf_err_from_errno(errno);
     close(fd);
     return rc;
+}
+
+int hf_file_fsync_parent(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    return hf_file_fsync_dir(dir);
+}
+
+int hf_file_mkdir_durable(const char *path)
+{
+    if (mkdir(path, 0755) != 0) return errno == EEXIST ? 0 : hf_err_from_errno(errno);
+    return hf_file_fsync_parent(path);
 }

@@ -179,12 +179,6 @@ static int rm_tree(const char *path) { return nftw(path, rm_one, 16, FTW_DEPTH |
 
 /* ---------- objects ---------- */
 
-static int mkdir_durable(const char *path)
-{
-    if (mkdir(path, 0755) != 0) return errno == EEXIST ? 0 : hf_err_from_errno(errno);
-    return store_fsync_parent(path);
-}
-
 /* Copy src_fd (from where it is) into fd (-1: only hash) while hashing, a slice of
  * COPY_SLICE bytes at a time, each followed by writeback() and pace():
  * a 10 GiB object never lands on the disk as one burst. RET 0 with hex, *n. */
@@ -222,9 +216,9 @@ int backup_object_copy(int src_fd, int64_t size, const char *sha256, const char 
     int rc, fd = -1;
     if (!hf_sha256_hex_valid(sha256)) return HF_EINVAL;
     pathf(dir, sizeof dir, "%s/objects", root);
-    if ((rc = mkdir_durable(dir))) return rc;
+    if ((rc = hf_file_mkdir_durable(dir))) return rc;
     pathf(dir, sizeof dir, "%s/objects/%.2s", root, sha256);
-    if ((rc = mkdir_durable(dir))) return rc;
+    if ((rc = hf_file_mkdir_durable(dir))) return rc;
     pathf(obj, sizeof obj, "%s/%s", dir, sha256);
     pathf(tmp, sizeof tmp, "%s/.tmp-%s", dir, sha256);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -250,9 +244,9 @@ static int object_link(const char *prev_root, const char *dst_root, const char *
     pathf(from, sizeof from, "%s/objects/%.2s/%s", prev_root, sha, sha);
     if (lstat(from, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size != size) return 0;
     pathf(dir, sizeof dir, "%s/objects", dst_root);
-    if (mkdir_durable(dir)) return 0;
+    if (hf_file_mkdir_durable(dir)) return 0;
     pathf(dir, sizeof dir, "%s/objects/%.2s", dst_root, sha);
-    if (mkdir_durable(dir)) return 0;
+    if (hf_file_mkdir_durable(dir)) return 0;
     pathf(to, sizeof to, "%s/%s", dir, sha);
     if (link(from, to) != 0) return errno == EEXIST ? 1 : 0;
     int rc = hf_file_fsync_dir(dir);

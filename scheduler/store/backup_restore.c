@@ -140,7 +140,7 @@ static int copy_file(const char *src, const char *dst)
     close(out);
     if (rc == 0 && link(tmp, dst) != 0) rc = hf_err_from_errno(errno);   /* link: never replaces dst */
     unlink(tmp);
-    if (rc == 0) rc = store_fsync_parent(dst);
+    if (rc == 0) rc = hf_file_fsync_parent(dst);
     return rc;
 }
 
@@ -165,7 +165,7 @@ int backup_restore(const char *snap, const char *db_path, const char *ck_dir, ch
     }
     fmt(dbfile, sizeof dbfile, "%s/" BACKUP_DB_FILE, snap);
     if ((rc = check_db(dbfile, man, err, errlen))) goto end;
-    if ((mkdir(ck_dir, 0755) != 0 && errno != EEXIST) || (rc = store_fsync_parent(ck_dir))) {
+    if ((mkdir(ck_dir, 0755) != 0 && errno != EEXIST) || (rc = hf_file_fsync_parent(ck_dir))) {
         rc = rc ? rc : hf_err_from_errno(errno);
         fmt(err, errlen, "cannot create %s: %s", ck_dir, hf_strerror(rc));
         goto end;

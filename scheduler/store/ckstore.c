@@ -108,14 +108,6 @@ struct ckstore_upload {
 
 /* ---------- files ---------- */
 
-/* mkdir path if missing, then fsync its parent: a file renamed into a new
- * directory whose own entry is not durable is lost with it. RET 0 or HF_E*. */
-static int mkdir_durable(const char *path)
-{
-    if (mkdir(path, 0755) != 0) return errno == EEXIST ? 0 : hf_err_from_errno(errno);
-    return store_fsync_parent(path);
-}
-
 int ckstore_hash_valid(const char *s) { return hf_sha256_hex_valid(s); }
 
 int ckstore_name_valid(const char *s)
@@ -219,7 +211,7 @@ int ckstore_open(const char *dir, const char *db_path, int64_t max_bytes, ckstor
     const char *subs[] = {"", "/objects", "/tmp"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         snprintf(path, sizeof path, "%s%s", dir, subs[i]);
-        if ((rc = mkdir_durable(path))) {
+        if ((rc = hf_file_mkdir_durable(path))) {
             snprintf(err, errlen, "checkpoint store: cannot create %s: %s", path, strerror(errno));
             goto end;
         }
@@ -486,7 +478,7 @@ static int publish(ckstore_upload *up)
         upload_fail(up, 0);                 /* dedup: the same bytes are there */
         return 0;
     }
-    int rc = mkdir_durable(dir);
+    int rc = hf_file_mkdir_durable(dir);
     if (rc == 0 && rename(up->tmp, obj) != 0) rc = hf_err_from_errno(errno);
     if (rc) return upload_fail(up, rc);
     close(up->fd);

@@ -239,17 +239,6 @@ static void ckpt_main(hf_thread *t, void *arg)
     sqlite3_close_v2(db);
 }
 
-int store_fsync_parent(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    return hf_file_fsync_dir(dir);
-}
-
 int store_open(const char *path, store **out, char *err, size_t errlen)
 {
     int rc = HF_OK;
@@ -274,7 +263,7 @@ int store_open(const char *path, store **out, char *err, size_t errlen)
                          "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;", err, errlen);
     if (rc) goto end;
     s->sync = STORE_SYNC_FULL;
-    if (created && (rc = store_fsync_parent(path))) {
+    if (created && (rc = hf_file_fsync_parent(path))) {
         snprintf(err, errlen, "cannot fsync the directory of %s: %s", path, hf_strerror(rc));
         goto end;
     }

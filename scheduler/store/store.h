@@ -86,9 +86,6 @@ int store_sync_mode(const store *s);
 /* "full" or "normal" -> STORE_SYNC_*. RET 0 or HF_EINVAL. */
 int store_sync_parse(const char *name, int *mode);
 
-/* fsync the directory that holds path (after creating path in it), so
- * the new name survives a power cut. RET 0 or HF_E*. */
-int store_fsync_parent(const char *path);
 
 /* WAL checkpoints run by the store's checkpointer thread "hf-ckpt" (PASSIVE, on its
  * own connection, woken when the WAL passes 1000 pages) and how many
