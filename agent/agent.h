@@ -50,7 +50,11 @@ typedef struct agent_cfg {
     const char *bwrap;          /* the bwrap program */
     const char *log_level, *log_format, *config;
     int         print_config;
+    int         slurm;            /* inside a Slurm job: its resources, drain on SIGTERM (agent_slurm.h) */
+    int64_t     idle_timeout_s;   /* exit after this long without a trial (0 = never) */
 } agent_cfg;
+
+#define AGENT_DEFAULT_WORKDIR "hyperfarm-agent-work"   /* --workdir's default */
 
 /* Run the agent until SIGTERM/SIGINT; then stop every trial (grace period,
  * SIGKILL), send a last heartbeat, and return. RET 0, or an HF_E* code for

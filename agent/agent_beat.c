@@ -6,6 +6,7 @@
  * (hf_thread.h) and stop when ag->stop is set under ag->mu.
  */
 #include "agent_loop.h"
+#include "agent_slurm.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -99,7 +100,7 @@ static int hb_register(agent *ag, hb_state *h)
         agent_objects_set_shared(ag->objs, sh ? shared : NULL);
         if (sh) hf_info("checkpoint storage: shared_fs at %s", shared);
         agent_upload_set_agent(ag->up, agent_link_id(ag->link));   /* after the mode: it starts the uploads */
-        hf_info("registered with %s as agent %lld (%zu running trials listed)", ag->cfg->scheduler,
+        hf_info("registered with %s as agent %lld (%zu running trials listed)", agent_link_url(ag->link),
                 (long long)agent_link_id(ag->link), json_array_size(running));
         if (!ag->cfg->heartbeat_ms && agent_link_interval(ag->link) > 0) {
             pthread_mutex_lock(&ag->mu);
@@ -136,6 +137,7 @@ static int hb_send(agent *ag, hb_state *h, json_t **reply)
         }
     }
     if (!h->held) return HF_ENOMEM;
+    if (agent_draining()) json_object_set_new(h->held, "draining", json_true());   /* agent_slurm.h */
     h->last_send = hf_mono_ms();
     rc = agent_link_heartbeat(ag->link, h->held, reply, h->err, sizeof h->err);
     if (rc == HF_EINVAL) {
@@ -204,12 +206,16 @@ static void hb_on_failure(agent *ag, hb_state *h, int rc)
         agent_outbox_stats st;
         agent_outbox_get_stats(ag->ob, &st);
         hf_warn("scheduler %s unreachable (%s); trials keep running, %zu logs/%zu metrics/%zu events "
-                "queued, %llu logs dropped so far; retrying", ag->cfg->scheduler, h->err, st.logs,
+                "queued, %llu logs dropped so far; retrying", agent_link_url(ag->link), h->err, st.logs,
                 st.metrics, st.events, (unsigned long long)st.dropped_logs);
         h->last_warn = now;
     }
     h->backoff = h->backoff ? h->backoff * 2 : h->iv;
     if (h->backoff > AGENT_BACKOFF_MAX_MS) h->backoff = AGENT_BACKOFF_MAX_MS;
+    /* several URLs: keep trying at the interval (a standby answers, and
+     * counts the X-Hyperfarm-Lost-Primary votes only from recent requests;
+     * a dead URL costs a short connect timeout, then is passed over) */
+    if (agent_link_following(ag->link) && h->backoff > h->iv) h->backoff = h->iv;
 }
 
 /* Sleep until the next heartbeat is due: the interval, the backoff, a
@@ -252,13 +258,15 @@ void agent_hb_main(hf_thread *t, void *arg)
         h.iv = ag->interval_ms;
         pthread_mutex_unlock(&ag->mu);
         if (stop) break;
+        agent_link_set_interval(ag->link, h.iv);   /* several URLs: when "lost" begins */
 
         json_t *reply = NULL;
         int rc = hb_register(ag, &h);
         if (rc == HF_OK) {
             rc = hb_send(ag, &h, &reply);
-            if (rc == HF_ENOTFOUND) {
-                hf_warn("scheduler does not know agent id any more (%s): registering again", h.err);
+            if (rc == HF_ENOTFOUND || rc == HF_ESTATE) {
+                if (rc == HF_ESTATE) hf_info("%s: registering there", h.err);   /* several URLs: it moved */
+                else hf_warn("scheduler does not know agent id any more (%s): registering again", h.err);
                 set_agent_id(ag, 0);
                 continue;   /* re-register at once, listing running trials */
             }

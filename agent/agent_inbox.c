@@ -10,6 +10,7 @@
  * newer checkpoint here (restore_older_than_local).
  */
 #include "agent_loop.h"
+#include "agent_slurm.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -21,9 +22,11 @@
 
 static void start_failed_event(agent *ag, const agent_spec *sp, const char *why)
 {
-    agent_outbox_event(ag->ob, json_pack("{s:I, s:I, s:I, s:s, s:I, s:s}", "trial_id", (json_int_t)sp->trial_id,
-                                         "attempt", (json_int_t)sp->attempt, "rank", (json_int_t)sp->rank,
-                                         "type", "start_failed", "time", (json_int_t)hf_wall_ms(), "error", why));
+    json_t *ev = json_pack("{s:I, s:I, s:I, s:s, s:I, s:s}", "trial_id", (json_int_t)sp->trial_id, "attempt",
+                           (json_int_t)sp->attempt, "rank", (json_int_t)sp->rank, "type", "start_failed", "time",
+                           (json_int_t)hf_wall_ms(), "error", why);
+    if (ev && agent_draining()) json_object_set_new(ev, "drained", json_true());   /* agent_slurm.h */
+    agent_outbox_event(ag->ob, ev);
 }
 
 /* A line "[hyperfarm-agent] text" in the trial's log. */

@@ -4,6 +4,7 @@
  */
 #include "agent_link.h"
 #include "hf_err.h"
+#include "hf_follow.h"
 #include "hf_http.h"
 #include "hf_json.h"
 
@@ -17,6 +18,7 @@ struct agent_link {
     int64_t  interval_ms;
     json_t  *info;
     char     shared[1024];      /* shared_fs store path, "" = scheduler mode */
+    size_t   reg_url;           /* several URLs: the index of the URL registered with */
 };
 
 agent_link *agent_link_new(const char *url, const char *token, const char *cafile, long timeout_ms, json_t *info)
@@ -46,8 +48,17 @@ void agent_link_free(agent_link *l)
 }
 
 int64_t agent_link_id(const agent_link *l) { return l->id; }
+const char *agent_link_url(const agent_link *l) { return hf_http_base(l->http); }
 int64_t agent_link_interval(const agent_link *l) { return l->interval_ms; }
 void agent_link_forget(agent_link *l) { l->id = 0; }
+
+void agent_link_set_interval(agent_link *l, int64_t interval_ms)
+{
+    hf_follow *f = hf_http_follow(l->http);
+    if (f && interval_ms > 0) hf_follow_set_lost_after(f, 2 * interval_ms);
+}
+
+int agent_link_following(const agent_link *l) { return hf_http_follow(l->http) != NULL; }
 
 int agent_link_shared_store(const agent_link *l, char *path, size_t len)
 {
@@ -83,6 +94,7 @@ int agent_link_register(agent_link *l, const json_t *running, char *err, size_t 
         rc = HF_ENOMEM;
         goto end;
     }
+    hf_follow *f = hf_http_follow(l->http);
     if ((rc = hf_http_request(l->http, "POST", "/api/v1/agents", body, &status, &resp, err, errlen)))
         goto end;
     if (status != 200 && status != 201) {
@@ -98,6 +110,9 @@ int agent_link_register(agent_link *l, const json_t *running, char *err, size_t 
     }
     l->id = id;
     l->interval_ms = iv;
+    /* the registration went to the URL in use at its end: a move during
+     * it (a standby's 503, then the primary) counts as before it */
+    if (f) l->reg_url = hf_follow_current(f, NULL, 0);
     {
         json_t *cs = json_object_get(resp, "checkpoint_storage");
         const char *mode = json_string_value(json_object_get(cs, "mode"));
@@ -123,6 +138,17 @@ int agent_link_heartbeat(agent_link *l, const json_t *body, json_t **reply, char
     if (!l->id) {
         snprintf(err, errlen, "not registered");
         return HF_ENOTFOUND;
+    }
+    hf_follow *f = hf_http_follow(l->http);
+    char url[HF_FOLLOW_URL_MAX + 1];
+    if (f && hf_follow_current(f, url, sizeof url) != l->reg_url) {
+        /* the set moved to another scheduler (a failure there, a
+         * standby's hint): register there, so a new primary hears the
+         * running trials first, as a restarted one does (docs/agent.md).
+         * A bounce that came back to the URL registered with is no move. */
+        snprintf(err, errlen, "the scheduler in use is now %s", url);
+        l->id = 0;
+        return HF_ESTATE;
     }
     snprintf(path, sizeof path, "/api/v1/agents/%lld/heartbeat", (long long)l->id);
     if ((rc = hf_http_request(l->http, "POST", path, body, &status, &resp, err, errlen))) return rc;

@@ -29,6 +29,9 @@ agent_link *agent_link_new(const char *url, const char *token, const char *cafil
 /* Accepts NULL. */
 void agent_link_free(agent_link *l);
 int64_t agent_link_id(const agent_link *l);
+/* The scheduler URL requests go to now (with several: the one in use;
+ * read by the heartbeat thread only, as the link itself). */
+const char *agent_link_url(const agent_link *l);
 /* Heartbeat interval the scheduler asked for at registration (0 = none). */
 int64_t agent_link_interval(const agent_link *l);
 
@@ -50,9 +53,21 @@ void agent_link_set_cached(agent_link *l, const json_t *cached);
  * of running trials first thing (registration is idempotent by name). */
 void agent_link_forget(agent_link *l);
 
+/* The heartbeat interval in force (ms): with several scheduler URLs,
+ * requests carry X-Hyperfarm-Lost-Primary after two of them without a
+ * primary's answer (docs/agent.md, "Several schedulers"). */
+void agent_link_set_interval(agent_link *l, int64_t interval_ms);
+
+/* 1 when the link was given several scheduler URLs (a follow set). */
+int agent_link_following(const agent_link *l);
+
 /* POST /api/v1/agents/{id}/heartbeat with body (borrowed).
  * RET 0 with *reply (new reference, an object) on 200; HF_ENOTFOUND on 404
- * (the id is forgotten: register again); HF_EINVAL on 400/413/422 (the
+ * (the id is forgotten: register again); HF_ESTATE, without a request,
+ * when the URL in use is not the one registered with (the follow set
+ * moved: the id is forgotten, register there — a standby's 503 to that
+ * registration is an HF_EHTTP like any other, never "unknown agent");
+ * HF_EINVAL on 400/413/422 (the
  * scheduler refused this body: retrying it cannot help); HF_EAUTH, HF_EHTTP, HF_ECONN,
  * HF_ETIMEOUT, HF_EPARSE (200 without a JSON object). */
 int agent_link_heartbeat(agent_link *l, const json_t *body, json_t **reply, char *err, size_t errlen);

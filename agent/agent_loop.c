@@ -28,6 +28,7 @@
  * it and acknowledge it without storing its metrics and logs twice.
  */
 #include "agent_loop.h"
+#include "agent_slurm.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_time.h"
@@ -90,6 +91,23 @@ static void install_signals(agent *ag)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* A draining agent (agent_slurm.h) leaves only once the scheduler has
+ * answered two heartbeats since the drain began: the first told it
+ * "draining" (it places nothing more here), the second carried the
+ * start_failed of any assignment the first reply still brought. At most
+ * AGENT_DRAIN_TELL_MS, for a scheduler that does not answer. */
+#define AGENT_DRAIN_TELL_MS 5000
+static int drain_told(agent *ag, uint64_t hb0, int64_t t0)
+{
+    if (!agent_draining()) return 1;
+    pthread_mutex_lock(&ag->mu);
+    uint64_t done = ag->hb_done;
+    pthread_mutex_unlock(&ag->mu);
+    if (done >= hb0 + 2 || hf_mono_ms() - t0 > AGENT_DRAIN_TELL_MS) return 1;
+    urge(ag, 0);
+    return 0;
+}
+
 /* The main loop: supervise trials and start or stop what the heartbeat
  * thread received, until a signal stopped every trial; then give the
  * heartbeat thread up to AGENT_FINAL_FLUSH_MS to deliver the exit events. */
@@ -97,6 +115,8 @@ static void serve(agent *ag)
 {
     int stopping = 0;
     int64_t stop_started = 0;
+    agent_idle idle = {0};
+    uint64_t drain_hb = 0;
     agent_outbox_stats prev;
     agent_outbox_get_stats(ag->ob, &prev);
     uint64_t prompt_prev = 0;
@@ -105,9 +125,18 @@ static void serve(agent *ag)
             char junk[64];
             while (read(ag->wake[0], junk, sizeof junk) > 0) {}
         }
+        int busy = agent_sup_count(ag->sup) > 0 || agent_prep_pending(ag->prep) > 0;
+        if (!stopping && agent_idle_expired(&idle, busy, ag->cfg->idle_timeout_s, hf_mono_ms())) {
+            hf_info("no trial for %lld s (--idle-timeout): exiting", (long long)ag->cfg->idle_timeout_s);
+            got_term = SIGTERM;
+        }
         if (got_term && !stopping) {
             stopping = 1;
             stop_started = hf_mono_ms();
+            if (ag->cfg->slurm) agent_drain_begin();   /* preemption, time limit: requeue, no restart */
+            pthread_mutex_lock(&ag->mu);
+            drain_hb = ag->hb_done;
+            pthread_mutex_unlock(&ag->mu);
             hf_info("signal %d: stopping %d trials (grace %lld ms) and exiting", (int)got_term,
                     agent_sup_count(ag->sup), (long long)ag->cfg->grace_ms);
             agent_sup_kill_all(ag->sup, -1, "agent shutdown");
@@ -125,7 +154,9 @@ static void serve(agent *ag)
         uint64_t prompt = agent_sup_prompt_reports(ag->sup);
         if (prompt != prompt_prev) urge(ag, 1);
         prompt_prev = prompt;
-        if (stopping && agent_sup_count(ag->sup) == 0 && agent_prep_pending(ag->prep) == 0) break;
+        if (stopping && agent_sup_count(ag->sup) == 0 && agent_prep_pending(ag->prep) == 0 &&
+            drain_told(ag, drain_hb, stop_started))
+            break;
     }
 
     /* last heartbeat(s): deliver the exit events */

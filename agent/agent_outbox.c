@@ -379,10 +379,28 @@ static void ack_list(ob_list *l, uint64_t last, uint64_t *sent)
     }
 }
 
+/* At debug level, one line per METRIC item the acknowledgement pops (the
+ * multi-server tests follow reports with it; docs/agent.md). Called with
+ * ob->mu held, before ack_list pops them. */
+static void ack_log_metrics(const ob_list *l, uint64_t last)
+{
+    for (const ob_item *it = l->head; last && it && it->seq <= last; it = it->next) {
+        json_t *st = json_object_get(it->j, "step");
+        long long t = (long long)json_integer_value(json_object_get(it->j, "trial_id"));
+        long long a = (long long)json_integer_value(json_object_get(it->j, "attempt"));
+        if (json_is_integer(st))
+            hf_debug("acknowledged report: trial %lld attempt %lld step %lld", t, a,
+                     (long long)json_integer_value(st));
+        else
+            hf_debug("acknowledged report: trial %lld attempt %lld", t, a);
+    }
+}
+
 void agent_outbox_ack(agent_outbox *ob, const agent_outbox_mark *mark)
 {
     pthread_mutex_lock(&ob->mu);
     ack_list(&ob->events, mark->last_event, &ob->st.sent_events);
+    ack_log_metrics(&ob->metrics, mark->last_metric);
     ack_list(&ob->metrics, mark->last_metric, &ob->st.sent_metrics);
     ack_list(&ob->logs, mark->last_log, &ob->st.sent_logs);
     pthread_mutex_unlock(&ob->mu);

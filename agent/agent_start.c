@@ -12,6 +12,7 @@
 #include "agent_gpu.h"
 #include "agent_spawn.h"
 #include "hf_err.h"
+#include "hf_follow.h"
 #include "hf_log.h"
 #include "hf_time.h"
 
@@ -60,7 +61,8 @@ static int read_token(const char *path, char *out, size_t outlen)
     return rc;
 }
 
-/* The local address used to reach the scheduler (a UDP connect sends nothing). */
+/* The local address used to reach the scheduler (a UDP connect sends
+ * nothing); with several URLs (docs/agent.md), the first one's. */
 static void local_address(const char *url, char *out, size_t outlen)
 {
     char host[256] = "", port[16] = "80";
@@ -74,11 +76,11 @@ static void local_address(const char *url, char *out, size_t outlen)
             p = e + 1;
         }
     } else {
-        size_t n = strcspn(p, ":/");
+        size_t n = strcspn(p, ":/,");
         snprintf(host, sizeof host, "%.*s", (int)n, p);
         p += n;
     }
-    if (*p == ':') snprintf(port, sizeof port, "%.*s", (int)strcspn(p + 1, "/"), p + 1);
+    if (*p == ':') snprintf(port, sizeof port, "%.*s", (int)strcspn(p + 1, "/,"), p + 1);
 
     struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
     snprintf(out, outlen, "127.0.0.1");
@@ -159,6 +161,10 @@ int agent_start_up(agent *ag, const agent_cfg *cfg)
     json_t *gpus = NULL, *info = NULL;
     int rc;
 
+    if (hf_follow_is_list(cfg->scheduler) && (rc = hf_follow_check(cfg->scheduler, err, sizeof err))) {
+        hf_error("--scheduler %s: %s", cfg->scheduler ? cfg->scheduler : "", err);
+        goto end;
+    }
     if ((rc = agent_fs_mkdirs(cfg->workdir)) || !realpath(cfg->workdir, workdir)) {
         hf_error("--workdir %s: cannot create or resolve: %s", cfg->workdir, rc ? hf_strerror(rc) : strerror(errno));
         rc = rc ? rc : HF_EIO;

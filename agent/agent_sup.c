@@ -12,6 +12,7 @@
  */
 #include "agent_sup.h"
 #include "agent_spawn.h"
+#include "agent_slurm.h"
 #include "hf_buf.h"
 #include "hf_err.h"
 #include "hf_log.h"
@@ -514,10 +515,12 @@ static void finish(agent_sup *s, int idx)
             (long long)t->trial_id, (long long)t->attempt, t->exit_code, t->signal,
             t->killed_hard ? ", SIGKILLed after the grace period" : "", (unsigned long long)t->lines,
             (unsigned long long)t->metrics, (unsigned long long)t->bad_metrics);
-    push_event(s, json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:i}", "trial_id", (json_int_t)t->trial_id,
-                            "attempt", (json_int_t)t->attempt, "rank", (json_int_t)t->rank, "type", "exited",
-                            "time", (json_int_t)hf_wall_ms(), "exit_code", t->exit_code,
-                            "signal", t->signal));
+    json_t *ev = json_pack("{s:I, s:I, s:I, s:s, s:I, s:i, s:i}", "trial_id", (json_int_t)t->trial_id, "attempt",
+                           (json_int_t)t->attempt, "rank", (json_int_t)t->rank, "type", "exited", "time",
+                           (json_int_t)hf_wall_ms(), "exit_code", t->exit_code, "signal", t->signal);
+    /* stopped by a drain (agent_slurm.h): the scheduler requeues it without a restart */
+    if (ev && agent_draining() && (t->exit_code || t->signal)) json_object_set_new(ev, "drained", json_true());
+    push_event(s, ev);
     done_add(s, t->trial_id, t->attempt, t->rank);
     s->t[idx] = s->t[--s->n];
     s->t[s->n] = NULL;

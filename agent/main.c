@@ -9,6 +9,7 @@
  */
 #include "agent.h"
 #include "agent_sandbox.h"
+#include "agent_slurm.h"
 #include "hf_config.h"
 #include "hf_err.h"
 #include "hf_log.h"
@@ -24,11 +25,11 @@ int main(int argc, char **argv)
     int npos = 0, lvl = HF_LOG_INFO;
     memset(&c, 0, sizeof c);
     hf_cfg_opt opts[] = {
-        {"scheduler", "HYPERFARM_URL", HF_CFG_STR, &c.scheduler, "http://127.0.0.1:8080", 0, -1, "scheduler base URL"},
+        {"scheduler", "HYPERFARM_URL", HF_CFG_STR, &c.scheduler, "http://127.0.0.1:8080", 0, -1, "scheduler base URL, or a comma-separated list (primary and standby: docs/agent.md)"},
         {"name", "HYPERFARM_AGENT_NAME", HF_CFG_STR, &c.name, NULL, 0, -1, "agent name (default: host name)"},
         {"slots", "HYPERFARM_AGENT_SLOTS", HF_CFG_INT, &c.slots, "0", 0, 4096, "trial slots (0: one per GPU, else one per CPU)"},
         {"gpus", "HYPERFARM_AGENT_GPUS", HF_CFG_STR, &c.gpus, "auto", 0, -1, "auto | none | list of indices 0,1,.."},
-        {"workdir", "HYPERFARM_AGENT_WORKDIR", HF_CFG_STR, &c.workdir, "hyperfarm-agent-work", 0, -1, "directory for trial files and checkpoints"},
+        {"workdir", "HYPERFARM_AGENT_WORKDIR", HF_CFG_STR, &c.workdir, AGENT_DEFAULT_WORKDIR, 0, -1, "directory for trial files and checkpoints"},
         {"token-file", "HYPERFARM_AGENT_TOKEN_FILE", HF_CFG_STR, &c.token_file, NULL, 0, -1, "file with the agent token ('TOKEN' or 'agent:TOKEN')"},
         {"ca-file", "HYPERFARM_CA_FILE", HF_CFG_STR, &c.ca_file, NULL, 0, -1, "CA certificate to verify an https scheduler"},
         {"advertise-host", "HYPERFARM_AGENT_HOST", HF_CFG_STR, &c.host, NULL, 0, -1, "address reported to the scheduler (default: the one used to reach it)"},
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
         {"sandbox-bind", "HYPERFARM_AGENT_SANDBOX_BIND", HF_CFG_STR, &c.sandbox_bind, NULL, 0, -1, "host path trials see, PATH or PATH:ro (data sets, code); repeatable, or a comma-separated list"},
         {"trial-user", "HYPERFARM_AGENT_TRIAL_USER", HF_CFG_STR, &c.trial_user, "nobody", 0, -1, "when the agent runs as root: the unprivileged user trials run as"},
         {"bwrap", "HYPERFARM_AGENT_BWRAP", HF_CFG_STR, &c.bwrap, "bwrap", 0, -1, "the bubblewrap program (on PATH, else /usr/bin/bwrap)"},
+        {"slurm", "HYPERFARM_AGENT_SLURM", HF_CFG_BOOL, &c.slurm, "false", 0, -1, "inside a Slurm job: offer exactly the job's CPUs and GPUs, name this agent slurm-JOB-NODE, work in $TMPDIR, and drain on SIGTERM (trials requeued without a restart; docs/agent.md \"Inside a Slurm job\")"},
+        {"idle-timeout", "HYPERFARM_AGENT_IDLE_TIMEOUT", HF_CFG_INT, &c.idle_timeout_s, "0", 0, 31536000, "exit after this many seconds without a trial (0: never); a Slurm job then ends and gives its allocation back"},
         {"log-level", "HYPERFARM_LOG_LEVEL", HF_CFG_STR, &c.log_level, "info", 0, -1, "debug | info | warn | error"},
         {"log-format", "HYPERFARM_LOG_FORMAT", HF_CFG_STR, &c.log_format, "text", 0, -1, "text | json"},
         {"config", "HYPERFARM_AGENT_CONFIG", HF_CFG_STR, &c.config, NULL, 0, -1, "config file of 'name = value' lines"},
@@ -73,14 +76,8 @@ int main(int argc, char **argv)
     }
     int rc = hf_config_parse(opts, argc, argv, &npos, err, sizeof err);
     if (binds) c.sandbox_bind = binds;
-    if (rc == 1) {
-        hf_config_usage(stdout, synopsis, opts);
-        return 0;
-    }
-    if (rc) {
-        fprintf(stderr, "hyperfarm-agent: %s\n", err);
-        return 2;
-    }
+    if (rc == 1) return hf_config_usage(stdout, synopsis, opts), 0;
+    if (rc) return fprintf(stderr, "hyperfarm-agent: %s\n", err), 2;
     if (npos > 0) {
         fprintf(stderr, "hyperfarm-agent: unexpected argument '%s' (see --help)\n", argv[1]);
         return 2;
@@ -108,6 +105,8 @@ int main(int argc, char **argv)
         hf_config_free(opts);
         return 0;
     }
+    static agent_slurm_bufs sb;   /* lives as long as c */
+    if (c.slurm && agent_slurm_apply(&c, &sb, err, sizeof err)) return fprintf(stderr, "hyperfarm-agent: %s\n", err), 2;
     rc = agent_run(&c);
     hf_config_free(opts);
     if (rc) {

@@ -13,7 +13,12 @@
  * when it has something to tell: a trial just accepted (started) or a
  * trial whose last reports were acknowledged (exited). That makes the
  * dispatch latency the scheduler's own, plus the poll interval for trials
- * that become ready while their agent is idle.
+ * that become ready while their agent is idle. Each agent's doorbell
+ * long-poll asks for the push (wait?assign=1, docs/protocol.md): an idle
+ * agent gets its assignments in the long-poll's answer and its first
+ * heartbeat already reports them started (--no-push: it heartbeats to
+ * fetch them, as before; a scheduler without the push answers without
+ * them and the agent heartbeats, so one loadgen measures both).
  *
  * Measured and printed at the end (and as one "LOADGEN {json}" line):
  *   - acknowledged metric reports/s (one report = one trial line with V
@@ -77,6 +82,7 @@ typedef struct lg_opts {
     int hb_ms;          /* -1: the scheduler's interval; 0: back to back; else fixed */
     int eager;          /* heartbeat at once after accept/exit */
     int wait;           /* keep a doorbell long-poll open per agent, as hyperfarm-agent does */
+    int push;           /* ask the long-poll for the assignments themselves (assign=1) */
     int probe_hz;
     int max_seconds;
     int keep;
@@ -88,7 +94,7 @@ typedef struct lg_opts {
 
 static lg_opts opt = {
     .agents = 200, .slots = 8, .trials = 8000, .experiments = 0, .reports = 40,
-    .per_hb = 2, .values = 2, .threads = 0, .hb_ms = -1, .eager = 1, .wait = 1, .probe_hz = 20,
+    .per_hb = 2, .values = 2, .threads = 0, .hb_ms = -1, .eager = 1, .wait = 1, .push = 1, .probe_hz = 20,
     .max_seconds = 600, .name_prefix = "lg",
 };
 
@@ -159,6 +165,9 @@ typedef struct lg_agent {
     int64_t batch;          /* heartbeat batch number of the pending items (instance/batch) */
     int     retry;          /* the last send of this batch failed: re-send it unchanged */
     atomic_int rung;        /* the doorbell answered "pending": heartbeat now */
+    hf_buf  pushed;         /* long-poll answers carrying assignments, each ending in '\n'
+                             * (under the owning worker's mu: the waiter adds, the worker takes) */
+    int64_t pushed_wall;    /* when the first of them arrived */
     int     worker;         /* index of the worker thread that owns it */
     lg_slot slot[LG_MAX_SLOTS];
 } lg_agent;
@@ -189,7 +198,7 @@ static lg_agent *agents;
 static lg_worker *workers;
 static atomic_long acked_reports, acked_points, trials_done, assigns_total, overassigns,
     hb_total, hb_failed, kills_total, rejected_reports, rejected_points, rings_total, waits_total,
-    waits_parked;
+    waits_parked, pushes_total;
 static long instance_salt;
 static atomic_int stop_flag;
 static int64_t t_start_wall, t_first_submit;
@@ -500,6 +509,28 @@ end:
     hf_buf_free(&body);
 }
 
+/* Assignments the doorbell pushed (waiter_main) are handled as a
+ * heartbeat reply's, timed from their arrival; the heartbeat that follows
+ * reports them started. */
+static void agent_take_pushed(lg_worker *w, lg_agent *a)
+{
+    hf_buf got;
+    int64_t when;
+    hf_buf_init(&got, LG_BODY_MAX);
+    pthread_mutex_lock(&w->mu);
+    if (a->pushed.len) hf_buf_add(&got, a->pushed.data, a->pushed.len);
+    hf_buf_reset(&a->pushed);
+    when = a->pushed_wall;
+    pthread_mutex_unlock(&w->mu);
+    for (size_t off = 0; off < got.len;) {
+        const char *p = got.data + off, *nl = memchr(p, '\n', got.len - off);
+        size_t n = nl ? (size_t)(nl - p) : got.len - off;
+        agent_on_reply(w, a, p, n, when);
+        off += n + 1;
+    }
+    hf_buf_free(&got);
+}
+
 static void *worker_main(void *arg)
 {
     lg_worker *w = arg;
@@ -519,7 +550,10 @@ static void *worker_main(void *arg)
         for (int i = w->index; i < opt.agents && !atomic_load(&stop_flag); i += opt.threads) {
             lg_agent *a = &agents[i];
             if (a->id <= 0) continue;
-            if (atomic_exchange(&a->rung, 0)) a->next_hb = 0;
+            if (atomic_exchange(&a->rung, 0)) {
+                agent_take_pushed(w, a);
+                a->next_hb = 0;
+            }
             if (a->next_hb <= now) {
                 agent_heartbeat(w, a, 0);
                 now = hf_mono_ms();
@@ -561,13 +595,21 @@ static size_t wait_write(char *p, size_t sz, size_t n, void *ud)
     return sz * n;
 }
 
-static void agent_ring(int idx)
+/* The doorbell answered pending; body (len bytes) is kept for the worker
+ * when it pushed assignments. */
+static void agent_ring(int idx, const char *body, size_t len)
 {
     lg_agent *a = &agents[idx];
     lg_worker *w = &workers[a->worker];
-    atomic_store(&a->rung, 1);
+    int push = body && memmem(body, len, "\"trial_id\"", 10) != NULL;
     atomic_fetch_add(&rings_total, 1);
     pthread_mutex_lock(&w->mu);
+    if (push) {
+        if (a->pushed.len == 0) a->pushed_wall = hf_wall_ms();
+        if (hf_buf_add(&a->pushed, body, len) == 0 && hf_buf_add(&a->pushed, "\n", 1) == 0)
+            atomic_fetch_add(&pushes_total, 1);
+    }
+    atomic_store(&a->rung, 1);
     w->woken = 1;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
@@ -598,8 +640,8 @@ static void *waiter_main(void *arg)
             if (!wt[i].h) {
                 wt[i].h = curl_easy_init();
                 if (!wt[i].h) continue;
-                snprintf(wt[i].url, sizeof wt[i].url, "%s/api/v1/agents/%" PRId64 "/wait?timeout_ms=25000",
-                         base_url, agents[i].id);
+                snprintf(wt[i].url, sizeof wt[i].url, "%s/api/v1/agents/%" PRId64 "/wait?timeout_ms=25000%s",
+                         base_url, agents[i].id, opt.push ? "&assign=1" : "");
                 curl_easy_setopt(wt[i].h, CURLOPT_URL, wt[i].url);
                 curl_easy_setopt(wt[i].h, CURLOPT_WRITEFUNCTION, wait_write);
                 curl_easy_setopt(wt[i].h, CURLOPT_WRITEDATA, &wt[i]);
@@ -628,7 +670,7 @@ static void *waiter_main(void *arg)
             atomic_fetch_add(&waits_total, 1);
             if (res == CURLE_OK && code == 200) {
                 int pend = x->resp.len && memmem(x->resp.data, x->resp.len, "true", 4);
-                if (pend) agent_ring(x->agent);
+                if (pend) agent_ring(x->agent, x->resp.data, x->resp.len);
                 /* after a ring, park again once the heartbeat had its moment */
                 x->retry_at = hf_mono_ms() + (pend ? 20 : 0);
             } else {
@@ -1038,6 +1080,8 @@ static void usage(FILE *f)
         "  --no-wait          no doorbell long-poll (GET /agents/{id}/wait); by default each\n"
         "                     agent keeps one open, on one libcurl multi thread, and\n"
         "                     heartbeats at once when it answers pending\n"
+        "  --no-push          the long-poll does not ask for the assignments (assign=1):\n"
+        "                     the agent heartbeats to fetch them\n"
         "  --threads N        heartbeat worker threads, each serving every Nth agent\n"
         "                     (default 16, at most the agent count and 1024; see\n"
         "                     docs/operations.md for what more threads change)\n"
@@ -1061,6 +1105,7 @@ int main(int argc, char **argv)
         {"agents", 1, 0, 'a'}, {"slots", 1, 0, 's'}, {"trials", 1, 0, 't'},
         {"experiments", 1, 0, 'e'}, {"reports", 1, 0, 'r'}, {"per-hb", 1, 0, 'p'},
         {"values", 1, 0, 'v'}, {"hb-ms", 1, 0, 'H'}, {"no-eager", 0, 0, 'N'}, {"no-wait", 0, 0, 'W'},
+        {"no-push", 0, 0, 'Q'},
         {"threads", 1, 0, 'j'}, {"probe-hz", 1, 0, 'P'}, {"max-seconds", 1, 0, 'm'},
         {"url", 1, 0, 'u'}, {"pid", 1, 0, 'i'}, {"db", 1, 0, 'd'}, {"scheduler", 1, 0, 'S'},
         {"agent-token", 1, 0, 'A'}, {"user-token", 1, 0, 'U'}, {"name-prefix", 1, 0, 'n'},
@@ -1086,6 +1131,7 @@ int main(int argc, char **argv)
         case 'H': opt.hb_ms = atoi(optarg); break;
         case 'N': opt.eager = 0; break;
         case 'W': opt.wait = 0; break;
+        case 'Q': opt.push = 0; break;
         case 'j': opt.threads = atoi(optarg); break;
         case 'P': opt.probe_hz = atoi(optarg); break;
         case 'm': opt.max_seconds = atoi(optarg); break;
@@ -1145,6 +1191,7 @@ int main(int argc, char **argv)
         agents[i].worker = i % opt.threads;
         hf_buf_init(&agents[i].events, LG_BODY_MAX / 4);
         hf_buf_init(&agents[i].metrics, LG_BODY_MAX / 2);
+        hf_buf_init(&agents[i].pushed, LG_BODY_MAX);
         for (int s = 0; s < LG_MAX_SLOTS; s++) agents[i].slot[s].disp = -1;
     }
     t_start_wall = hf_wall_ms();
@@ -1298,8 +1345,9 @@ stop:
                reports, points, rps, best5);
         printf("rejected by scheduler   %ld reports, %ld points (answered in \"rejected\", not stored)\n",
                atomic_load(&rejected_reports), atomic_load(&rejected_points));
-        printf("doorbell                %s: %ld waits answered, %ld rang\n", opt.wait ? "on" : "off",
-               atomic_load(&waits_total), atomic_load(&rings_total));
+        printf("doorbell                %s: %ld waits answered, %ld rang, %ld pushed assignments%s\n",
+               opt.wait ? "on" : "off", atomic_load(&waits_total), atomic_load(&rings_total),
+               atomic_load(&pushes_total), opt.wait && opt.push ? "" : " (push off)");
         printf("heartbeats              %zu ok-or-answered, HTTP 2xx %ld, 404 %ld, 4xx %ld, 5xx %ld, 507 %ld, "
                "transport errors %ld\n", hb.n, st[0], st[2], st[1], st[3], st[4], st[5]);
         printf("heartbeat latency       p50 %.1f ms  p99 %.1f ms  max %.1f ms\n", lat_pct(&hb, 50),
@@ -1331,16 +1379,18 @@ stop:
         printf("LOADGEN {\"agents\":%d,\"slots\":%d,\"trials\":%d,\"trials_done\":%ld,\"seconds\":%.1f,"
                "\"reports\":%ld,\"points\":%ld,\"reports_per_s\":%.0f,\"best5_reports_per_s\":%ld,"
                "\"hb_p50_ms\":%.2f,\"hb_p99_ms\":%.2f,\"api_p50_ms\":%.2f,\"api_p99_ms\":%.2f,"
-               "\"dispatch_p50_ms\":%.2f,\"dispatch_p99_ms\":%.2f,\"dispatch_refill_p99_ms\":%.2f,"
+               "\"dispatch_p50_ms\":%.2f,\"dispatch_p99_ms\":%.2f,\"dispatch_refill_p50_ms\":%.2f,"
+               "\"dispatch_refill_p99_ms\":%.2f,"
                "\"dispatch_cold_n\":%zu,\"dispatch_cold_p50_ms\":%.2f,\"dispatch_cold_p99_ms\":%.2f,"
                "\"rss_peak_kb\":%ld,\"rss_hwm_kb\":%ld,"
                "\"db_bytes\":%lld,\"mib_per_million_points\":%.2f,\"db_metric_rows\":%lld,"
-               "\"hb_failed\":%ld,\"sched_completed\":%ld,\"sched_failed\":%ld}\n",
+               "\"hb_failed\":%ld,\"sched_completed\":%ld,\"sched_failed\":%ld,\"pushes\":%ld}\n",
                opt.agents, opt.slots, opt.trials, done, elapsed, reports, points, rps, best5,
                lat_pct(&hb, 50), lat_pct(&hb, 99), lat_pct(&probe_all, 50), lat_pct(&probe_all, 99),
-               lat_pct(&disp, 50), lat_pct(&disp, 99), lat_pct(&disp_refill, 99), disp_idle.n,
+               lat_pct(&disp, 50), lat_pct(&disp, 99), lat_pct(&disp_refill, 50), lat_pct(&disp_refill, 99),
+               disp_idle.n,
                lat_pct(&disp_idle, 50), lat_pct(&disp_idle, 99), rss_peak, hwm, dbsz + walsz, per_m, rows,
-               atomic_load(&hb_failed), sc_c, sc_f);
+               atomic_load(&hb_failed), sc_c, sc_f, atomic_load(&pushes_total));
         rc = done >= opt.trials && sc_f == 0 ? 0 : 3;
         if (rows >= 0 && rows < points) rc = 4;
         free(hb.v);
@@ -1364,7 +1414,11 @@ end:
             free(workers[i].disp);
         }
     if (agents)
-        for (int i = 0; i < opt.agents; i++) { hf_buf_free(&agents[i].events); hf_buf_free(&agents[i].metrics); }
+        for (int i = 0; i < opt.agents; i++) {
+            hf_buf_free(&agents[i].events);
+            hf_buf_free(&agents[i].metrics);
+            hf_buf_free(&agents[i].pushed);
+        }
     free(agents);
     free(workers);
     free(exp_ids);

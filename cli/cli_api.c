@@ -26,6 +26,13 @@ int cli_exit_for_status(long status)
 
 int cli_transport_error(cli_ctx *ctx, int rc, const char *err)
 {
+    if ((rc == HF_ECONN || rc == HF_ETIMEOUT) && hf_http_follow(ctx->http)) {
+        fprintf(ctx->err,
+                "error: cannot reach a hyperfarm scheduler at any of %s (the last, %s: %s)\n"
+                "hint: check that one of them runs ('hyperfarm replication' shows each one's role)\n",
+                ctx->o.url, hf_http_base(ctx->http), rc == HF_ETIMEOUT ? "timed out" : err);
+        return CLI_UNREACHABLE;
+    }
     if (rc == HF_ECONN || rc == HF_ETIMEOUT) {
         fprintf(ctx->err,
                 "error: cannot reach the hyperfarm scheduler at %s (%s)\n"
@@ -64,6 +71,13 @@ int cli_api_answer(cli_ctx *ctx, const char *method, const char *path, long stat
         if (field && *field) fprintf(ctx->err, "error: %s: %s\n", field, msg ? msg : "rejected");
         else fprintf(ctx->err, "error: %s %s: %s (HTTP %ld)\n", method, path,
                      msg ? msg : "unexpected response", status);
+        const char *role = json_string_value(json_object_get(r, "role"));
+        if (status == 503 && role && (!strcmp(role, "standby") || !strcmp(role, "fenced"))) {
+            const char *p = json_string_value(json_object_get(r, "primary"));
+            if (p) p = (cli_fmt_clean(field_buf, sizeof field_buf, p), field_buf);
+            fprintf(ctx->err, "hint: %s is a %s scheduler (read-only); the primary is %s: add it to --url or "
+                    "HYPERFARM_URL (a comma-separated list)\n", hf_http_base(ctx->http), role, p ? p : "unknown");
+        }
         if (code == CLI_AUTH)
             fprintf(ctx->err, "hint: set HYPERFARM_TOKEN (or --token) to a user token of the scheduler's token file\n");
         json_decref(r);

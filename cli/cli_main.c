@@ -9,8 +9,10 @@
  */
 #include "cli.h"
 #include "cli_backup.h"
+#include "cli_repl.h"
 #include "hf_config.h"
 #include "hf_err.h"
+#include "hf_follow.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -191,6 +193,21 @@ static const cli_command commands[] = {
      "(docs/operations.md).",
      "  hyperfarm backup /mnt/backup/hyperfarm\n"
      "  hyperfarm backup /mnt/backup/hyperfarm --json | jq .duration_ms\n"},
+    {"replication", cli_cmd_replication, 0, 0, 0,
+     "hyperfarm replication [--json]",
+     "Show the scheduler's replication status (docs/scheduler.md, standby): its role\n"
+     "(primary, standby or fenced), term, last committed lsn, state (none,\n"
+     "catching_up, sync, async, degraded) and the standby's lag. With several URLs\n"
+     "(--url A,B) every scheduler's status, one section each.",
+     "  hyperfarm replication\n"
+     "  hyperfarm --url http://sched-a:8080,http://sched-b:8080 replication --json\n"},
+    {"promote", cli_cmd_promote, 0, 0, 0,
+     "hyperfarm promote [--url STANDBY]",
+     "Promote a standby scheduler to primary now (admin token only), then wait until\n"
+     "it answers as the primary of the new term. With several URLs, the first that\n"
+     "says it is a standby. A primary refuses (exit 6).",
+     "  hyperfarm promote --url http://sched-b:8080\n"
+     "  HYPERFARM_URL=http://sched-a:8080,http://sched-b:8080 hyperfarm promote\n"},
     {"completion", cli_cmd_completion, OPT_NOHTTP, 1, 1,
      "hyperfarm completion bash",
      "Print a bash completion script.",
@@ -202,7 +219,7 @@ static const cli_command commands[] = {
 const char *const cli_command_names[] = {
     "up", "submit", "ls", "show", "watch", "logs", "kill", "pause", "resume",
     "agents", "export", "checkpoints", "download", "archive", "delete", "extend", "fork", "tag", "note", "describe",
-    "importance", "compare", "webhooks", "backup", "completion", "help", "version", NULL
+    "importance", "compare", "webhooks", "backup", "replication", "promote", "completion", "help", "version", NULL
 };
 
 static const cli_command *find_command(const char *name)
@@ -219,7 +236,7 @@ static void build_opts(hf_cfg_opt *opts, cli_opts *o, int which)
 #define ADD(...) opts[n++] = (hf_cfg_opt){__VA_ARGS__}
     if (!(which & OPT_NOHTTP) || (which & OPT_UP)) {
         ADD("url", "HYPERFARM_URL", HF_CFG_STR, &o->url, CLI_DEFAULT_URL, 0, -1,
-            "scheduler URL");
+            "scheduler URL, or a comma-separated list: a primary and its standby (writes follow the primary)");
         ADD("token", "HYPERFARM_TOKEN", HF_CFG_STR, &o->token, NULL, 0, -1,
             "user token (Authorization: Bearer)");
         ADD("ca-file", "HYPERFARM_CA_FILE", HF_CFG_STR, &o->ca_file, NULL, 0, -1,
@@ -334,8 +351,13 @@ static void print_help(FILE *f)
         "trials side by side, differences marked",
         "list, add, test or delete webhooks",
         "online snapshot of the scheduler's stores (admin)",
+        "role, term, LSN and standby lag of each scheduler",
+        "promote a standby scheduler to primary (admin)",
         "print a bash completion script",
     };
+    /* One summary per row of commands[] (and its NULL end). */
+    _Static_assert(sizeof summary / sizeof summary[0] + 1 == sizeof commands / sizeof commands[0],
+                   "a command without a summary line");
     int i = 0;
     for (const cli_command *c = commands; c->name; c++, i++)
         fprintf(f, "  %-11s %s\n", c->name, summary[i]);
@@ -437,8 +459,10 @@ int cli_main(int argc, char **argv, FILE *out, FILE *err)
         goto end;
     }
     if (!(c->opts & OPT_NOHTTP)) {
-        if (strncmp(ctx.o.url, "http://", 7) && strncmp(ctx.o.url, "https://", 8)) {
-            fprintf(err, "error: scheduler URL '%s' must start with http:// or https://\n", ctx.o.url);
+        if (hf_follow_is_list(ctx.o.url) ? hf_follow_check(ctx.o.url, msg, sizeof msg) != 0
+                                         : strncmp(ctx.o.url, "http://", 7) && strncmp(ctx.o.url, "https://", 8)) {
+            if (hf_follow_is_list(ctx.o.url)) fprintf(err, "error: --url '%s': %s\n", ctx.o.url, msg);
+            else fprintf(err, "error: scheduler URL '%s' must start with http:// or https://\n", ctx.o.url);
             goto end;
         }
         if (!(ctx.http = hf_http_new(ctx.o.url, ctx.o.token, (long)ctx.o.timeout_ms, 2))) {

@@ -7,6 +7,7 @@
 #include "hf_http.h"
 #include "hf_buf.h"
 #include "hf_err.h"
+#include "hf_follow.h"
 #include "hf_json.h"
 #include "hf_time.h"
 
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define STREAM_ANSWER_MAX (64u << 10)   /* bytes of a non-2xx answer kept when a sink takes the body */
@@ -28,6 +30,9 @@ struct hf_http {
     long  timeout_ms;
     int   retries;
     const atomic_int *cancel;
+    hf_follow *follow;        /* several scheduler URLs (hf_follow.h), else NULL */
+    int64_t    ans_term;      /* X-Hyperfarm-Term of the last answer, 0 = none */
+    char       ans_role[16];  /* X-Hyperfarm-Role of the last answer, "" = none */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -39,9 +44,17 @@ hf_http *hf_http_new(const char *base_url, const char *token, long timeout_ms, i
     hf_http *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->curl = curl_easy_init();
-    size_t n = strlen(base_url);
-    while (n > 0 && base_url[n - 1] == '/') n--;
-    c->base = strndup(base_url, n);
+    if (hf_follow_is_list(base_url)) {
+        char cur[HF_FOLLOW_URL_MAX + 1];
+        if ((c->follow = hf_follow_open(base_url))) {
+            hf_follow_current(c->follow, cur, sizeof cur);
+            c->base = strdup(cur);
+        }
+    } else {
+        size_t n = strlen(base_url);
+        while (n > 0 && base_url[n - 1] == '/') n--;
+        c->base = strndup(base_url, n);
+    }
     if (token && *token) {
         size_t alen = strlen(token) + 32;
         c->auth = malloc(alen);
@@ -64,6 +77,7 @@ void hf_http_free(hf_http *c)
     if (c->auth) memset(c->auth, 0, strlen(c->auth));
     free(c->auth);
     free(c->cafile);
+    hf_follow_close(c->follow);
     free(c);
 }
 
@@ -76,6 +90,7 @@ void hf_http_set_cafile(hf_http *c, const char *cafile)
 void hf_http_set_retries(hf_http *c, int retries) { c->retries = retries < 0 ? 0 : retries; }
 void hf_http_set_cancel(hf_http *c, const atomic_int *flag) { c->cancel = flag; }
 const char *hf_http_base(const hf_http *c) { return c->base; }
+struct hf_follow *hf_http_follow(const hf_http *c) { return c->follow; }
 
 static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
@@ -91,12 +106,68 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     return size * n;
 }
 
-/* base + path into url. RET 0 or HF_EINVAL (too long, with err). */
-static int make_url(const hf_http *c, const char *path, char *url, size_t len, char *err, size_t errlen)
+/* base + path into url; with several URLs, base is first set to the one
+ * in use. RET 0 or HF_EINVAL (too long, with err). */
+static int make_url(hf_http *c, const char *path, char *url, size_t len, char *err, size_t errlen)
 {
+    char cur[HF_FOLLOW_URL_MAX + 1];
+    if (c->follow) {
+        hf_follow_current(c->follow, cur, sizeof cur);
+        char *b = strcmp(cur, c->base) ? strdup(cur) : NULL;
+        if (b) {
+            free(c->base);
+            c->base = b;
+        }
+    }
     if (snprintf(url, len, "%s%s", c->base, path) < (int)len) return 0;
     snprintf(err, errlen, "URL too long");
     return HF_EINVAL;
+}
+
+/* Takes one header line of an answer: keeps the replication term and
+ * role (docs/scheduler.md, standby) for hf_follow_observe. */
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    hf_http *c = ud;
+    size_t len = size * n;
+    char line[128];
+    if (len >= sizeof line) return len;
+    memcpy(line, p, len);
+    line[len] = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    if (!strncasecmp(line, "X-Hyperfarm-Term:", 17)) c->ans_term = strtoll(line + 17, NULL, 10);
+    else if (!strncasecmp(line, "X-Hyperfarm-Role:", 17)) {
+        const char *v = line + 17;
+        while (*v == ' ' || *v == '\t') v++;
+        size_t vl = strlen(v) < sizeof c->ans_role - 1 ? strlen(v) : sizeof c->ans_role - 1;
+        memcpy(c->ans_role, v, vl);
+        c->ans_role[vl] = 0;
+    }
+    return len;
+}
+
+/* With several URLs: the term and lost-primary headers of this request,
+ * and the capture of the answer's term and role. */
+static void follow_prepare(hf_http *c, struct curl_slist **hdr)
+{
+    char term[64], lost[80];
+    c->ans_term = 0;
+    c->ans_role[0] = 0;
+    hf_follow_headers(c->follow, term, sizeof term, lost, sizeof lost);
+    if (term[0]) *hdr = curl_slist_append(*hdr, term);
+    if (lost[0]) *hdr = curl_slist_append(*hdr, lost);
+    curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, c);
+}
+
+/* With several URLs: tell the follow set what the request to c->base
+ * saw. RET 1 when it should be sent again at once to the URL now in use. */
+static int follow_observe(hf_http *c, int failed, long status, const char *body, size_t len)
+{
+    if (!c->follow) return 0;
+    hf_follow_answer a = {.transport_failed = failed, .status = status, .term = c->ans_term,
+                          .role = c->ans_role, .body = body, .body_len = len};
+    return hf_follow_observe(c->follow, c->base, &a);
 }
 
 /* The one place that sets what every request of this client shares: the
@@ -112,13 +183,17 @@ static void prepare(hf_http *c, const char *method, const char *url, struct curl
 {
     CURL *h = c->curl;
     curl_easy_reset(h);
+    if (c->follow) follow_prepare(c, hdr);
     *hdr = curl_slist_append(*hdr, "Accept: application/json");
     if (c->auth) *hdr = curl_slist_append(*hdr, c->auth);
     *hdr = curl_slist_append(*hdr, expect100 ? "Expect: 100-continue" : "Expect:");
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
+    /* with several URLs a dead one (a power cut: no RST, no SYN-ACK) must
+     * cost little, the others are waiting (hf_follow.h) */
+    long cto = c->follow ? HF_FOLLOW_CONNECT_MS : 5000L;
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < cto ? c->timeout_ms : cto);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     if (c->cafile) curl_easy_setopt(h, CURLOPT_CAINFO, c->cafile);
@@ -158,6 +233,16 @@ static int attempt(hf_http *c, const char *method, const char *url, const char *
     return 0;
 }
 
+/* A connect timeout (a dead host that drops packets) sent nothing either:
+ * curl says "timed out" for it as for a slow answer; the connect time
+ * tells them apart. */
+static int never_connected(hf_http *c, CURLcode cc)
+{
+    curl_off_t ct = 1;
+    if (cc != CURLE_OPERATION_TIMEDOUT) return 0;
+    return curl_easy_getinfo(c->curl, CURLINFO_CONNECT_TIME_T, &ct) == CURLE_OK && ct == 0;
+}
+
 int hf_http_request_raw(hf_http *c, const char *method, const char *path, const char *body,
                         long *status, char **body_out, size_t *len_out, char *err, size_t errlen)
 {
@@ -170,15 +255,28 @@ int hf_http_request_raw(hf_http *c, const char *method, const char *path, const 
     *status = 0;
     *body_out = NULL;
     if (len_out) *len_out = 0;
-    if (make_url(c, path, url, sizeof url, err, errlen)) return HF_EINVAL;
     hf_buf_init(&out, HF_HTTP_MAX_BODY);
+    /* with several URLs, a request that met no primary goes at once to the
+     * next one in use, at most once per URL (hf_follow.h) */
+    size_t moves = 0, nurls = c->follow ? hf_follow_count(c->follow) : 1;
     for (int i = 0;; i++) {
+        if (make_url(c, path, url, sizeof url, err, errlen)) {
+            hf_buf_free(&out);
+            return HF_EINVAL;
+        }
         hf_buf_reset(&out);
         int rc = attempt(c, method, url, body, status, &out, &cc);
         int retriable = 0;
         if (rc) retriable = cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST
                             || (is_get && cc != CURLE_WRITE_ERROR && cc != CURLE_PEER_FAILED_VERIFICATION);
         else retriable = is_get && (*status == 502 || *status == 503 || *status == 504);
+        /* a 503 from a standby, or a connection never made, did nothing:
+         * safe to send again elsewhere whatever the method */
+        int moved = follow_observe(c, rc != 0 && cc != CURLE_WRITE_ERROR, *status, out.data, out.len);
+        if (moved && (rc == 0 || retriable || never_connected(c, cc)) && ++moves < nurls) {
+            i--;
+            continue;
+        }
         if (!retriable || i >= c->retries) break;
         hf_sleep_ms(backoff + (int64_t)(rand() % (int)(backoff / 4 + 1)));
         backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
@@ -330,6 +428,8 @@ int hf_http_stream_run(hf_http *c, hf_http_stream *s, char *err, size_t errlen)
     s->answer = NULL;
     s->answer_len = 0;
     if (make_url(c, s->path, url, sizeof url, err, errlen)) return HF_EINVAL;
+    /* not sent again here (the body is read once): the caller's next try
+     * goes to the URL the follow set moved to */
     hf_buf_init(&io.answer, s->sink ? STREAM_ANSWER_MAX : HF_HTTP_MAX_BODY);
     prepare(c, s->method, url, &hdr, s->body_fd >= 0);
     if (s->body_fd >= 0) hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
@@ -339,6 +439,8 @@ int hf_http_stream_run(hf_http *c, hf_http_stream *s, char *err, size_t errlen)
     curl_slist_free_all(hdr);
     if (!s->status) curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &s->status);
     int rc = stream_outcome(cc, &io, url, err, errlen);
+    if (rc == 0 || rc == HF_ECONN || rc == HF_ETIMEOUT)
+        follow_observe(c, rc != 0, s->status, io.answer.data, io.answer.len);
     if (rc == 0) s->answer = hf_buf_take(&io.answer, &s->answer_len);
     hf_buf_free(&io.answer);
     return rc;

@@ -9,6 +9,16 @@
  * for GET also on other transport errors and on 502/503/504.
  * Response bodies are bounded (HF_HTTP_MAX_BODY).
  *
+ * Several schedulers: a base_url that is a comma-separated list
+ * "URL1,URL2,..." makes the client follow the primary (hf_follow.h): every
+ * request goes to the URL in use, carries X-Hyperfarm-Term (and
+ * X-Hyperfarm-Lost-Primary when no primary answered lately), and after a
+ * connection never made (refused, or its connect timed out) or a 503 from
+ * a standby/fenced scheduler the set moves on and the request is sent
+ * again at once to the new URL (once per
+ * URL; streamed transfers are not sent again: the caller's next try goes
+ * there). All clients made with the same list share one set.
+ *
  * This is the one curl stack of the agent and the CLI: one function in
  * hf_http.c sets the TLS CA file, the bearer token, the protocols and the
  * connect timeout of every request, JSON or streamed; the SHA-256-verified
@@ -37,7 +47,10 @@ void     hf_http_set_retries(hf_http *c, int retries);
  * becomes non-zero (within about a second: libcurl's progress callback),
  * so another thread can stop a long-poll. flag NULL = never. */
 void     hf_http_set_cancel(hf_http *c, const atomic_int *flag);
+/* The base URL requests go to now (with several URLs: the one in use). */
 const char *hf_http_base(const hf_http *c);
+/* The follow set of a client made with several URLs (borrowed), else NULL. */
+struct hf_follow *hf_http_follow(const hf_http *c);
 
 /* Send method to base_url+path with body serialised as JSON (NULL = no body).
  * RET 0 when any HTTP response arrived: *status is set and *resp is the

@@ -6,12 +6,21 @@
  * Without --token-file every request is accepted, so the scheduler then
  * binds to loopback only, whatever --listen says, and logs that it did.
  *
+ * With --standby-of the process is a standby (docs/scheduler.md "Standby
+ * and failover"): its database is made a replica first (scheduler/standby/),
+ * then the store's readers, the checkpoint store and the API serve in the
+ * standby role without the core, and the apply thread follows the primary;
+ * no cron, dispatch, retention, webhook delivery or backups. Promotion and
+ * fencing end such a process by re-executing it (standby.h). A primary
+ * with --peers asks them before the core starts whether it was replaced.
+ *
  * The settings are options.c's table; start-up is a sequence of steps
  * over one struct of handles (app), each step logging its own error, and
  * shutdown (app_stop) undoes whatever was started, in reverse order.
  */
 #include "hf_config.h"
 #include "hf_err.h"
+#include "hf_file.h"
 #include "hf_log.h"
 #include "scheduler/api/api.h"
 #include "scheduler/api/auth.h"
@@ -24,6 +33,10 @@
 #include "scheduler/store/store.h"
 #include "scheduler/notify/webhook.h"
 #include "scheduler/options.h"
+#include "scheduler/provision/provision.h"
+#include "scheduler/provision/provision_opts.h"
+#include "scheduler/standby/standby.h"
+#include "scheduler/store/repl.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -54,9 +67,14 @@ typedef struct app {
     ckstore     *ck;
     ckretain    *cret;
     webhook_svc *wh;
+    int          standby;      /* --standby-of: no core, no cron, no retention, no webhooks, no backups */
     int          shared_fs;
     char         ck_default[4096];
     char         listen_buf[300];
+    char         token[AUTH_TOKEN_MAX + 1];   /* --standby-token-file's admin token (standby, peers) */
+    char        *urls_buf, *peers_buf;        /* the comma lists, split in place */
+    const char  *urls[16], *peers[16];
+    int          nurls, npeers;
 } app;
 
 /* Log level and format. RET 0, or -1 with a message on stderr. */
@@ -132,6 +150,114 @@ static int run_restore(app *p, sched_options *o)
     return 0;
 }
 
+/* Split the comma list s (copied into *buf) into at most 16 URLs. RET the count. */
+static int split_urls(const char *s, char **buf, const char **out)
+{
+    int n = 0;
+    if (!s || !(*buf = strdup(s))) return 0;
+    for (char *save = NULL, *t = strtok_r(*buf, ", ", &save); t && n < 16; t = strtok_r(NULL, ", ", &save))
+        out[n++] = t;
+    return n;
+}
+
+/* The first admin token of the token file path into p->token. RET 0 or -1. */
+static int first_admin_token(app *p, const char *path)
+{
+    char line[1024];
+    FILE *f = path ? fopen(path, "r") : NULL;
+    int rc = -1;
+    if (!f) return -1;
+    while (rc && fgets(line, sizeof line, f)) {
+        char *t = line + strspn(line, " \t");
+        if (strncmp(t, "admin:", 6)) continue;
+        t += 6;
+        char *sp = strpbrk(t, " \t");   /* "admin:NAME TOKEN" */
+        if (sp) t = sp + strspn(sp, " \t");
+        t[strcspn(t, " \t\r\n")] = 0;
+        if (*t && strlen(t) <= AUTH_TOKEN_MAX) {
+            snprintf(p->token, sizeof p->token, "%s", t);
+            rc = 0;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* --standby-of, --peers and the token they present. RET 0 or -1. */
+static int setup_replication(app *p, const sched_options *o)
+{
+    p->nurls = split_urls(o->standby_of, &p->urls_buf, p->urls);
+    p->npeers = split_urls(o->peers, &p->peers_buf, p->peers);
+    p->standby = o->standby_of && *o->standby_of;   /* "": a promoted standby's re-exec (standby.c) */
+    if (p->standby && !p->nurls) { hf_error("--standby-of: expected URL[,URL...]"); return -1; }
+    if (!p->standby && !p->npeers) return 0;
+    const char *tf = o->standby_token_file ? o->standby_token_file : o->token_file;
+    if (tf && first_admin_token(p, tf)) {
+        hf_error("%s: no admin token for the %s", tf, p->standby ? "primary (--standby-of)" : "peers (--peers)");
+        return -1;
+    }
+    return 0;
+}
+
+/* A standby's store: the database (made a replica first: bootstrap when
+ * needed) and the checkpoint store, read-only for the API; no retention,
+ * no webhook delivery, no backups (docs/scheduler.md "Standby and failover"). */
+static int setup_standby_store(app *p, sched_options *o, char *const *argv, int argc)
+{
+    char err[512];
+    default_ck_dir(p, o);
+    standby_config sc = {.urls = p->urls, .nurls = p->nurls, .token = p->token[0] ? p->token : NULL,
+                         .db = o->db, .ck_dir = o->ck_dir, .failover_after_s = o->failover_after,
+                         .argv = argv, .argc = argc};
+    if (hf_file_mkdir_durable(o->ck_dir)) { hf_error("cannot create --checkpoint-dir %s", o->ck_dir); return -1; }
+    int rc = standby_prepare(&sc, &stop_flag, err, sizeof err);
+    if (rc) { hf_error("standby: %s", err); return -1; }
+    if (store_open(o->db, &p->st, err, sizeof err)) { hf_error("store: %s", err); return -1; }
+    if (ckstore_open(o->ck_dir, o->db, o->max_ck_mb << 20, &p->ck, err, sizeof err)) { hf_error("%s", err); return -1; }
+    ckstore_set_shared(p->ck, strcmp(o->ck_storage, "shared_fs") == 0);
+    return 0;
+}
+
+/* A standby's API (read-only: the role gate answers 503 for writes and for
+ * the routes that need the core, which a standby does not run) and its
+ * apply loop. */
+static int setup_standby_api(app *p, const sched_options *o, char *const *argv, int argc)
+{
+    char err[512];
+    /* The role first: repl_start then only reads term, lsn and cluster (a
+     * 1 MiB ring that never fills: a standby serves no stream). */
+    repl_config rc = {.mode = REPL_SYNC, .standby_timeout_s = 5, .buffer_bytes = 1 << 20};
+    repl_set_role(REPL_STANDBY);
+    if (repl_start(store_db(p->st), &rc, err, sizeof err)) { hf_error("%s", err); return -1; }
+    repl_set_primary_hint(p->urls[0]);
+    repl_set_vote_hook(failover_vote);
+    if (!(p->ev = events_new())) { hf_error("out of memory"); return -1; }
+    api_config ac = {.listen = o->listen, .web_dir = o->web, .tls_cert = o->tls_cert, .tls_key = o->tls_key,
+                     .threads = (int)o->threads, .max_conns_per_ip = (int)o->max_conns_per_ip,
+                     .request_timeout_s = (int)o->request_timeout, .header_timeout_s = (int)o->header_timeout,
+                     .min_body_rate = o->min_body_rate > 0 ? (int)o->min_body_rate : -1, .ck = p->ck};
+    if (api_start(&ac, NULL, p->st, p->ev, p->au, &p->a, err, sizeof err)) { hf_error("api: %s", err); return -1; }
+    standby_config sc = {.urls = p->urls, .nurls = p->nurls, .token = p->token[0] ? p->token : NULL,
+                         .db = o->db, .ck_dir = o->ck_dir, .failover_after_s = o->failover_after,
+                         .argv = argv, .argc = argc};
+    if (standby_start(&sc)) { hf_error("cannot start the standby's apply thread"); return -1; }
+    hf_info("standby of %s (%d URL%s): read-only; automatic promotion %s", p->urls[0], p->nurls,
+            p->nurls > 1 ? "s" : "", o->failover_after ? "on" : "off (--failover-after 0)");
+    return 0;
+}
+
+/* A primary with --peers: step down now if a peer is primary of a higher
+ * term (does not return then), and keep checking every 2 s. RET 0 or -1. */
+static int setup_peers(app *p, const sched_options *o, char *const *argv, int argc)
+{
+    if (!p->npeers) return 0;
+    peers_config pc = {.urls = p->peers, .nurls = p->npeers, .token = p->token[0] ? p->token : NULL,
+                       .db = o->db, .argv = argv, .argc = argc};
+    peers_check_once(&pc);
+    if (peers_start(&pc)) { hf_error("cannot start the peer-check thread"); return -1; }
+    return 0;
+}
+
 /* The backup service: requested snapshots (POST /api/v1/backups) and the
  * scheduled ones (--backup-dir, --backup-interval). RET 0 or -1. */
 static int setup_backup(const sched_options *o, ckstore *ck)
@@ -163,6 +289,12 @@ static int setup_store(app *p, sched_options *o)
     if (store_sync_parse(o->synchronous, &sync)) { hf_error("--synchronous %s: expected full or normal", o->synchronous); return -1; }
     if (store_open(o->db, &p->st, err, sizeof err)) { hf_error("store: %s", err); return -1; }
     if (store_set_sync(p->st, sync)) { hf_error("store: cannot set synchronous=%s", o->synchronous); return -1; }
+    repl_config rcf = {.standby_timeout_s = (int)o->standby_timeout, .buffer_bytes = o->repl_buffer_mb << 20};
+    err[0] = 0;   /* the replication log (docs/scheduler.md "Replication") */
+    if (repl_mode_parse(o->replication, &rcf.mode) || repl_start(store_db(p->st), &rcf, err, sizeof err)) {
+        hf_error("%s", err[0] ? err : "--replication: expected sync or async");
+        return -1;
+    }
     if (sync == STORE_SYNC_NORMAL)
         hf_warn("--synchronous normal: a power cut may lose the last acknowledged writes (docs/scheduler.md)");
     default_ck_dir(p, o);
@@ -225,6 +357,9 @@ static int setup_core(app *p, const sched_options *o)
 /* Stop and free whatever p holds, in reverse order of start. */
 static void app_stop(app *p)
 {
+    peers_stop();
+    standby_stop();
+    provision_stop();   /* before the core it queries */
     cron_stop(p->cr);
     if (p->s) sched_set_doorbell(p->s, NULL, NULL);
     events_close_all(p->ev);
@@ -238,6 +373,8 @@ static void app_stop(app *p)
     webhook_close(p->wh);
     store_close(p->st);
     auth_free(p->au);
+    free(p->urls_buf);
+    free(p->peers_buf);
 }
 
 int main(int argc, char **argv)
@@ -259,7 +396,13 @@ int main(int argc, char **argv)
     if (o.print_config) { hf_config_print(stdout, opts); ret = 0; goto end; }
     if (o.restore) { ret = run_restore(&p, &o); goto end; }
     setup_signals();
-    if (setup_auth(&p, &o) || setup_store(&p, &o) || setup_backup(&o, p.ck) || setup_core(&p, &o)) goto end;
+    if (setup_auth(&p, &o) || setup_replication(&p, &o)) goto end;
+    if (p.standby) {
+        if (setup_standby_store(&p, &o, argv, argc) || setup_standby_api(&p, &o, argv, argc)) goto end;
+    } else if (setup_store(&p, &o) || setup_peers(&p, &o, argv, argc) || setup_backup(&o, p.ck) ||
+               setup_core(&p, &o) || provision_setup(&o, p.s)) {
+        goto end;
+    }
     hf_info("listening on %s://%s:%d (db %s, schema v%d%s%s)", o.tls_cert ? "https" : "http",
             strchr(o.listen, '[') ? "[::]" : (api_parse_listen(o.listen, host, sizeof host, &port), host),
             api_port(p.a), o.db, store_version(p.st), o.web ? ", web " : ", built-in dashboard", o.web ? o.web : "");

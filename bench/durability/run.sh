@@ -19,7 +19,15 @@
 # DUR_PER_HB (100),
 # DUR_SKIP_SYNC (set: only part 2), DUR_POINTS (prefill for 2, 1000000), DUR_CKPT_MB (checkpoint MiB for 2,
 # 256, in 64 MiB objects), DUR_TMP (default /tmp: the disk under test),
-# DUR_SCHED_ARGS (more scheduler flags for 2, e.g. --backup-rate-mb 16).
+# DUR_SCHED_ARGS (more scheduler flags for 2, e.g. --backup-rate-mb 16),
+# DUR_PACED_REPORTS (reports per paced trial in 2, 40: a paced run lasts
+# about DUR_PACED_REPORTS/4 s; make it cover a whole backup of a large
+# store, e.g. 1500 for 10 GiB at the default rate),
+# DUR_COVER_BACKUP (set: instead of backups back to back during one paced
+# run, one backup with paced runs back to back for all of it; the figure is
+# the worst run's p99),
+# DUR_FILL_SECONDS (the prefill's time limit, default 300 + DUR_POINTS/20000:
+# the issue's 10 million points take about 10 minutes here).
 # Prints the figures side by side with the ratios; exit 0 when all ran, 2
 # when something could not run.
 set -uo pipefail
@@ -30,6 +38,7 @@ reports=${DUR_REPORTS:-600}
 per_hb=${DUR_PER_HB:-100}
 points=${DUR_POINTS:-1000000}
 ckmb=${DUR_CKPT_MB:-256}
+fill_s=${DUR_FILL_SECONDS:-$(( 300 + points / 20000 ))}
 LG=$HF_BIN/bench/loadgen
 [[ -x $LG && -x $HF_BIN/hyperfarm-scheduler && -x $HF_BIN/hyperfarm ]] || { echo "durability: SKIP: build first (make)"; exit 2; }
 tmp=$(mktemp -d "${DUR_TMP:-/tmp}/hf-durability-XXXXXX")
@@ -104,17 +113,39 @@ for i in $(seq 1 $(( ckmb / 64 ))); do
     "$URL/api/v1/trials/$T/checkpoints?step=$i&attempt=1" || { echo "durability: checkpoint upload failed"; exit 2; }
 done
 rm -f "$tmp/obj"
+echo "durability: prefill: checkpoints done after ${SECONDS}s"
 per_trial=$(( points / 160 ))
 echo "durability: prefill: $points metric points ..."
 "$LG" --url "$URL" --pid "$spid" --agents 20 --slots 8 --trials 160 --reports "$per_trial" --per-hb 500 --values 1 \
-  --hb-ms 0 --threads 4 --probe-hz 0 --max-seconds 300 --name-prefix fill >"$tmp/fill" 2>&1
+  --hb-ms 0 --threads 4 --probe-hz 0 --max-seconds "$fill_s" --name-prefix fill >"$tmp/fill" 2>&1
+echo "durability: prefill: metric points done after ${SECONDS}s: $(sed -n 's/^LOADGEN //p' "$tmp/fill" | jq -c '{reports_per_s, seconds}' 2>/dev/null)"
 mkdir -p "$tmp/backups"
 paced() {   # name
-  "$LG" --url "$URL" --pid "$spid" --agents 100 --slots 2 --trials 200 --reports 40 --per-hb 1 --values 4 \
-    --hb-ms 250 --threads 4 --probe-hz 5 --max-seconds 60 --name-prefix "$1" >"$tmp/$1" 2>&1
+  "$LG" --url "$URL" --pid "$spid" --agents 100 --slots 2 --trials 200 --reports "${DUR_PACED_REPORTS:-40}" --per-hb 1 \
+    --values 4 --hb-ms 250 --threads 4 --probe-hz 5 --max-seconds $(( 60 + ${DUR_PACED_REPORTS:-40} / 2 )) \
+    --name-prefix "$1" >"$tmp/$1" 2>&1
 }
 echo "durability: paced agents, no backup ..."
 paced quiet
+if [[ -n ${DUR_COVER_BACKUP:-} ]]; then
+  # One backup, and paced runs back to back for as long as it runs: every
+  # moment of it is measured (a paced run is ~30 s, a backup of 10 GiB
+  # several minutes). The figure is the highest of the runs' p99s.
+  echo "durability: one backup, paced agents back to back while it runs ..."
+  "$HF_BIN/hyperfarm" --url "$URL" backup "$tmp/backups" --json >"$tmp/backups.json" 2>"$tmp/backup.err" &
+  bpid=$!
+  n=1; i=0
+  : >"$tmp/busy-p99s"
+  while kill -0 "$bpid" 2>/dev/null; do
+    paced "busy$i"
+    field "$tmp/busy$i" hb_p99_ms >>"$tmp/busy-p99s"
+    i=$((i + 1))
+  done
+  wait "$bpid" || { echo "durability: backup failed: $(cat "$tmp/backup.err")"; exit 2; }
+  cp "$tmp/busy$((i - 1))" "$tmp/busy"
+  echo "durability: $i paced runs during the backup, heartbeat p99 each: $(tr '\n' ' ' <"$tmp/busy-p99s")ms"
+  b99_worst=$(sort -g "$tmp/busy-p99s" | tail -1)
+else
 echo "durability: paced agents while backups run back to back ..."
 paced busy &
 lpid=$!
@@ -127,7 +158,8 @@ while kill -0 "$lpid" 2>/dev/null; do
   n=$((n + 1))
 done
 wait "$lpid"
-q99=$(field "$tmp/quiet" hb_p99_ms); b99=$(field "$tmp/busy" hb_p99_ms)
+fi
+q99=$(field "$tmp/quiet" hb_p99_ms); b99=${b99_worst:-$(field "$tmp/busy" hb_p99_ms)}
 dur=$(jq -s 'map(.duration_ms) | add / length | floor' "$tmp/backups.json")
 dbb=$(jq -s '.[0].db_bytes' "$tmp/backups.json")
 obj=$(jq -s '.[0].bytes_copied' "$tmp/backups.json")
@@ -136,4 +168,5 @@ echo
 echo "database: $rows metric rows, $dbb bytes; checkpoints: $obj bytes; $n backups during the run, mean $dur ms each"
 printf '%-44s %14s %14s %8s\n' "" "no backup" "backup" "ratio"
 printf '%-44s %14s %14s %8s\n' "paced agents, heartbeat p99 ms" "$q99" "$b99" "$(ratio "$b99" "$q99")"
+echo "paced runs: $(field "$tmp/quiet" seconds) s without, $(field "$tmp/busy" seconds) s with backups (the last backup ended after the run)"
 echo "DURABILITY_BACKUP {\"metric_rows\": $rows, \"db_bytes\": $dbb, \"object_bytes\": $obj, \"backups\": $n, \"backup_ms\": $dur, \"quiet_hb_p99_ms\": $q99, \"backup_hb_p99_ms\": $b99}"

@@ -148,6 +148,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return api_send_err(c, 413, NULL, "request body larger than %u bytes", max);
         return MHD_YES;
     }
+    if (rq->held && !*upload_size) return api_queue_held(c, rq);   /* the standby acknowledged it (or gave up) */
     if (*upload_size) api_guard_body(a->guard, c, *upload_size);
     else api_guard_body_done(a->guard, c);
     if (*upload_size && rq->streamed) {
@@ -183,6 +184,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     api_guard_request_done(a->guard, c);
     if (!rq) return;
     if (rq->parked) doorbell_unpark(a->bell, &rq->w);
+    repl_unpark(&rq->rw);
+    if (rq->held) MHD_destroy_response(rq->held);
     logjob_release(rq->search);   /* cancels a search not yet answered */
     if (!rq->is_wait && !rq->streamed) metrics_observe(&metrics.request_latency, hf_mono_us() - rq->t0_us);
     if (rq->up && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
@@ -194,6 +197,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 }
 
 /* ---------- set-up ---------- */
+
+/* The replication log's operator events (REPLICATION_DEGRADED, FENCED;
+ * repl.h) go to the SSE stream like the core's: the dashboard shows them.
+ * They are logged (hf_warn) but not rows of the events table, which only
+ * the core writes under its lock. */
+static void repl_event(void *ctx, const char *type, const char *detail)
+{
+    json_t *d = json_pack("{ssss}", "type", type, "detail", detail);
+    if (d) events_publish(ctx, type, d);
+    json_decref(d);
+}
 
 int api_parse_listen(const char *s, char *host, size_t hostlen, int *port)
 {
@@ -323,6 +337,7 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
     a->s = s;
     a->st = st;
     a->ev = ev;
+    if (ev) repl_set_event_hook(repl_event, ev);
     a->au = au;
     a->bell = cfg->bell;
     a->ck = cfg->ck;
@@ -401,6 +416,8 @@ void api_stop(api *a)
     atomic_store(&a->stopping, 1);
     if (a->bell) doorbell_expire(a->bell, INT64_MAX);   /* no suspended /wait left for MHD_stop_daemon */
     logpool_stop(a->lp);   /* every search ends and its connection is resumed */
+    repl_stop();           /* every held write answer and stream poll is resumed (repl.h) */
+    repl_set_event_hook(NULL, NULL);
     if (a->d) MHD_stop_daemon(a->d);
     logpool_free(a->lp);
     api_guard_free(a->guard);   /* after the daemon: every connection is closed */

@@ -11,6 +11,7 @@
 #include "scheduler/api/metrics.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* ---------- handlers: health and metrics ---------- */
 
@@ -27,7 +28,8 @@ enum MHD_Result api_h_metrics(api_call *k)
     sched_stats ss;
     hf_buf b;
     size_t len;
-    sched_get_stats(k->a->s, &ss);
+    if (k->a->s) sched_get_stats(k->a->s, &ss);
+    else memset(&ss, 0, sizeof ss);   /* a standby runs no core (repl.h): its gauges read 0 */
     metrics_sources src = {.ck = k->a->ck, .cr = k->a->cr, .guard = k->a->guard};
     hf_buf_init(&b, 1u << 20);
     if (metrics_scrape(&b, &ss, &src) || !b.data) {

@@ -4,8 +4,10 @@
  * the peer's address).
  *
  * Every response of the server goes out through api_queue, which sets the
- * headers it is given and counts the status class for /metrics; the
- * helpers here only choose those headers:
+ * headers it is given and the replication term and role
+ * (X-Hyperfarm-Term, X-Hyperfarm-Role), holds a write's answer until the
+ * standby acknowledged it (api_hold_writes), and counts the status class
+ * for /metrics; the helpers here only choose those headers:
  *
  *   JSON and text   Content-Type, Cache-Control: no-store, nosniff
  *                   (+ Allow on a 405)
@@ -28,13 +30,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+static _Thread_local req *hold_rq;
+
+void api_hold_writes(req *rq) { hold_rq = rq; }
+
+static void resume(void *arg) { MHD_resume_connection(arg); }
+static void suspend(void *arg) { MHD_suspend_connection(arg); }
+
+/* Hold r for the standby's ack when this thread answers a write (see
+ * api_hold_writes). RET 1 held (the request is suspended), else 0. */
+static int hold_answer(struct MHD_Connection *c, unsigned status, struct MHD_Response *r)
+{
+    req *rq = hold_rq;
+    hold_rq = NULL;
+    if (!rq || rq->held || repl_role() != REPL_PRIMARY) return 0;
+    rq->rw = (repl_waiter){.kind = REPL_W_ACK, .lsn = repl_lsn(), .wake = resume, .arg = c};
+    rq->held = r;
+    rq->held_status = status;
+    if (repl_park(&rq->rw, suspend)) return 1;
+    rq->held = NULL;
+    return 0;
+}
+
 enum MHD_Result api_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r, const api_hdr *h)
 {
     if (!r) return MHD_NO;
+    char term[24];
+    snprintf(term, sizeof term, "%lld", (long long)repl_term());
+    MHD_add_response_header(r, "X-Hyperfarm-Term", term);
+    MHD_add_response_header(r, "X-Hyperfarm-Role", repl_role_name(repl_role()));
     for (; h && h->name; h++) MHD_add_response_header(r, h->name, h->value);
+    if (hold_answer(c, status, r)) return MHD_YES;
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     atomic_fetch_add(&metrics.http_requests[status / 100 < 6 ? status / 100 : 0], 1);
+    return ret;
+}
+
+enum MHD_Result api_queue_held(struct MHD_Connection *c, req *rq)
+{
+    struct MHD_Response *r = rq->held;
+    rq->held = NULL;
+    enum MHD_Result ret = MHD_queue_response(c, rq->held_status, r);
+    MHD_destroy_response(r);
+    atomic_fetch_add(&metrics.http_requests[rq->held_status / 100 < 6 ? rq->held_status / 100 : 0], 1);
     return ret;
 }
 

@@ -36,6 +36,7 @@
 #include "hf_json.h"
 #include "scheduler/api/api.h"
 #include "scheduler/search/importance.h"
+#include "scheduler/store/repl.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -73,6 +74,13 @@ typedef struct req {
     int     answered;          /* a response was queued at the first call */
     ckstore_upload *up;        /* the upload being received, or NULL */
     struct logjob *search;     /* a ?grep= search handed to a->lp (suspended until done), or NULL */
+    /* Replication (repl.h; docs/scheduler.md "Replication"): a write's
+     * answer held until the standby acknowledged it, or a parked stream
+     * long-poll; either way the request is suspended, holding no thread. */
+    repl_waiter rw;
+    struct MHD_Response *held; /* the write's answer, queued once rw is woken */
+    unsigned held_status;
+    int     repl_polled;       /* the stream request already waited once */
 } req;
 
 /* ---- api_http.c: answers ---- */
@@ -123,6 +131,14 @@ typedef struct api_call {
     int         role;    /* the token's role (auth.h enum auth_role); AUTH_ADMIN without a token file */
     hf_jerr     e;       /* cleared; the core's error for api_send_rc */
 } api_call;
+
+/* The next api_queue on this thread answers a write (a non-GET handler
+ * runs): with a standby in sync, the answer is held (rq->held, the request
+ * suspended) until the standby acknowledged every LSN committed so far.
+ * NULL ends it. */
+void api_hold_writes(req *rq);
+/* Queue the answer held in rq (after the wake). */
+enum MHD_Result api_queue_held(struct MHD_Connection *c, req *rq);
 
 /* ---- api_http.c: what every handler uses ---- */
 

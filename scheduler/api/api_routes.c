@@ -21,8 +21,14 @@
  *   owner               F_OWNER / F_OWNER_TRIAL: 403 unless the token's
  *                       user owns the experiment (or the trial's) or is
  *                       an admin; the try is a REFUSED event
+ *   replication role    a standby or fenced primary: an agent token's
+ *                       request is a witness vote, then 503 for writes
+ *                       and GETs without F_STANDBY_OK (role_gate; a
+ *                       request's X-Hyperfarm-Term above ours fences
+ *                       this primary first)
  *   F_JSON body         400 with the JSON parser's message
- *   then the handler.
+ *   then the handler; a write's answer (any non-GET) is held until a
+ *   standby in sync acknowledged it (api_hold_writes).
  *
  * An F_STREAM row (the checkpoint upload) gets the same checks, except
  * the body's, at the request's first call (api_route_begin), where its
@@ -37,6 +43,9 @@
 
 #include "hf_err.h"
 #include "scheduler/api/api_h_backup.h"
+#include "scheduler/api/api_h_repl.h"
+#include "scheduler/api/api_h_provision.h"
+#include "scheduler/api/api_h_standby.h"
 #include "scheduler/api/api_handlers.h"
 #include "scheduler/api/auth.h"
 
@@ -63,6 +72,11 @@ enum route_flag {
     F_OWNER_TRIAL = 1 << 4,   /* changes trial '*': its experiment's owner or
                                  an admin only */
     F_NO_AGENT    = 1 << 5,   /* not even a GET with an agent token */
+    F_STANDBY_OK  = 1 << 6,   /* a GET served on a standby or a fenced primary:
+                                 its handler needs no core (store readers,
+                                 the object files, the server's own state) */
+    F_ANY_ROLE    = 1 << 7,   /* any method served whatever the replication
+                                 role (the standby's promotion) */
 };
 
 typedef enum MHD_Result route_fn(api_call *k);
@@ -83,9 +97,9 @@ typedef struct api_route {
 
 static const api_route routes[] = {
     /* pattern                       methods      role        body limit flags          handler */
-    {"/healthz",                     "GET, HEAD", ROLE_OPEN,  USER_MAX,  0,             api_h_healthz},
-    {"/metrics",                     "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_metrics},
-    {"/api/v1/events",               "GET",       ROLE_USER,  USER_MAX,  F_QUERY_TOKEN, api_h_events},
+    {"/healthz",                     "GET, HEAD", ROLE_OPEN,  USER_MAX,  F_STANDBY_OK,  api_h_healthz},
+    {"/metrics",                     "GET, HEAD", ROLE_USER,  USER_MAX,  F_STANDBY_OK,  api_h_metrics},
+    {"/api/v1/events",               "GET",       ROLE_USER,  USER_MAX,  F_QUERY_TOKEN | F_STANDBY_OK, api_h_events},
     {"/api/v1/experiments",          "GET",       ROLE_USER,  USER_MAX,  0,             api_h_exp_list},
     {"/api/v1/experiments",          "POST",      ROLE_USER,  USER_MAX,  F_JSON,        api_h_exp_submit},
     {"/api/v1/experiments/*",        "GET",       ROLE_USER,  USER_MAX,  0,             api_h_exp_get},
@@ -105,10 +119,10 @@ static const api_route routes[] = {
     {"/api/v1/trials/*/checkpoints", "GET",       ROLE_USER,  USER_MAX,  0,             api_h_ckpt_list},
     {"/api/v1/trials/*/checkpoints", "PUT",       ROLE_AGENT, 0,         F_STREAM,      api_h_ckpt_put},
     {"/api/v1/trials/*/checkpoints", "POST",      ROLE_AGENT, USER_MAX,  F_JSON,        api_h_ckpt_register},
-    {"/api/v1/checkpoints/#",        "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_ckpt_get},
-    {"/api/v1/objects/#",            "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_ckpt_get},
+    {"/api/v1/checkpoints/#",        "GET, HEAD", ROLE_USER,  USER_MAX,  F_STANDBY_OK,  api_h_ckpt_get},
+    {"/api/v1/objects/#",            "GET, HEAD", ROLE_USER,  USER_MAX,  F_STANDBY_OK,  api_h_ckpt_get},
     {"/api/v1/contexts",             "PUT",       ROLE_USER,  0,         F_STREAM,      api_h_ctx_put},
-    {"/api/v1/contexts/#",           "GET, HEAD", ROLE_USER,  USER_MAX,  0,             api_h_ckpt_get},
+    {"/api/v1/contexts/#",           "GET, HEAD", ROLE_USER,  USER_MAX,  F_STANDBY_OK,  api_h_ckpt_get},
     {"/api/v1/webhooks",             "GET",       ROLE_USER,  USER_MAX,  F_NO_AGENT,    api_h_webhook_list},
     {"/api/v1/webhooks",             "POST",      ROLE_USER,  USER_MAX,  F_JSON,        api_h_webhook_create},
     {"/api/v1/webhooks/*",           "DELETE",    ROLE_USER,  USER_MAX,  0,             api_h_webhook_delete},
@@ -123,10 +137,19 @@ static const api_route routes[] = {
     {"/api/v1/experiments/*/events", "GET",       ROLE_USER,  USER_MAX,  0,             api_h_exp_events},
     {"/api/v1/trials/*",             "PATCH",     ROLE_USER,  USER_MAX,  F_JSON | F_OWNER_TRIAL, api_h_trial_patch},
     /* owners and roles of issue #27 (docs/api.md "Roles") */
-    {"/api/v1/whoami",               "GET",       ROLE_USER,  USER_MAX,  0,             api_h_whoami},
+    {"/api/v1/whoami",               "GET",       ROLE_USER,  USER_MAX,  F_STANDBY_OK,  api_h_whoami},
     /* online backups of issue #31 (docs/operations.md "Backup and restore"); admins only */
     {"/api/v1/backups",              "POST",      ROLE_USER,  USER_MAX,  F_JSON | F_NO_AGENT, api_h_backup_take},
     {"/api/v1/backups/*",            "GET",       ROLE_USER,  USER_MAX,  F_NO_AGENT,    api_h_backup_get},
+    /* the replication log of issue #31 (docs/scheduler.md "Replication"); all but the status: admins only */
+    {"/api/v1/replication",          "GET",       ROLE_USER,  USER_MAX,  F_STANDBY_OK,  api_h_repl_status},
+    {"/api/v1/replication/snapshot", "GET",       ROLE_USER,  USER_MAX,  F_NO_AGENT,    api_h_repl_snapshot},
+    {"/api/v1/replication/stream",   "GET",       ROLE_USER,  USER_MAX,  F_NO_AGENT,    api_h_repl_stream},
+    {"/api/v1/replication/objects/#", "GET",      ROLE_USER,  USER_MAX,  F_NO_AGENT,    api_h_repl_object},
+    /* the standby of issue #31 (docs/scheduler.md "Standby and failover"); admins only */
+    {"/api/v1/replication/promote",  "POST",      ROLE_USER,  USER_MAX,  F_NO_AGENT | F_ANY_ROLE, api_h_standby_promote},
+    /* the agent provisioner of issue #32 (docs/deploy.md "Slurm") */
+    {"/api/v1/provisioner",          "GET",       ROLE_USER,  USER_MAX,  0,             api_h_provision_get},
 };
 
 /* ---------- matching ---------- */
@@ -264,6 +287,53 @@ static int role_refused(const api *a, struct MHD_Connection *c, const api_route 
     return 1;
 }
 
+/* Integer request header name (>= 0), or -1 when absent or malformed. */
+static int64_t header_int(struct MHD_Connection *c, const char *name)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+    int64_t x = 0;
+    if (!v || !*v || strlen(v) > 18) return -1;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        x = x * 10 + (*p - '0');
+    }
+    return x;
+}
+
+/* The replication role gate (docs/scheduler.md "Replication"): on a
+ * standby or a fenced primary an agent token's request is first a witness
+ * vote (X-Hyperfarm-Lost-Primary, X-Hyperfarm-Term; the voter is the
+ * token's holder with the agent id of an /api/v1/agents/{id}/... path, -1
+ * on other paths, and a registration's claimed name); then every write and every GET that needs the core is answered 503 with the role, the primary
+ * (when known) and the term. RET 1 with *ret, or 0. */
+static int role_gate(struct MHD_Connection *c, const route_hit *h, const char *method, const req *rq, int role,
+                     const char *user, enum MHD_Result *ret)
+{
+    const api_route *rt = h->rt;
+    int r = repl_role();
+    if (r == REPL_PRIMARY || (rt->flags & F_ANY_ROLE)) return 0;
+    if (role == AUTH_AGENT) {   /* the voter: the agent id of /api/v1/agents/{id}/..., else none (-1) */
+        int64_t lost = header_int(c, "X-Hyperfarm-Lost-Primary"), aid = -1;
+        json_t *b = NULL;
+        if (strncmp(rt->pattern, "/api/v1/agents/*/", 17) || parse_id(h->caps.id, &aid)) aid = -1;
+        if (aid < 0 && !strcmp(rt->pattern, "/api/v1/agents") && !is_get(method) && rq->body.data)
+            b = json_loadb(rq->body.data, rq->body.len, 0, NULL);   /* a registration: the name it claims */
+        repl_vote(user, aid, json_string_value(json_object_get(b, "name")), lost < 0 ? 0 : lost,
+                  header_int(c, "X-Hyperfarm-Term"));
+        json_decref(b);
+    }
+    if (is_get(method) && (rt->flags & F_STANDBY_OK)) return 0;
+    char hint[512];
+    int has = repl_primary_hint(hint, sizeof hint);
+    json_t *o = json_pack("{sssssosI}", "error",
+                          r == REPL_STANDBY ? "this scheduler is a standby (read-only)"
+                                            : "this scheduler was fenced: a newer primary exists (read-only)",
+                          "role", repl_role_name(r), "primary", has ? json_string(hint) : json_null(), "term",
+                          (json_int_t)repl_term());
+    *ret = api_send_json(c, 503, o);
+    return 1;
+}
+
 /* What a change route asks, for a refusal: "cancel", "delete", ... */
 static const char *verb_of(const api_route *rt, const char *method, const char *act)
 {
@@ -285,6 +355,11 @@ static enum MHD_Result serve(api *a, struct MHD_Connection *c, const char *metho
     int role = a->au ? AUTH_NONE : AUTH_ADMIN;   /* no token file: one trusted operator */
     if (!rt) return api_send_405(c, h->allow, 1);
     if (a->au && rt->role != ROLE_OPEN && role_refused(a, c, rt, method, &user, &role, &ret)) return ret;
+    /* A higher term fences this primary at once; only from a token holder
+     * (an anonymous /healthz must not be able to fence it). */
+    int64_t term = role != AUTH_NONE ? header_int(c, "X-Hyperfarm-Term") : -1;
+    if (term > 0) repl_observe_term(term);
+    if (role_gate(c, h, method, rq, role, user, &ret)) return ret;
     if (rq->too_big) return api_send_err(c, 413, NULL, "request body larger than %u bytes", rt->body_max);
     api_call k = {.a = a, .c = c, .rq = rq, .act = h->caps.act, .key = h->caps.key, .begin = begin,
                   .user = user, .role = role};
@@ -295,7 +370,9 @@ static enum MHD_Result serve(api *a, struct MHD_Connection *c, const char *metho
         api_owner_refused(&k, k.id, (rt->flags & F_OWNER_TRIAL) != 0, verb_of(rt, method, k.act), &ret))
         return ret;
     if ((rt->flags & F_JSON) && api_parse_body(&k, &k.body)) return api_send_jerr(c, 400, &k.e);
+    if (!is_get(method) && !begin) api_hold_writes(rq);   /* answered once the standby holds it */
     ret = rt->fn(&k);
+    api_hold_writes(NULL);
     json_decref(k.body);
     return ret;
 }

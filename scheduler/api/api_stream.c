@@ -9,7 +9,10 @@
  *   GET /api/v1/agents/{id}/wait  the agents' long-poll: the request is
  *                                 parked in the doorbell (doorbell.h) and
  *                                 suspended, holding no thread, until the
- *                                 core rings or the cron expires it
+ *                                 core rings or the cron expires it; with
+ *                                 assign=1 the answer carries the new
+ *                                 assignments themselves (the push,
+ *                                 docs/protocol.md)
  *
  * Both rely on libmicrohttpd's suspend/resume (MHD_ALLOW_SUSPEND_RESUME,
  * set by api_start). With a token file, one token holds at most
@@ -111,29 +114,47 @@ enum MHD_Result api_stream_events(api *a, struct MHD_Connection *c)
 static void wait_park(void *arg) { MHD_suspend_connection(arg); }
 static void wait_wake(void *arg) { MHD_resume_connection(arg); }
 
+/* The answer: {"pending": P}, and with the push the assignments taken now
+ * ("assign", maybe empty). Pending stays true after a ring even when every
+ * assignment is in the answer: a kill may wait too, and the agent
+ * heartbeats anyway to report what it started. */
+static enum MHD_Result wait_answer(api *a, struct MHD_Connection *c, int64_t id, int pending, int push)
+{
+    json_t *assign = NULL;
+    if (pending && push) {
+        int rc = sched_agent_take_assign(a->s, id, &assign);
+        if (rc == HF_ENOTFOUND) return api_send_err(c, 404, NULL, "unknown agent %lld: register again", (long long)id);
+        if (rc) return api_send_rc(c, rc, NULL, "agent");
+    }
+    if (assign) return api_send_json(c, 200, json_pack("{sbso}", "pending", pending, "assign", assign));
+    return api_send_json(c, 200, json_pack("{sb}", "pending", pending));
+}
+
 /* {"pending": true} as soon as the agent has an assignment or kill waiting
  * for its next heartbeat, else {"pending": false} after timeout_ms. The
  * core's ring or the cron's expiry resumes the request, and libmicrohttpd
- * then calls the handler again, landing here with rq->parked set. */
+ * then calls the handler again, landing here with rq->parked set. With
+ * assign=1 the answer pushes the assignments too (wait_answer). */
 enum MHD_Result api_stream_wait(api *a, struct MHD_Connection *c, int64_t id, req *rq)
 {
     hf_jerr e;
-    int64_t timeout;
+    int64_t timeout, push;
     int pending = 0;
     if (rq->parked) {
         int st = doorbell_state(a->bell, &rq->w);
         doorbell_unpark(a->bell, &rq->w);
         rq->parked = 0;
-        return api_send_json(c, 200, json_pack("{sb}", "pending", st == DOORBELL_RUNG));
+        return wait_answer(a, c, id, st == DOORBELL_RUNG, rq->w.push);
     }
     hf_jerr_clear(&e);
     if (api_query_int(c, "timeout_ms", 0, DOORBELL_MAX_WAIT_MS, 25000, &timeout, &e)) return api_send_jerr(c, 400, &e);
+    if (api_query_int(c, "assign", 0, 1, 0, &push, &e)) return api_send_jerr(c, 400, &e);
     int rc = sched_agent_pending(a->s, id, &pending);
     if (rc == HF_ENOTFOUND) return api_send_err(c, 404, NULL, "unknown agent %lld: register again", (long long)id);
     if (rc) return api_send_rc(c, rc, NULL, "agent");
-    if (pending || timeout == 0 || !a->bell || atomic_load(&a->stopping))
-        return api_send_json(c, 200, json_pack("{sb}", "pending", pending));
+    if (pending || timeout == 0 || !a->bell || atomic_load(&a->stopping)) return wait_answer(a, c, id, pending, (int)push);
     rq->is_wait = 1;
+    rq->w.push = (int)push;
     rq->w.agent_id = id;
     rq->w.deadline_mono = hf_mono_ms() + timeout;
     rq->w.wake = wait_wake;

@@ -4,6 +4,9 @@
  * 10 s, enough for request and dispatch latency.
  */
 #include "scheduler/api/metrics.h"
+#include "scheduler/api/api_h_standby.h"
+#include "scheduler/store/repl.h"
+#include "scheduler/provision/provision.h"
 
 #include "hf_assert.h"
 #include "hf_err.h"
@@ -178,6 +181,49 @@ static int render_guard(hf_buf *b, api_guard *g)
         (unsigned long long)gs.sse_refused, gs.half_open);
 }
 
+/* The replication log's lines (repl.h; docs/scheduler.md "Replication"):
+ * role and state as one-hot gauges, positions, lag, the degrade count and
+ * the recent commit waits. */
+static int render_repl(hf_buf *b)
+{
+    repl_status r;
+    repl_status_get(&r);
+    int rc = hf_buf_printf(b, "# HELP hyperfarm_replication_role This scheduler's replication role.\n"
+                              "# TYPE hyperfarm_replication_role gauge\n");
+    for (int i = REPL_PRIMARY; i <= REPL_FENCED && rc == 0; i++)
+        rc = hf_buf_printf(b, "hyperfarm_replication_role{role=\"%s\"} %d\n", repl_role_name(i), r.role == i);
+    if (rc == 0) rc = hf_buf_printf(b, "# HELP hyperfarm_replication_state The primary's replication state.\n"
+                                       "# TYPE hyperfarm_replication_state gauge\n");
+    for (int i = REPL_ST_NONE; i <= REPL_ST_DEGRADED && rc == 0; i++)
+        rc = hf_buf_printf(b, "hyperfarm_replication_state{state=\"%s\"} %d\n", repl_state_name(i), r.state == i);
+    if (rc == 0)
+        rc = hf_buf_printf(b,
+            "# HELP hyperfarm_replication_term The replication term (promotions).\n"
+            "# TYPE hyperfarm_replication_term gauge\nhyperfarm_replication_term %lld\n"
+            "# HELP hyperfarm_replication_lsn The last replicated transaction committed here.\n"
+            "# TYPE hyperfarm_replication_lsn gauge\nhyperfarm_replication_lsn %lld\n"
+            "# HELP hyperfarm_replication_acked_lsn The last LSN the standby acknowledged.\n"
+            "# TYPE hyperfarm_replication_acked_lsn gauge\nhyperfarm_replication_acked_lsn %lld\n"
+            "# HELP hyperfarm_replication_lag_lsn Transactions committed here that the standby has not acknowledged.\n"
+            "# TYPE hyperfarm_replication_lag_lsn gauge\nhyperfarm_replication_lag_lsn %lld\n"
+            "# HELP hyperfarm_replication_lag_seconds Age of the oldest transaction the standby has not acknowledged.\n"
+            "# TYPE hyperfarm_replication_lag_seconds gauge\nhyperfarm_replication_lag_seconds %.3f\n"
+            "# HELP hyperfarm_replication_degraded_total Times the primary stopped waiting for a lost standby.\n"
+            "# TYPE hyperfarm_replication_degraded_total counter\nhyperfarm_replication_degraded_total %lld\n"
+            "# HELP hyperfarm_replication_wait_seconds Answers held for the standby's ack (p99 and max of the last 256).\n"
+            "# TYPE hyperfarm_replication_wait_seconds gauge\n"
+            "hyperfarm_replication_wait_seconds{quantile=\"0.99\"} %.6f\n"
+            "hyperfarm_replication_wait_seconds{quantile=\"1\"} %.6f\n"
+            "# HELP hyperfarm_replication_waits_total Answers held for the standby's ack.\n"
+            "# TYPE hyperfarm_replication_waits_total counter\nhyperfarm_replication_waits_total %lld\n"
+            "# HELP hyperfarm_replication_escaped_total Writes committed outside the replication log (a bug).\n"
+            "# TYPE hyperfarm_replication_escaped_total counter\nhyperfarm_replication_escaped_total %lld\n",
+            (long long)r.term, (long long)r.lsn, (long long)r.acked_lsn, (long long)r.lag_lsn, r.lag_ms / 1000.0,
+            (long long)r.degraded_total, r.wait_p99_us / 1e6, r.wait_max_us / 1e6, (long long)r.waits,
+            (long long)repl_escaped_total());
+    return rc;
+}
+
 int metrics_scrape(hf_buf *b, const sched_stats *st, const metrics_sources *src)
 {
     if (src->ck) {
@@ -189,6 +235,9 @@ int metrics_scrape(hf_buf *b, const sched_stats *st, const metrics_sources *src)
     int rc = metrics_render(b, st);
     if (rc == 0 && src->cr) rc = render_usage(b, src->cr);
     if (rc == 0 && src->guard) rc = render_guard(b, src->guard);
+    if (rc == 0) rc = render_repl(b);
+    if (rc == 0) rc = api_standby_metrics(b);
+    if (rc == 0) rc = provision_render_metrics(b);
     if (rc == 0)
         rc = hf_buf_printf(b, "# HELP hyperfarm_assert_failures_total Self-checks (HF_ASSERT) that failed and were "
                               "counted (docs/scheduler.md \"Self-checks\").\n"

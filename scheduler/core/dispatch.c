@@ -18,7 +18,12 @@
  * within that interval.
  *
  * Workload: at a submission a pass places thousands of trials over a
- * thousand agents; most passes place nothing and must cost little.
+ * thousand agents; most passes place nothing and must cost little. Such a
+ * burst goes in chunks of DISPATCH_CHUNK trials when the cron can go on
+ * with it (sched_set_kick; docs/scheduler.md "Cold dispatch"): each
+ * chunk's commit rings its agents, and the kicked thread places the rest
+ * (sched_dispatch_more), letting heartbeats and long-polls have the core
+ * lock between chunks.
  */
 #include "scheduler/core/sched_int.h"
 #include "scheduler/search/warmstart.h"
@@ -33,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------- placement ---------- */
 
@@ -235,7 +241,7 @@ static trial *trial_create(sched *s, experiment *x, search_new *nw)
     trial_index(s, x, t);
     row_event(s, x->id, t->id, "QUEUED", t->parent ? "created (exploit of a parent)"
                                          : t->idx < x->spec.n_enqueue ? "created (enqueued by warm_start)" : "created");
-    txn_emit(s, "trial", trial_view(s, t));
+    if (txn_watched(s)) txn_emit(s, "trial", trial_view(s, t));
     if (x->srch->ops->on_created)
         x->srch->ops->on_created(x->srch, t->id, t->idx, t->hparams, t->budget, t->parent);
     atomic_fetch_add(&metrics.trials_created, 1);
@@ -370,21 +376,25 @@ end:
     return any;
 }
 
-void dispatch_pass(sched *s)
+int dispatch_pass(sched *s)
 {
     HF_ASSERT(sched_lock_held(s));
-    if (!s->dispatch_dirty) return;
+    if (!s->dispatch_dirty) return 0;
     /* What the pass does is the scheduler's doing, not the user's whose
      * request ran it: its events carry no user (sched_int.h, actor_set). */
     char actor[sizeof s->actor];
     memcpy(actor, s->actor, sizeof actor);
     s->actor[0] = 0;
     int *hold = calloc(s->nagents + 1, sizeof *hold);   /* backfill holds, released at the end */
-    int reserved = 0, placed = 0;
+    int reserved = 0, placed = 0, more = 0;
     s->pass++;
     s->pass_free = -1;
     s->last_pass_mono = hf_mono_ms();
     for (int iter = 0; iter < 10000 && s->txn_rc == 0; iter++) {
+        if (s->kick && placed >= DISPATCH_CHUNK) {
+            more = 1;
+            break;
+        }
         experiment *x = pick_experiment(s);
         if (!x) break;
         trial *t = first_queued(x);
@@ -425,9 +435,48 @@ void dispatch_pass(sched *s)
     free(hold);
     s->pass_free = -1;
     /* Changes made by this pass are its own outcome; only a later change
-     * (a freed slot, a new trial state, an agent...) needs another pass. */
-    if (s->txn_rc == 0) s->dispatch_dirty = 0;
+     * (a freed slot, a new trial state, an agent...) needs another pass,
+     * or the rest of a pass stopped at DISPATCH_CHUNK. */
+    if (s->txn_rc == 0 && !more) s->dispatch_dirty = 0;
+    s->dispatch_more = more;
     int64_t dt = hf_mono_ms() - s->last_pass_mono;
     if (dt >= 50) hf_info("dispatch pass %llu: %d trials placed in %lld ms", (unsigned long long)s->pass, placed, (long long)dt);
     memcpy(s->actor, actor, sizeof actor);
+    return more;
+}
+
+/* Let the threads queued for the core lock have it (at most
+ * DRAIN_YIELD_US): a released mutex is usually taken again by the thread
+ * that released it before a woken waiter runs, and the agents just rung
+ * want it for their heartbeats. */
+#define DRAIN_YIELD_US 2000
+static void drain_yield(sched *s)
+{
+    sched_unlock(s);
+    int64_t t0 = hf_mono_us();
+    while (atomic_load(&s->lock_waiters) > 0 && hf_mono_us() - t0 < DRAIN_YIELD_US) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    sched_lock(s);
+}
+
+void sched_set_kick(sched *s, void (*kick)(void *ctx), void *ctx)
+{
+    sched_lock(s);
+    s->kick = kick;
+    s->kick_ctx = ctx;
+    sched_unlock(s);
+}
+
+void sched_dispatch_more(sched *s)
+{
+    sched_lock(s);
+    while (s->dispatch_more && s->dispatch_dirty) {
+        txn_begin(s);
+        dispatch_pass(s);
+        if (txn_end(s)) break;
+        if (s->dispatch_more) drain_yield(s);
+    }
+    sched_unlock(s);
 }

@@ -6,8 +6,11 @@
  * core rings the agent's doorbell when it queues an assignment or a kill
  * for it. A rung or expired waiter is woken through its wake callback
  * (MHD_resume_connection), and the HTTP layer then answers
- * {"pending": true|false}. Assignments and kills themselves still travel
- * only in heartbeat replies: the doorbell just says "heartbeat now".
+ * {"pending": true|false}. By default the doorbell just says "heartbeat
+ * now" and assignments and kills travel in heartbeat replies; a waiter
+ * that asked for the push (push set, GET .../wait?assign=1) is answered
+ * with its new assignments as well (sched_agent_take_assign), which saves
+ * an idle agent the heartbeat round trip before it can start them.
  *
  * Waiters live in the request contexts of the HTTP layer; the doorbell only
  * links them. Thread-safe: one mutex. A wake callback is called with that
@@ -28,6 +31,7 @@ typedef struct doorbell_waiter {
     int64_t  agent_id;
     int64_t  deadline_mono;             /* ms, hf_mono_ms() clock */
     int      state;                     /* DOORBELL_* (read it with doorbell_state) */
+    int      push;                      /* answer with the assignments (set by the caller) */
     void   (*wake)(void *arg);          /* resume the parked request */
     void    *arg;
     struct doorbell_waiter *prev, *next;

@@ -164,10 +164,30 @@ void sched_set_doorbell(sched *s, void (*ring)(void *ctx, int64_t agent_id), voi
 /* Has agent_id an assignment or a kill waiting for its next heartbeat?
  * RET 0 or HF_ENOTFOUND (unknown agent). */
 int sched_agent_pending(sched *s, int64_t agent_id, int *pending);
+/* Push (GET /agents/{id}/wait?assign=1, docs/protocol.md): take agent_id's
+ * assignments not yet sent, as the objects a heartbeat reply's "assign"
+ * holds, into *assign (a new array, maybe empty); they count as sent from
+ * now. Nothing is written to the store (no COMMIT on this path): after a
+ * restart they are sent again, and one the agent does not list as running
+ * SCHED_PUSH_RESEND_MS after the push goes out again in a heartbeat reply
+ * (a lost reply costs a delay, not the attempt). Kills still travel only
+ * in heartbeat replies. Only committed placements go out (an open group
+ * commit is ended first). RET 0, HF_ENOTFOUND or HF_ENOMEM. */
+int sched_agent_take_assign(sched *s, int64_t agent_id, json_t **assign);
+#define SCHED_PUSH_RESEND_MS 1000
 
 /* Cron: expire silent agents, time out unacknowledged assignments, run a
  * dispatch pass. Called every ~100 ms by cron.c. */
 void sched_tick(sched *s);
+/* The burst of a submission is placed in chunks (docs/scheduler.md, "Cold
+ * dispatch"): kick(ctx) is called, under the core lock, after a commit
+ * whose pass stopped at a chunk's end; the thread it wakes then calls
+ * sched_dispatch_more, which places the rest a chunk per transaction,
+ * letting the threads queued for the core lock in between (each chunk's
+ * agents are rung at its commit). kick NULL (the default): a pass places
+ * everything at once. kick must not call into the core. */
+void sched_set_kick(sched *s, void (*kick)(void *ctx), void *ctx);
+void sched_dispatch_more(sched *s);
 
 /* Gauges for /metrics. */
 typedef struct sched_stats {

@@ -271,13 +271,33 @@ static void hb_apply_event(sched *s, hb_ctx *c, size_t idx, const json_t *it)
         else why[0] = 0;
     }
     tr->st = R_STARTED;
+    /* A drained agent (docs/scheduler.md "Drained attempts"): the attempt
+     * goes back to the queue, from its newest checkpoint, without a
+     * restart, and nothing more is placed on the agent (it is leaving). */
+    if (json_is_true(json_object_get(it, "drained"))) {
+        c->a->pa.excluded = 1;
+        if (code != 0 && t->kill_state < 0) trial_request_kill(s, t, T_PAUSED, "agent drained: requeued");
+    }
     rank_exited(s, t, tr, code, why[0] ? why : NULL);
 }
 
+/* Was rank tr of t pushed to c->a by a long-poll reply (sched_pending.c)
+ * that got lost? Yes when the agent still does not list it as running
+ * SCHED_PUSH_RESEND_MS after the push (it lists an accepted one at once):
+ * it goes out again in this reply, and an agent that had it after all
+ * ignores the duplicate. */
+static int hb_push_lost(const hb_ctx *c, const trial *t, const trial_rank *tr, const json_t *running)
+{
+    if (tr->st != R_SENT || !tr->pushed || c->mono - tr->sent_mono < SCHED_PUSH_RESEND_MS) return 0;
+    int here = 0;
+    for (int r = 0; r < t->nranks; r++) here += t->ranks[r].agent_id == c->a->id && !t->ranks[r].exited;
+    return !proto_running_has(running, t->id, t->attempt, tr->rank, here);
+}
+
 /* The reply's work for c->a: new assignments (and those of a lost reply
- * when this batch is a repeat) and kills, re-sent every 2 s until the rank
- * exits. RET 1 when the agent has live ranks. */
-static int hb_reply_work(sched *s, hb_ctx *c, json_t *assign, json_t *kill)
+ * when this batch is a repeat, or of a lost push) and kills, re-sent every
+ * 2 s until the rank exits. RET 1 when the agent has live ranks. */
+static int hb_reply_work(sched *s, hb_ctx *c, const json_t *running, json_t *assign, json_t *kill)
 {
     agent *a = c->a;
     int busy = 0;
@@ -303,10 +323,12 @@ static int hb_reply_work(sched *s, hb_ctx *c, json_t *assign, json_t *kill)
                 if (tr->st != R_NEW) tr->kill_sent_mono = c->mono;
                 continue;
             }
-            if (tr->st == R_NEW || (c->repeated && tr->st == R_SENT && c->batch > 0 && tr->sent_batch == c->batch)) {
+            if (tr->st == R_NEW || (c->repeated && tr->st == R_SENT && c->batch > 0 && tr->sent_batch == c->batch) ||
+                hb_push_lost(c, t, tr, running)) {
                 json_array_append_new(assign, proto_assignment(s, t, tr));
-                if (tr->st == R_NEW) {
+                if (tr->st == R_NEW || tr->pushed) {
                     tr->st = R_SENT;
+                    tr->pushed = 0;
                     row_alloc_update(s, t, tr);
                 }
                 tr->sent_mono = c->mono;
@@ -339,8 +361,10 @@ static int hb_reply(sched *s, hb_ctx *c, const json_t *running, json_t **out)
 {
     json_t *assign = json_array(), *kill = json_array();
     agent_stale_update(s, c->a, running);
-    dispatch_pass(s);
-    int busy = hb_reply_work(s, c, assign, kill);
+    /* During a burst (dispatch_more) the kicked thread places, chunk by
+     * chunk; a heartbeat's thread serves other agents' connections too. */
+    if (!(s->dispatch_more && s->kick)) dispatch_pass(s);
+    int busy = hb_reply_work(s, c, running, assign, kill);
     hb_reply_stale(s, c->a, running, kill);
     for (size_t k = 0; k < s->nexps && !busy; k++)
         if (s->exps[k]->state == E_ACTIVE && s->exps[k]->counts[T_QUEUED] > 0) busy = 1;
@@ -408,6 +432,7 @@ int sched_agent_heartbeat_as(sched *s, int64_t agent_id, const json_t *body, con
         json_decref(c.a->cached);
         c.a->cached = json_incref(in.cached);
     }
+    if (json_is_true(json_object_get(body, "draining"))) c.a->pa.excluded = 1;   /* leaving: place nothing more */
     if (hb_batch_repeated(s, &c, &in)) in.metrics = in.logs = in.events = NULL;
     /* Metrics and logs first: a trial's last reports arrive in the same
      * heartbeat as its exit and must be stored before it is finished. */

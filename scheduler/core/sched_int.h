@@ -119,6 +119,7 @@ typedef struct trial_rank {
     int        exit_code;
     int64_t    sent_mono;     /* when the assignment went out */
     int64_t    sent_batch;    /* heartbeat batch whose reply carried it (0 = none) */
+    int        pushed;        /* R_SENT by a long-poll reply (sched_pending.c), row not written */
     int64_t    kill_sent_mono;
 } trial_rank;
 
@@ -241,6 +242,14 @@ struct sched {
     int             dispatch_dirty;
     int64_t         last_pass_mono;
     int64_t         pass_free;      /* free slots of alive agents in this pass, -1 = recount */
+    atomic_int      lock_waiters;   /* threads blocked in sched_lock (sched_dispatch_more yields to them) */
+    /* A pass that stopped at DISPATCH_CHUNK (dispatch_more) is continued
+     * by the thread that kick wakes (cron.c), not by a request's thread:
+     * libmicrohttpd pins each connection to one thread, and a burst placed
+     * there would stall every agent connection pinned beside it. */
+    int             dispatch_more;
+    void          (*kick)(void *ctx);
+    void           *kick_ctx;
     trial         **dirty;  size_t ndirty, cdirty;
     int64_t         hb_fast_eff, hb_idle_eff;   /* intervals scaled to the number of agents */
     int64_t         hb_report_gap;              /* least gap of report-triggered heartbeats (same scaling) */
@@ -367,6 +376,9 @@ int txn_end_grouped(sched *s);
 void txn_abort(sched *s);
 /* Queue an SSE event (data stolen) published after the commit. */
 void txn_emit(sched *s, const char *type, json_t *data);
+/* Has the events hub a subscriber (would txn_emit publish)? A hot caller
+ * asks first and builds no view nobody reads (a pass creates thousands). */
+int  txn_watched(const sched *s);
 /* Ring agent_id's doorbell after the commit / not (its reply carries all). */
 void txn_ring_note(sched *s, int64_t agent_id);
 void txn_ring_forget(sched *s, int64_t agent_id);
@@ -570,7 +582,12 @@ json_t *ckpt_restore_json(const ckpt_ref *ref);
 /* ---------- dispatch.c ---------- */
 
 /* Place queued trials and ask searchers for new ones, when something
- * changed since the last pass (s->dispatch_dirty). */
-void dispatch_pass(sched *s);
+ * changed since the last pass (s->dispatch_dirty). With a kick set
+ * (sched_set_kick) one pass places at most DISPATCH_CHUNK trials, then
+ * leaves dispatch_dirty and dispatch_more set: its commit rings the agents
+ * of that chunk and kicks the thread that places the rest in further
+ * chunks (sched_dispatch_more). RET 1 when it stopped there, else 0. */
+#define DISPATCH_CHUNK 64
+int  dispatch_pass(sched *s);
 
 #endif

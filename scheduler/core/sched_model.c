@@ -252,7 +252,9 @@ static _Thread_local char lock_me;
 
 void sched_lock(sched *s)
 {
+    atomic_fetch_add(&s->lock_waiters, 1);
     pthread_mutex_lock(&s->lock);
+    atomic_fetch_sub(&s->lock_waiters, 1);
     HF_ASSERT(atomic_load(&s->lock_owner) == NULL);
     atomic_store(&s->lock_owner, &lock_me);
 }

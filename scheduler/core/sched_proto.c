@@ -206,7 +206,7 @@ static int check_items(const json_t *arr, const char *key, int (*check)(const js
 int proto_heartbeat_check(const json_t *body, hb_items *out, hf_jerr *e)
 {
     static const char *const keys[] = {"running", "events", "metrics", "logs", "time", "slots_free",
-                                       "instance", "batch", "cached", NULL};
+                                       "instance", "batch", "cached", "draining", NULL};
     int rc;
     const char *inst = NULL;
     int64_t batch = 0;
@@ -216,6 +216,8 @@ int proto_heartbeat_check(const json_t *body, hb_items *out, hf_jerr *e)
     if ((rc = hf_json_get_string(body, "", "instance", 0, 64, &inst, e))) return rc;
     if ((rc = hf_json_get_int(body, "", "batch", 0, 1, INT64_MAX, &batch, e))) return rc;
     if (inst && !*inst) return hf_jerr_set(e, "", "instance", "must not be empty");
+    const json_t *dr = json_object_get(body, "draining");
+    if (dr && !json_is_boolean(dr)) return hf_jerr_set(e, "", "draining", "must be a boolean");
     if (!inst != !json_object_get(body, "batch")) return hf_jerr_set(e, "", inst ? "batch" : "instance",
                                                                       "instance and batch go together");
     out->instance = inst;

@@ -89,6 +89,7 @@ static int register_upsert(sched *s, const reg_body *r, const char *host, const 
     free(a->version);
     a->version = xstrdup(r->version ? r->version : "");
     a->pa.slots = (int)r->slots;
+    a->pa.excluded = 0;   /* a drained agent that registers again takes trials again */
     agent_set_gpus(a, r->gpus ? json_deep_copy(r->gpus) : NULL);
     a->alive = 1;
     a->last_hb_mono = hf_mono_ms();

@@ -184,7 +184,7 @@ static int trial_set_state_ev(sched *s, trial *t, int st, const char *ev, const 
     else if (trial_state_terminal(old)) t->ended_at = 0;
     row_trial_update(s, t);
     row_event(s, t->exp->id, t->id, ev ? ev : sched_trial_state_names[st], detail);
-    txn_emit(s, "trial", trial_view(s, t));
+    if (txn_watched(s)) txn_emit(s, "trial", trial_view(s, t));
     hf_debug("trial %lld %s -> %s%s%s", (long long)t->id, sched_trial_state_names[old], sched_trial_state_names[st],
              detail ? ": " : "", detail ? detail : "");
     return 0;

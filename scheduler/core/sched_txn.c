@@ -41,6 +41,11 @@ void txn_emit(sched *s, const char *type, json_t *data /* stolen */)
     json_array_append_new(s->pending, json_pack("[so]", type, data));
 }
 
+int txn_watched(const sched *s)
+{
+    return s->ev && events_subscribers(s->ev) > 0;
+}
+
 void txn_ring_note(sched *s, int64_t agent_id)
 {
     HF_ASSERT(sched_lock_held(s));
@@ -132,6 +137,7 @@ int txn_end(sched *s)
     json_array_clear(s->pending);
     for (size_t k = 0; k < s->nrings && s->bell; k++) s->bell(s->bell_ctx, s->rings[k]);
     s->nrings = 0;
+    if (s->dispatch_more && s->kick) s->kick(s->kick_ctx);
     txn_ended(s, 0);
     sched_check_invariants(s);
     return 0;

@@ -96,11 +96,6 @@ int webhook_spec_parse(const json_t *body, webhook_spec *out, hf_jerr *e)
     return 0;
 }
 
-static int exec1(sqlite3 *db, const char *sql)
-{
-    return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : HF_EDB;
-}
-
 /* ---------- the hooks ---------- */
 
 /* Columns id,url,format,events,experiment_id,created_at,created_by. */
@@ -138,6 +133,8 @@ int webhook_create(webhook_svc *w, const webhook_spec *sp, json_t **out)
     sqlite3_stmt *st = NULL;
     int rc = HF_EDB;
     pthread_mutex_lock(&w->mu);
+    if ((rc = repl_txn_begin(w->repl))) goto end;
+    rc = HF_EDB;
     if (sqlite3_prepare_v2(w->db, "INSERT INTO webhooks(url,secret,format,events,experiment_id,created_at,created_by) "
                                   "VALUES(?,?,?,?,?,?,?) RETURNING id,url,format,events,experiment_id,created_at,"
                                   "created_by",
@@ -160,11 +157,14 @@ int webhook_create(webhook_svc *w, const webhook_spec *sp, json_t **out)
         goto end;
     }
     if (!*out) { rc = HF_ENOMEM; goto end; }
+    sqlite3_finalize(st);
+    st = NULL;
+    if ((rc = repl_txn_commit(w->repl))) { json_decref(*out); *out = NULL; goto end; }
     if (!sp->secret) json_object_set_new(*out, "secret", json_string(secret));
     webhook_forget_backoff(w, json_integer_value(json_object_get(*out, "id")));
-    rc = 0;
 end:
     sqlite3_finalize(st);
+    if (rc) repl_txn_rollback(w->repl);   /* nothing open: a no-op */
     pthread_mutex_unlock(&w->mu);
     free(events);
     return rc;
@@ -212,12 +212,15 @@ int webhook_delete(webhook_svc *w, int64_t id)
     sqlite3_stmt *st = NULL;
     int rc = HF_EDB;
     pthread_mutex_lock(&w->mu);
-    if (sqlite3_prepare_v2(w->db, "DELETE FROM webhooks WHERE id=?", -1, &st, NULL) == SQLITE_OK) {
+    if (repl_txn_begin(w->repl) == 0 &&
+        sqlite3_prepare_v2(w->db, "DELETE FROM webhooks WHERE id=?", -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, id);
         int src = sqlite3_step(st);
         rc = src == SQLITE_DONE ? (sqlite3_changes(w->db) ? 0 : HF_ENOTFOUND) : store_rc(src);
     }
     sqlite3_finalize(st);
+    if (rc == 0) rc = repl_txn_commit(w->repl);
+    else repl_txn_rollback(w->repl);
     pthread_mutex_unlock(&w->mu);
     if (rc == 0) webhook_forget_backoff(w, id);
     return rc;
@@ -233,7 +236,8 @@ int webhook_test(webhook_svc *w, int64_t id, const char *user, json_t **out)
     snprintf(detail, sizeof detail, "test delivery of webhook %lld, asked by %.64s", (long long)id,
              user && *user ? user : "an anonymous user");
     pthread_mutex_lock(&w->mu);
-    if (exec1(w->db, "BEGIN IMMEDIATE")) goto end;
+    if ((rc = repl_txn_begin(w->repl))) goto end;
+    rc = HF_EDB;
     /* The hook must exist: its outbox row references it. */
     if (sqlite3_prepare_v2(w->db, "SELECT 1 FROM webhooks WHERE id=?", -1, &st, NULL) != SQLITE_OK) goto rollback;
     sqlite3_bind_int64(st, 1, id);
@@ -263,12 +267,11 @@ int webhook_test(webhook_svc *w, int64_t id, const char *user, json_t **out)
     st = NULL;
     if (src != SQLITE_DONE) { rc = store_rc(src); goto rollback; }
     delivery = sqlite3_last_insert_rowid(w->db);
-    if (exec1(w->db, "COMMIT")) goto rollback;
-    rc = 0;
+    if ((rc = repl_txn_commit(w->repl))) goto end;   /* rolled back */
     goto end;
 rollback:
     if (rc == HF_EDB) hf_warn("webhook %lld: cannot queue a test delivery: %s", (long long)id, sqlite3_errmsg(w->db));
-    exec1(w->db, "ROLLBACK");
+    repl_txn_rollback(w->repl);
 end:
     pthread_mutex_unlock(&w->mu);
     if (rc) return rc;

@@ -21,6 +21,7 @@
 
 #include "hf_thread.h"
 #include "scheduler/notify/webhook.h"
+#include "scheduler/store/repl.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -40,6 +41,7 @@ typedef struct backoff {
 struct webhook_svc {
     sqlite3        *db;
     pthread_mutex_t mu;            /* w->db */
+    repl_conn      *repl;          /* w->db's transactions, captured for a standby (repl.h) */
     hf_thread      *th;            /* "hf-webhook"; its stop flag abandons an attempt in progress */
     CURL           *curl;          /* the thread's */
     backoff         bo[HOOK_SLOTS];  /* under bo_mu */

@@ -247,9 +247,9 @@ static void record(webhook_svc *w, int64_t id, int ok, long status, const char *
         sqlite3_bind_int64(st, 2, ok ? hf_wall_ms() : next_at);
         sqlite3_bind_int64(st, 3, status);
         if (!ok) sqlite3_bind_text(st, 4, err, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(st) != SQLITE_DONE)
+        if (repl_step1(w->repl, st) != SQLITE_DONE)
             hf_warn("webhook: cannot record delivery %lld: %s (it will be sent again)", (long long)id,
-                    sqlite3_errmsg(w->db));
+                    repl_errmsg());
     }
     sqlite3_finalize(st);
     pthread_mutex_unlock(&w->mu);
@@ -338,6 +338,7 @@ int webhook_open(const char *db_path, webhook_svc **out, char *err, size_t errle
         goto fail;
     }
     rc = HF_ENOMEM;
+    if (!(w->repl = repl_conn_new(w->db))) { snprintf(err, errlen, "webhooks: out of memory"); goto fail; }
     if (!(w->curl = curl_easy_init())) { snprintf(err, errlen, "webhooks: curl_easy_init failed"); goto fail; }
     if ((rc = hf_thread_start(&w->th, "hf-webhook", deliver_main, w))) {
         snprintf(err, errlen, "webhooks: cannot start the delivery thread: %s", hf_strerror(rc));
@@ -355,6 +356,7 @@ void webhook_close(webhook_svc *w)
     if (!w) return;
     hf_thread_stop_join(w->th);
     if (w->curl) curl_easy_cleanup(w->curl);
+    repl_conn_free(w->repl);
     sqlite3_close_v2(w->db);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->bo_mu);

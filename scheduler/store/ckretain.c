@@ -12,6 +12,7 @@
  * (ckstore_release removes an object only when no row names it).
  */
 #include "scheduler/store/ckretain.h"
+#include "scheduler/store/repl.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
@@ -38,6 +39,7 @@ typedef char ckr_hash[CKSTORE_HASH_LEN + 1];
 struct ckretain {
     ckstore        *ck;
     sqlite3        *db;        /* passes (under run_mu) */
+    repl_conn      *repl;      /* db's transactions, captured for a standby (repl.h) */
     sqlite3        *qdb;       /* usage queries (under q_mu) */
     pthread_mutex_t run_mu, q_mu, mu;
     hf_thread      *th;        /* "hf-ckretain" once started: its wait is the kick / stop */
@@ -110,13 +112,6 @@ static int open_conn(const char *path, sqlite3 **db, char *err, size_t errlen)
     snprintf(err, errlen, "checkpoint retention: cannot open %s: %s", path,
              *db ? sqlite3_errmsg(*db) : sqlite3_errstr(src));
     return HF_EDB;
-}
-
-static int exec_sql(sqlite3 *db, const char *sql)
-{
-    if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK) return 0;
-    hf_error("checkpoint retention: %s: %s", sql, sqlite3_errmsg(db));
-    return sqlite3_errcode(db) == SQLITE_FULL ? HF_ENOSPC : HF_EDB;
 }
 
 static const char *trial_ended_states[] = {"COMPLETED", "FAILED", "STOPPED", "CANCELED", NULL};
@@ -358,18 +353,18 @@ static int sweep_experiment(ckretain *cr, int64_t xid, const char *state, const 
     size_t ndel = 0;
     int rc;
     exp_facts_read(config, state, &f);
-    if ((rc = exec_sql(cr->db, "BEGIN IMMEDIATE"))) return rc;
+    if ((rc = repl_txn_begin(cr->repl))) return rc;
     if ((rc = load_trials(cr->db, xid, &f, &r)) || (rc = load_best_steps(cr->db, xid, &f, &r)) ||
         (rc = load_ckpts(cr->db, xid, &r)))
         goto end;
     ckretain_decide(&f.pol, archived, r.tr, r.ntr, r.ck, r.nck);
     if ((rc = delete_rows(cr->db, &r, &ndel))) goto end;
     if (!archived && (rc = fill_metrics(cr->db, xid))) goto end;
-    rc = exec_sql(cr->db, "COMMIT");
+    rc = repl_txn_commit(cr->repl);
 end:
     if (rc) {
         hf_error("checkpoint retention: experiment %lld: %s", (long long)xid, hf_strerror(rc));
-        sqlite3_exec(cr->db, "ROLLBACK", NULL, NULL, NULL);
+        repl_txn_rollback(cr->repl);
     } else if (ndel) {
         /* The dropped rows' objects, compacted to the front of r.sha. */
         size_t k = 0;
@@ -590,6 +585,10 @@ int ckretain_open(ckstore *ck, const char *db_path, int64_t interval_ms, int64_t
         ckretain_close(cr);
         return rc;
     }
+    if (!(cr->repl = repl_conn_new(cr->db))) {
+        ckretain_close(cr);
+        return HF_ENOMEM;
+    }
     *out = cr;
     return 0;
 }
@@ -621,6 +620,7 @@ void ckretain_close(ckretain *cr)
 {
     if (!cr) return;
     hf_thread_stop_join(cr->th);
+    repl_conn_free(cr->repl);
     if (cr->db) sqlite3_close_v2(cr->db);
     if (cr->qdb) sqlite3_close_v2(cr->qdb);
     pthread_mutex_destroy(&cr->run_mu);

@@ -33,6 +33,7 @@
  * store's SQLite connection; hashing and writing run outside it.
  */
 #include "scheduler/store/ckstore.h"
+#include "scheduler/store/repl.h"
 #include "scheduler/store/store.h"
 
 #include "hf_err.h"
@@ -91,6 +92,7 @@ struct ckstore {
     pthread_mutex_t mu;
     int64_t         objects, bytes;   /* under mu */
     sqlite3        *db;               /* under mu; NULL: files only */
+    repl_conn      *repl;             /* db's writes, each its own captured transaction (repl.h) */
     int             shared;           /* shared_fs: agents write objects/ too */
 };
 
@@ -189,6 +191,7 @@ static int open_db(ckstore *ck, const char *db_path, char *err, size_t errlen)
         /* FULL whatever --synchronous says: a checkpoint row is durable when acknowledged */
         src = sqlite3_exec(ck->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL", NULL, NULL, NULL);
     }
+    if (src == SQLITE_OK && !(ck->repl = repl_conn_new(ck->db))) src = SQLITE_NOMEM;
     if (src == SQLITE_OK) return 0;
     snprintf(err, errlen, "checkpoint store: cannot open %s: %s", db_path,
              ck->db ? sqlite3_errmsg(ck->db) : sqlite3_errstr(src));
@@ -232,6 +235,7 @@ end:
 void ckstore_close(ckstore *ck)
 {
     if (!ck) return;
+    repl_conn_free(ck->repl);
     if (ck->db) sqlite3_close_v2(ck->db);
     pthread_mutex_destroy(&ck->mu);
     free(ck->dir);
@@ -611,11 +615,11 @@ int ckstore_record(ckstore *ck, int64_t trial_id, ckstore_info *info)
     sqlite3_bind_int64(st, 7, info->size);
     if (info->name[0]) sqlite3_bind_text(st, 8, info->name, -1, SQLITE_STATIC);
     if (info->agent_id > 0) sqlite3_bind_int64(st, 9, info->agent_id);
-    int src = sqlite3_step(st);
+    int src = repl_step1(ck->repl, st);
     if (src == SQLITE_DONE) rc = 0;
-    else if (sqlite3_extended_errcode(ck->db) == SQLITE_CONSTRAINT_FOREIGNKEY) rc = HF_ENOTFOUND;
-    else if (src == SQLITE_FULL) rc = HF_ENOSPC;
-    if (rc && rc != HF_ENOTFOUND) hf_error("checkpoint store: recording %s: %s", info->sha256, sqlite3_errmsg(ck->db));
+    else if (src == SQLITE_CONSTRAINT_FOREIGNKEY) rc = HF_ENOTFOUND;
+    else if ((src & 0xff) == SQLITE_FULL) rc = HF_ENOSPC;
+    if (rc && rc != HF_ENOTFOUND) hf_error("checkpoint store: recording %s: %s", info->sha256, repl_errmsg());
 end:
     sqlite3_finalize(st);
     pthread_mutex_unlock(&ck->mu);
@@ -633,10 +637,10 @@ int ckstore_context_record(ckstore *ck, const char *sha256, int64_t size)
     sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, size);
     sqlite3_bind_int64(st, 3, hf_wall_ms());
-    int src = sqlite3_step(st);
+    int src = repl_step1(ck->repl, st);
     if (src == SQLITE_DONE) rc = 0;
-    else if (src == SQLITE_FULL) rc = HF_ENOSPC;
-    if (rc) hf_error("checkpoint store: recording context %s: %s", sha256, sqlite3_errmsg(ck->db));
+    else if ((src & 0xff) == SQLITE_FULL) rc = HF_ENOSPC;
+    if (rc) hf_error("checkpoint store: recording context %s: %s", sha256, repl_errmsg());
 end:
     sqlite3_finalize(st);
     pthread_mutex_unlock(&ck->mu);

@@ -14,9 +14,12 @@
  * survives a power cut too (SQLite syncs the directory of a new WAL, not
  * of a new database). Migrations run in one transaction each and
  * bump user_version in the same transaction, so a crash mid-migration
- * leaves the previous version intact.
+ * leaves the previous version intact. Every transaction of the writer
+ * after the migrations is recorded for a standby (repl.h, store_begin /
+ * store_commit).
  */
 #include "scheduler/store/store.h"
+#include "scheduler/store/repl.h"
 
 #include "hf_err.h"
 #include "hf_file.h"
@@ -105,6 +108,7 @@ struct store {
     int             ckpt_wanted;
     int64_t         ckpt_runs, ckpt_fails;
     int             sync;                  /* STORE_SYNC_FULL or STORE_SYNC_NORMAL */
+    repl_conn      *repl;                  /* the writer's replication capture (repl.h) */
 };
 
 int store_rc(int rc)
@@ -269,6 +273,7 @@ int store_open(const char *path, store **out, char *err, size_t errlen)
     }
     rc = migrate(s->db, err, errlen);
     if (rc) goto end;
+    if (!(s->repl = repl_conn_new(s->db))) { rc = HF_ENOMEM; goto end; }   /* after the migrations: not replicated */
     for (int i = 0; i < ST__COUNT; i++) {
         if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) != SQLITE_OK) {
             snprintf(err, errlen, "prepare %d: %s", i, sqlite3_errmsg(s->db));
@@ -292,6 +297,7 @@ void store_close(store *s)
 {
     if (!s) return;
     hf_thread_stop_join(s->ckpt_thread);
+    repl_conn_free(s->repl);
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(s->stmt[i]);
     for (int i = 0; i < s->nreaders; i++) sqlite3_close_v2(s->readers[i]);
     if (s->db) sqlite3_close_v2(s->db);
@@ -362,10 +368,21 @@ int store_exec_stmt(sqlite3_stmt *st)
     return HF_OK;
 }
 
-int store_begin(store *s) { return store_exec_stmt(store_stmt(s, ST_BEGIN)); }
+/* Every transaction of the writer is captured for the standby (repl.h):
+ * the session starts after BEGIN, and the COMMIT runs inside
+ * repl_conn_commit (LSN bump, changeset, ring append). */
+int store_begin(store *s)
+{
+    int rc = store_exec_stmt(store_stmt(s, ST_BEGIN));
+    if (rc == 0 && (rc = repl_conn_begin(s->repl))) store_rollback(s);
+    return rc;
+}
+
+static int commit_stmt(void *arg) { return store_exec_stmt(store_stmt(arg, ST_COMMIT)); }
+
 int store_commit(store *s)
 {
-    int rc = store_exec_stmt(store_stmt(s, ST_COMMIT));
+    int rc = repl_conn_commit(s->repl, commit_stmt, s);
     /* A failed COMMIT may leave the transaction open: roll it back so the
      * connection is usable again and nothing half-written remains. */
     if (rc && !sqlite3_get_autocommit(s->db)) store_rollback(s);
@@ -373,6 +390,7 @@ int store_commit(store *s)
 }
 int store_rollback(store *s)
 {
+    repl_conn_abort(s->repl);
     if (sqlite3_get_autocommit(s->db)) return HF_OK;
     return store_exec_stmt(store_stmt(s, ST_ROLLBACK));
 }

@@ -12,7 +12,7 @@
  * crash, leak or read out
  * of bounds; a rejection must name a reason.
  */
-// FUZZ_SOURCES: common/*.c scheduler/core/experiment.c scheduler/search/*.c scheduler/store/ckstore.c
+// FUZZ_SOURCES: common/*.c scheduler/core/experiment.c scheduler/search/*.c scheduler/store/ckstore.c scheduler/store/repl.c scheduler/store/repl_ring.c
 // FUZZ_LIBS: -ljansson -lcurl -lm -lgnutls -lsqlite3 -lpthread
 #include "hf_err.h"
 #include "hf_json.h"

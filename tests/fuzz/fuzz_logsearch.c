@@ -13,7 +13,7 @@
  * (a limit) and the same twice, and takes at most 2 s (the match limit
  * bounds it: ~6 ms a line with the JIT).
  */
-// FUZZ_SOURCES: common/*.c scheduler/api/logsearch.c scheduler/store/store.c
+// FUZZ_SOURCES: common/*.c scheduler/api/logsearch.c scheduler/store/store.c scheduler/store/repl.c scheduler/store/repl_ring.c
 // FUZZ_LIBS: -ljansson -lsqlite3 -lcurl -lgnutls -lpcre2-8 -lpthread
 #include "hf_err.h"
 #include "hf_time.h"

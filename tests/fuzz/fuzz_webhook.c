@@ -9,7 +9,7 @@
  * "text"); signatures are "sha256=" and 64 lowercase hex digits, the same
  * for the same input.
  */
-// FUZZ_SOURCES: common/*.c scheduler/notify/webhook*.c scheduler/store/store.c
+// FUZZ_SOURCES: common/*.c scheduler/notify/webhook*.c scheduler/store/store.c scheduler/store/repl.c scheduler/store/repl_ring.c
 // FUZZ_LIBS: -ljansson -lsqlite3 -lcurl -lgnutls -lpthread
 #include "hf_err.h"
 #include "hf_json.h"

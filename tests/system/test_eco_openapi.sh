@@ -275,6 +275,7 @@ call "$U" DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 403
 call admin-tok DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 200
 call admin-tok DELETE '/api/v1/webhooks/{id}' "/api/v1/webhooks/$WH" "" 404
 call "$U" GET /api/v1/whoami /api/v1/whoami "" 200
+call "$U" GET /api/v1/provisioner /api/v1/provisioner "" 200
 
 call "$U" POST '/api/v1/trials/{id}/kill' "/api/v1/trials/$T/kill" "" 200
 call "$U" POST '/api/v1/trials/{id}/kill' /api/v1/trials/999999/kill "" 404
@@ -335,6 +336,39 @@ call admin-tok POST /api/v1/backups /api/v1/backups '{"dir": "relative"}' 400
 call admin-tok GET '/api/v1/backups/{id}' "/api/v1/backups/$BK" "" 200
 call admin-tok GET '/api/v1/backups/{id}' /api/v1/backups/999999 "" 404
 call "$U" GET '/api/v1/backups/{id}' "/api/v1/backups/$BK" "" 403
+# replication (docs/scheduler.md "Replication"): last, as a stream request
+# makes this primary wait for a standby's acks (one that never comes)
+call "$A" GET /api/v1/replication /api/v1/replication "" 200
+call "$U" GET /api/v1/replication/snapshot /api/v1/replication/snapshot "" 403
+CALL_ARGS=(-D "$HF_TMP/snap.hdr")
+call admin-tok GET /api/v1/replication/snapshot /api/v1/replication/snapshot "" 200
+CALL_ARGS=()
+RCL=$(tr -d '\r' <"$HF_TMP/snap.hdr" | awk -F': ' 'tolower($1) == "x-hyperfarm-cluster" {print $2}')
+RLSN=$(tr -d '\r' <"$HF_TMP/snap.hdr" | awk -F': ' 'tolower($1) == "x-hyperfarm-lsn" {print $2}')
+[[ -n $RCL && -n $RLSN ]] || hf_fail "the snapshot has no X-Hyperfarm-Cluster / -LSN: $(cat "$HF_TMP/snap.hdr")"
+call "$U" POST /api/v1/experiments /api/v1/experiments "$exp_body" 201
+call admin-tok GET /api/v1/replication/stream "/api/v1/replication/stream?cluster=other&term=1&after=$RLSN" "" 409
+call admin-tok GET /api/v1/replication/stream "/api/v1/replication/stream?cluster=$RCL&term=1&after=999999" "" 409
+call admin-tok GET /api/v1/replication/stream "/api/v1/replication/stream?cluster=$RCL&term=1" "" 400
+call admin-tok GET /api/v1/replication/stream "/api/v1/replication/stream?cluster=$RCL&term=1&after=$RLSN" "" 200
+call admin-tok GET '/api/v1/replication/objects/{sha256}' "/api/v1/replication/objects/$CKS" "" 200
+call admin-tok GET '/api/v1/replication/objects/{sha256}' "/api/v1/replication/objects/$(printf '0%.0s' {1..64})" "" 404
+call "$U" GET '/api/v1/replication/objects/{sha256}' "/api/v1/replication/objects/$CKS" "" 403
+# promotion (docs/scheduler.md "Standby and failover"): 409 on this primary,
+# 403 for a user; a real standby of it, promoted by an admin: 202 (it then
+# re-executes itself as a primary of its own, and is stopped)
+call admin-tok POST /api/v1/replication/promote /api/v1/replication/promote "" 409
+call "$U" POST /api/v1/replication/promote /api/v1/replication/promote "" 403
+SB_PORT=$(hf_free_port)
+"$HF_BIN/hyperfarm-scheduler" --listen "127.0.0.1:$SB_PORT" --db "$HF_TMP/standby.db" --token-file "$HF_TMP/tokens" \
+  --standby-of "$HF_URL" --failover-after 0 >>"$HF_TMP/standby.log" 2>&1 &
+SB_PID=$!
+hf_track "$SB_PID"
+hf_wait_http "http://127.0.0.1:$SB_PORT/healthz" 30 || hf_fail "the standby did not start (standby.log)"
+PRIMARY_URL=$HF_URL HF_URL=http://127.0.0.1:$SB_PORT
+call admin-tok POST /api/v1/replication/promote /api/v1/replication/promote "" 202
+HF_URL=$PRIMARY_URL
+hf_kill_pid "$SB_PID"
 hf_log "ok: every call answered a status documented for its operation (and the expected one)"
 
 while read -r m p; do

@@ -2,7 +2,13 @@
  * test_common_http.c — the libcurl client against a real HTTP server on a
  * loopback port (libmicrohttpd in this process): JSON round trip, bearer
  * token, retries with backoff on 503 for GET, no retry for POST, timeouts,
- * the response-size bound, and connection-refused errors.
+ * the response-size bound, and connection-refused errors; with several
+ * base URLs (hf_follow.h), the headers of the follow rule: a dead URL
+ * skipped (refused, or its connect timed out: a POST too; that timeout
+ * short, HF_FOLLOW_CONNECT_MS), a standby's
+ * 503 sent on to the primary it names, the term of
+ * answers sent back in X-Hyperfarm-Term (the rule itself:
+ * test_common_follow.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,17 +16,22 @@
 #include <cmocka.h>
 
 #include "hf_err.h"
+#include "hf_follow.h"
 #include "hf_http.h"
 #include "hf_time.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static atomic_int hits_flaky, hits_post;
+static atomic_int hits_flaky, hits_post, hits_standby;
 static struct MHD_Daemon *d;
 static char base[64];
 
@@ -28,6 +39,26 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Base URL .../sb is a standby of term 3 naming .../pr, the primary of
+ * term 4, which echoes the request's X-Hyperfarm-Term. */
+static enum MHD_Result follow_reply(struct MHD_Connection *c, const char *url)
+{
+    char buf[256];
+    int standby = !strncmp(url, "/sb/", 4);
+    const char *t = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Hyperfarm-Term");
+    if (standby) {
+        atomic_fetch_add(&hits_standby, 1);
+        snprintf(buf, sizeof buf, "{\"error\": \"standby\", \"role\": \"standby\", \"primary\": \"%spr\", \"term\": 3}",
+                 base);
+    } else snprintf(buf, sizeof buf, "{\"term_seen\": \"%s\"}", t ? t : "");
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(buf), buf, MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(r, "X-Hyperfarm-Role", standby ? "standby" : "primary");
+    MHD_add_response_header(r, "X-Hyperfarm-Term", standby ? "3" : "4");
+    enum MHD_Result ret = MHD_queue_response(c, standby ? 503 : 200, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -68,6 +99,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return ret;
     }
     if (!strcmp(url, "/text")) return reply(c, 200, "not json");
+    if (!strncmp(url, "/sb/", 4) || !strncmp(url, "/pr/", 4)) return follow_reply(c, url);
     return reply(c, 404, "{\"error\": \"no such route\"}");
 }
 
@@ -160,12 +192,123 @@ static void test_failures(void **state)
     hf_http_free(c);
 }
 
+static void test_follow(void **state)
+{
+    (void)state;
+    char list[256], err[256], pr[96];
+    long st;
+    json_t *resp;
+    /* a dead URL, the standby, the primary; no retries of the client's own */
+    snprintf(list, sizeof list, "http://127.0.0.1:1,%ssb,%spr", base, base);
+    snprintf(pr, sizeof pr, "%spr", base);
+    hf_http *c = hf_http_new(list, NULL, 2000, 0);
+    assert_non_null(hf_http_follow(c));
+    atomic_store(&hits_standby, 0);
+    /* a POST: the dead URL made no connection, the standby refused it: both
+     * safe to pass, so it arrives at the primary within this one call */
+    assert_int_equal(hf_http_request(c, "POST", "/x", NULL, &st, &resp, err, sizeof err), 0);
+    assert_int_equal(st, 200);
+    assert_string_equal(hf_http_base(c), pr);
+    assert_int_equal(atomic_load(&hits_standby), 1);
+    /* the standby's term (3) was sent to the primary */
+    assert_string_equal(json_string_value(json_object_get(resp, "term_seen")), "3");
+    json_decref(resp);
+    assert_int_equal(hf_follow_term(hf_http_follow(c)), 4);
+    /* another client of the same list starts where the first is */
+    hf_http *c2 = hf_http_new(list, NULL, 2000, 0);
+    assert_int_equal(hf_http_request(c2, "GET", "/y", NULL, &st, &resp, err, sizeof err), 0);
+    assert_string_equal(json_string_value(json_object_get(resp, "term_seen")), "4");
+    assert_string_equal(hf_http_base(c2), pr);
+    assert_int_equal(atomic_load(&hits_standby), 1);
+    json_decref(resp);
+    hf_http_free(c2);
+    hf_http_free(c);
+}
+
+/* A port whose connections hang: a listening socket that never accepts,
+ * its queue filled (SYNs beyond it are dropped). *fds gets the sockets to
+ * close. RET the port. */
+static int blackhole(int fds[4])
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(bind(fds[0], (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fds[0], 0), 0);
+    assert_int_equal(getsockname(fds[0], (struct sockaddr *)&a, &al), 0);
+    for (int i = 1; i < 4; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        (void)connect(fds[i], (struct sockaddr *)&a, sizeof a);
+    }
+    hf_sleep_ms(50);
+    return ntohs(a.sin_port);
+}
+
+/* A POST whose connection timed out before it was made sent nothing: with
+ * several URLs it goes on to the next at once (a dead primary that drops
+ * packets, then the standby that counts the agent's vote). */
+static void test_follow_connect_timeout(void **state)
+{
+    (void)state;
+    int fds[4];
+    char list[256], err[256], pr[96];
+    long st;
+    json_t *resp;
+    int port = blackhole(fds);
+    snprintf(list, sizeof list, "http://127.0.0.1:%d,%spr", port, base);
+    snprintf(pr, sizeof pr, "%spr", base);
+    hf_http *c = hf_http_new(list, NULL, 600, 0);
+    int64_t t0 = hf_mono_ms();
+    int rc = hf_http_request(c, "POST", "/x", NULL, &st, &resp, err, sizeof err);
+    int64_t took = hf_mono_ms() - t0;
+    for (int i = 0; i < 4; i++) close(fds[i]);
+    if (took < 500) {   /* the kernel accepted the connection after all: nothing to test here */
+        json_decref(resp);
+        hf_http_free(c);
+        skip();
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(st, 200);
+    assert_string_equal(hf_http_base(c), pr);
+    json_decref(resp);
+    hf_http_free(c);
+}
+
+/* With several URLs a dead host costs the short connect timeout
+ * (HF_FOLLOW_CONNECT_MS), not the client's request timeout: a power cut of
+ * the primary must not hold an agent's requests to the standby back. */
+static void test_follow_dead_is_cheap(void **state)
+{
+    (void)state;
+    int fds[4];
+    char list[256], err[256];
+    long st;
+    json_t *resp = NULL;
+    int port = blackhole(fds);
+    snprintf(list, sizeof list, "http://127.0.0.1:%d,%spr", port, base);
+    hf_http *c = hf_http_new(list, NULL, 5000, 0);   /* the agent's default request timeout */
+    int64_t t0 = hf_mono_ms();
+    int rc = hf_http_request(c, "POST", "/x", NULL, &st, &resp, err, sizeof err);
+    int64_t took = hf_mono_ms() - t0;
+    for (int i = 0; i < 4; i++) close(fds[i]);
+    json_decref(resp);
+    hf_http_free(c);
+    if (took < 500) skip();   /* the kernel accepted the connection after all */
+    assert_int_equal(rc, 0);
+    assert_int_equal(st, 200);
+    if (took > 2500) fail_msg("a dead URL cost %lld ms (connect timeout should be %d)", (long long)took,
+                              HF_FOLLOW_CONNECT_MS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_and_token),
         cmocka_unit_test(test_retries),
         cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_follow),
+        cmocka_unit_test(test_follow_connect_timeout),
+        cmocka_unit_test(test_follow_dead_is_cheap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -72,7 +72,7 @@ static void test_names_and_args(void **state)
     assert_int_equal(unit_threads_named("hf-tpool"), 3);
     assert_int_equal(hf_pool_submit(p, NULL, NULL, NULL, NULL, 0), HF_EINVAL);
     hf_pool_free(p);
-    assert_int_equal(unit_threads_named("hf-tpool"), 0);
+    assert_int_equal(unit_threads_settle("hf-tpool", 0), 0);
     hf_pool_free(NULL);
     hf_pool_stop(NULL, HF_POOL_DRAIN);
 }
@@ -182,7 +182,7 @@ static void test_cancel_with_jobs_pending(void **state)
     assert_int_equal(atomic_load(&t.cut), 2);
     assert_int_equal(atomic_load(&t.dropped), 10);
     assert_int_equal(atomic_load(&t.ran), 0);
-    assert_int_equal(unit_threads_named("hf-tcancel"), 0);
+    assert_int_equal(unit_threads_settle("hf-tcancel", 0), 0);
 }
 
 static void test_drain_runs_all(void **state)

@@ -46,13 +46,13 @@ static void test_name_visible(void **state)
     (void)state;
     loop_state ls = {0};
     hf_thread *t = NULL;
-    assert_int_equal(unit_threads_named("hf-test-name"), 0);
+    assert_int_equal(unit_threads_settle("hf-test-name", 0), 0);
     assert_int_equal(hf_thread_start(&t, "hf-test-name", slow_loop, &ls), 0);
     assert_string_equal(hf_thread_name(t), "hf-test-name");
     assert_int_equal(unit_threads_named("hf-test-name"), 1);   /* no sleep: named before start returns */
     hf_thread_stop_join(t);
     assert_int_equal(atomic_load(&ls.done), 1);
-    assert_int_equal(unit_threads_named("hf-test-name"), 0);
+    assert_int_equal(unit_threads_settle("hf-test-name", 0), 0);
 }
 
 static void test_bad_names(void **state)

@@ -210,7 +210,7 @@ static void test_metrics_exported(void **state)
     free(text);
     hf_buf_free(&b);
     api_guard_free(g);
-    assert_int_equal(unit_threads_named("hf-guard"), 0);
+    assert_int_equal(unit_threads_settle("hf-guard", 0), 0);
 }
 
 int main(void)

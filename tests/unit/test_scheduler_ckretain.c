@@ -492,7 +492,7 @@ static void test_thread(void **state)
     t0 = hf_mono_ms();
     env_close(&e);
     assert_true(hf_mono_ms() - t0 < 500);
-    assert_int_equal(unit_threads_named("hf-ckretain"), 0);
+    assert_int_equal(unit_threads_settle("hf-ckretain", 0), 0);
 }
 
 int main(void)

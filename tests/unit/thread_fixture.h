@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static inline int unit_threads_named(const char *name)
 {
@@ -26,6 +27,21 @@ static inline int unit_threads_named(const char *name)
         n += strcmp(comm, name) == 0;
     }
     closedir(d);
+    return n;
+}
+
+/* The same once the count is want, waiting up to 2 s: a joined thread's
+ * /proc/self/task entry can outlive pthread_join for a moment (the kernel
+ * wakes the joiner before it releases the task), so a count that must fall
+ * after a stop is read with this. RET the last count. */
+static inline int unit_threads_settle(const char *name, int want)
+{
+    int n = unit_threads_named(name);
+    for (int i = 0; i < 200 && n != want; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        n = unit_threads_named(name);
+    }
     return n;
 }
 

@@ -81,6 +81,10 @@
         await api.login(tok ? 'The token was refused; enter a valid user token.' : null);
         continue;
       }
+      // every answer of a scheduler with replication says its role
+      // (docs/scheduler.md); replication.js asks for more only then
+      const role = res.headers.get('X-Hyperfarm-Role');
+      if (role) api.role = role;
       const text = await res.text();
       let json = null;
       if (text) { try { json = JSON.parse(text); } catch (e) { json = { error: text.slice(0, 200) }; } }
@@ -88,6 +92,9 @@
       return json;
     }
   };
+  /* X-Hyperfarm-Role of the last answer that had one ('' = none seen:
+   * a scheduler without replication). */
+  api.role = '';
   api.get = (p) => api.req('GET', p);
   api.post = (p, b) => api.req('POST', p, b === undefined ? {} : b);
 
@@ -177,8 +184,10 @@
    * "default" (docs/api.md "Roles"). */
   HF.ownerOf = (e) => (e && (e.owner || e.submitted_by)) || 'default';
   /* '' when this token may change experiment e (or, e undefined, submit
-   * new work), else why not. */
+   * new work) on this scheduler, else why not. */
   HF.whyNot = function (e) {
+    const ro = HF.repl ? HF.repl.readOnly() : '';   // a standby takes no writes (replication.js)
+    if (ro) return ro;
     const me = HF.me;
     if (!me || me.role === 'admin') return '';
     if (me.role === 'viewer') return `you are the viewer ${me.user}: a viewer may only read`;

@@ -48,5 +48,7 @@
   });
   document.getElementById('logout').hidden = !HF.api.token();
   HF.live.restart();
-  HF.api.whoami().finally(route);   // the page knows who it is before drawing buttons
+  // the page knows who it is, and whether this scheduler takes writes,
+  // before drawing buttons (replication.js)
+  HF.api.whoami().then(() => HF.repl.load()).finally(() => { route(); HF.repl.start(); });
 })(window.HF);

@@ -15,11 +15,35 @@
     let closed = false;
     const tbody = h('tbody');
     const note = h('div.empty', { hidden: true }, 'No agent has registered. Start one: hyperfarm-agent --scheduler URL');
+    // The agent provisioner's panel, filled by loadProv below.
+    const prov = h('section.panel#provision-panel', { hidden: true });
     root.append(
       h('div.page-head', h('h1', 'Agents'), h('span.sub#agent-count'), h('div.spacer'),
         h('span.hint', 'an agent whose heartbeat is older than the scheduler\'s --agent-timeout is marked LOST')),
+      prov,
       h('section.panel', h('div.table-wrap', { style: { maxHeight: 'none', border: 0 } },
         h('table.data#agents-table', h('thead', h('tr', ['ID', 'Name', 'State', 'Host', 'Slots used', 'GPUs', 'Running trials', 'Last heartbeat', 'Version'].map((t) => h('th', t)))), tbody), note)));
+
+    // The agent provisioner (GET /api/v1/provisioner; docs/deploy.md "Slurm"):
+    // shown only when the scheduler runs one.
+    async function loadProv() {
+      let p;
+      try { p = await HF.api.get('/api/v1/provisioner'); } catch (e) { return; }
+      if (closed || !p || !p.enabled) { prov.hidden = true; return; }
+      const c = p.counts || {};
+      const jobs = Array.isArray(p.jobs) ? p.jobs : [];
+      prov.hidden = false;
+      prov.replaceChildren(...[   // (replaceChildren would print a null)
+        h('h2', `${p.provisioner === 'slurm' ? 'Slurm' : p.provisioner} provisioner`),
+        h('div.sub#provision-counts', `${c.pending || 0} pending · ${c.running || 0} running · ${c.nodes || 0} nodes · ` +
+          `${c.submitted || 0} submitted · ${c.released || 0} released · ${c.canceled || 0} cancelled` +
+          (c.errors ? ` · ${c.errors} errors` : '')),
+        p.last_error ? h('div.muted', 'last error: ' + p.last_error) : null,
+        jobs.length ? h('table.data#provision-jobs', h('thead', h('tr', ['Job', 'Nodes', 'State', 'Agents'].map((t) => h('th', t)))),
+          h('tbody', jobs.map((j) => h('tr', h('td.mono', j.id), h('td.num', j.nodes), h('td', HF.badge(String(j.state || '').toUpperCase())),
+            h('td.num', j.state === 'released' ? '' : (j.agents || 0)))))) : h('div.muted', 'no job: the queue needs no agent'),
+      ].filter(Boolean));
+    }
 
     function running(a) {
       const r = pick(a, 'running', 'running_trials', 'trials') || [];
@@ -73,8 +97,9 @@
     offs.push(HF.live.on('trial', () => reload()));   // running lists change with trials
     offs.push(HF.live.on('open', () => reload()));
     const tick = setInterval(render, 1000);
-    const refetch = setInterval(() => reload(), 5000);   // heartbeats need not be events
+    const refetch = setInterval(() => { reload(); loadProv(); }, 5000);   // heartbeats need not be events
     load();
+    loadProv();
     return () => { closed = true; offs.forEach((f) => f()); clearInterval(tick); clearInterval(refetch); render.cancel(); reload.cancel(); };
   };
 })(window.HF);

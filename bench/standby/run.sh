@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# bench/standby/run.sh — what a standby scheduler costs, and how fast it takes
+# over (issue #31; docs/scheduler.md "Standby and failover",
+# docs/operations.md "Standby, failover and fail-back"). Same machine, same
+# run, one after the other:
+#
+#   a. a primary alone vs a primary with a synchronous standby
+#      (--replication sync, the default; the standby a second
+#      hyperfarm-scheduler --standby-of on loopback, its own directory on the
+#      same disk): bin/bench/loadgen in ingestion mode (agents heartbeat back
+#      to back, SB_PER_HB reports each): acknowledged reports/s and heartbeat
+#      p50/p99; then paced agents (100, a heartbeat every 250 ms, one report):
+#      heartbeat p99. Printed side by side with the ratio (goal: within 20 %).
+#      The primary's replication state is checked to be "sync" at the end
+#      (a degraded primary would not be measuring the standby).
+#   b. bench/standby/failover.sh (the namespace harness of
+#      tests/system/netns_lib.sh: primary, standby --failover-after
+#      SB_FAILOVER_AFTER, two real agents with both URLs running a sweep of
+#      short fake trials): from the primary's power cut (its server's pid
+#      namespace SIGKILLed) to the first trial the promoted standby assigns
+#      (the trial's ASSIGNED event time), SB_RUNS times (goal: < 10 s).
+#
+# `bench/run standby` runs it. Environment: HF_BIN (default ./bin),
+# SB_AGENTS (ingestion agents, 10), SB_REPORTS (reports per trial, 600),
+# SB_PER_HB (100), SB_TMP (default /tmp: the disk under test), SB_SKIP_A /
+# SB_SKIP_B (set: skip that part), SB_FAILOVER_AFTER (3), SB_RUNS (3).
+# Exit 0 when all ran, 2 when something could not run.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+HF_BIN=${HF_BIN:-$PWD/bin}
+export HF_BIN
+agents=${SB_AGENTS:-10}
+reports=${SB_REPORTS:-600}
+per_hb=${SB_PER_HB:-100}
+LG=$HF_BIN/bench/loadgen
+[[ -x $LG && -x $HF_BIN/hyperfarm-scheduler ]] || { echo "standby: SKIP: build first (make)"; exit 2; }
+tmp=$(mktemp -d "${SB_TMP:-/tmp}/hf-standby-XXXXXX")
+pids=()
+stop_all() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  pids=()
+}
+cleanup() { stop_all; rm -rf "$tmp"; }
+trap cleanup EXIT
+rc=0
+
+ADM=adm-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+AGT=agt-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+printf 'admin:%s\nagent:%s\n' "$ADM" "$AGT" >"$tmp/tokens"
+chmod 600 "$tmp/tokens"
+field() { sed -n 's/^LOADGEN //p' "$1" | jq -r ".$2"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
+repl() { curl -fsS -m 3 -H "Authorization: Bearer $ADM" "$1/api/v1/replication"; }
+
+# NAME ARGS...: start a scheduler on a free loopback port in $tmp/NAME;
+# sets URL (and appends its pid to pids).
+start_sched() {
+  local name=$1 port="" i; shift
+  mkdir -p "$tmp/$name"
+  "$HF_BIN/hyperfarm-scheduler" --listen 127.0.0.1:0 --db "$tmp/$name/hf.db" --token-file "$tmp/tokens" \
+    --max-conns-per-ip 0 "$@" >"$tmp/$name.log" 2>&1 &
+  pids+=($!)
+  SPID=$!
+  for ((i = 0; i < 150; i++)); do
+    port=$(sed -n 's/.*ready on port \([0-9]*\).*/\1/p' "$tmp/$name.log" | tail -1)
+    [[ -n $port ]] && break
+    sleep 0.1
+  done
+  [[ -n $port ]] || { echo "standby: scheduler $name did not start:"; tail -5 "$tmp/$name.log"; return 1; }
+  URL=http://127.0.0.1:$port
+}
+
+# ---- a. heartbeat p99 and ingestion, with and without a synchronous standby ----
+declare -A rps p50 p99 pp99 state
+run_a() {   # MODE: none | sync
+  local mode=$1 purl ppid i
+  start_sched "p-$mode" || return 1
+  purl=$URL; ppid=$SPID
+  if [[ $mode == sync ]]; then
+    start_sched "s-$mode" --standby-of "$purl" || return 1
+    for ((i = 0; i < 300; i++)); do
+      repl "$purl" 2>/dev/null | jq -e '.state == "sync"' >/dev/null && break
+      sleep 0.1
+    done
+    repl "$purl" | jq -e '.state == "sync"' >/dev/null || { echo "standby: the primary never reached sync: $(repl "$purl")"; return 1; }
+  fi
+  echo "standby: $mode: ingestion, $agents agents x 8 trials x $reports reports ($per_hb per heartbeat) ..."
+  "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents "$agents" --slots 8 \
+    --trials $((agents * 8)) --reports "$reports" --per-hb "$per_hb" --values 1 --hb-ms 0 --threads 4 --probe-hz 5 \
+    --max-seconds 90 --name-prefix "ing-$mode" >"$tmp/ing-$mode" 2>&1
+  [[ -n $(field "$tmp/ing-$mode" reports_per_s) ]] || { tail -20 "$tmp/ing-$mode"; return 1; }
+  rps[$mode]=$(field "$tmp/ing-$mode" reports_per_s)
+  p50[$mode]=$(field "$tmp/ing-$mode" hb_p50_ms)
+  p99[$mode]=$(field "$tmp/ing-$mode" hb_p99_ms)
+  echo "standby: $mode: paced agents (100 x 2 slots, a heartbeat every 250 ms) ..."
+  "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 100 --slots 2 --trials 200 \
+    --reports 40 --per-hb 1 --values 4 --hb-ms 250 --threads 4 --probe-hz 5 --max-seconds 60 \
+    --name-prefix "paced-$mode" >"$tmp/paced-$mode" 2>&1
+  pp99[$mode]=$(field "$tmp/paced-$mode" hb_p99_ms)
+  state[$mode]=$(repl "$purl" | jq -c '{state, lsn, standby: (.standby // null | if . then {acked_lsn, lag_ms} else null end)}')
+  echo "standby: $mode: replication at the end: ${state[$mode]}"
+  if [[ $mode == sync ]] && ! jq -e '.state == "sync"' <<<"${state[$mode]}" >/dev/null; then
+    echo "standby: WARNING: the primary was not in sync at the end: the figures do not measure a synchronous standby"
+    rc=2
+  fi
+  curl -fsS -m 3 -H "Authorization: Bearer $ADM" "$purl/metrics" | grep '^hyperfarm_replication_wait' >"$tmp/wait-$mode" || true
+  stop_all
+}
+if [[ -z ${SB_SKIP_A:-} ]]; then
+  if run_a none && run_a sync; then
+    echo
+    printf '%-44s %14s %14s %8s\n' "" "alone" "sync standby" "ratio"
+    printf '%-44s %14s %14s %8s\n' "ingestion, acknowledged reports/s" "${rps[none]}" "${rps[sync]}" "$(ratio "${rps[sync]}" "${rps[none]}")"
+    printf '%-44s %14s %14s %8s\n' "ingestion, heartbeat p50 ms" "${p50[none]}" "${p50[sync]}" "$(ratio "${p50[sync]}" "${p50[none]}")"
+    printf '%-44s %14s %14s %8s\n' "ingestion, heartbeat p99 ms" "${p99[none]}" "${p99[sync]}" "$(ratio "${p99[sync]}" "${p99[none]}")"
+    printf '%-44s %14s %14s %8s\n' "paced agents, heartbeat p99 ms" "${pp99[none]}" "${pp99[sync]}" "$(ratio "${pp99[sync]}" "${pp99[none]}")"
+    [[ -s $tmp/wait-sync ]] && { echo "primary's commit waits for the standby (/metrics):"; sed 's/^/  /' "$tmp/wait-sync" | head -20; }
+    echo "STANDBY_SYNC {\"alone_reports_per_s\": ${rps[none]}, \"sync_reports_per_s\": ${rps[sync]}, \"alone_hb_p99_ms\": ${p99[none]}, \"sync_hb_p99_ms\": ${p99[sync]}, \"alone_paced_hb_p99_ms\": ${pp99[none]}, \"sync_paced_hb_p99_ms\": ${pp99[sync]}}"
+  else
+    echo "standby: part a did not run to the end"
+    rc=2
+  fi
+fi
+
+# ---- b. power cut to the first trial dispatched by the promoted standby -------
+if [[ -z ${SB_SKIP_B:-} ]]; then
+  echo
+  echo "standby: failover on the namespace harness (--failover-after ${SB_FAILOVER_AFTER:-3}, ${SB_RUNS:-3} runs) ..."
+  SB_FAILOVER_AFTER=${SB_FAILOVER_AFTER:-3} SB_RUNS=${SB_RUNS:-3} HF_TEST_NAME=standby-failover \
+    bash bench/standby/failover.sh 2>"$tmp/failover.err" | tee "$tmp/failover.out"
+  frc=${PIPESTATUS[0]}
+  if [[ $frc -ne 0 ]]; then
+    echo "standby: failover part failed (exit $frc):"; tail -15 "$tmp/failover.err"
+    rc=2
+  fi
+fi
+exit "$rc"

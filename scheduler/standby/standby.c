@@ -1,0 +1,556 @@
+/*
+ * standby.c — a standby's life (docs/scheduler.md, "Standby and
+ * failover"): its preparation at start (bootstrap when needed), the apply
+ * loop (thread "hf-standby") and its end, promotion, which re-executes the
+ * process as a primary.
+ *
+ * The loop long-polls GET /api/v1/replication/stream?cluster=C&term=T&
+ * after=L, where L is the replica's repl_state.lsn (the primary's LSN
+ * bump is inside every changeset, so the row says what was applied). For
+ * an answer it checks the frames (consecutive from L+1, the standby's
+ * term), fetches the objects their changesets insert into checkpoints and
+ * contexts, applies every frame in one BEGIN IMMEDIATE ... COMMIT with
+ * triggers off (the triggers' own changes are in the changesets), and the
+ * next request's after= acknowledges it: an ack implies the rows are
+ * fsynced (synchronous=FULL) and the objects held. A conflict (the
+ * replica is not the primary's past), a 409 or a 410 is divergence: the
+ * database is moved aside and the process re-executes itself, and the
+ * start-up path bootstraps afresh. Replacing the file under the open
+ * readers of the API is never done in place.
+ *
+ * While the primary is silent (no answer: refused, a connect timeout of
+ * STREAM_CONNECT_MS, or STREAM_STALL_S without a byte), the loop retries
+ * every LOST_TICK_MS and evaluates the witness rule (failover.c) before
+ * each retry, logging "primary silent N ms; V of L live agents agree"
+ * once a second.
+ *
+ * The loop's connection is its own (no session: a standby records
+ * nothing); the API reads through the store's pooled readers. State the
+ * API reads (figures, the promotion handshake) is guarded by st_mu.
+ */
+#include "scheduler/standby/standby.h"
+
+#include "hf_err.h"
+#include "hf_log.h"
+#include "hf_thread.h"
+#include "hf_time.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FETCH_TIMEOUT_MS  10000   /* object fetches: connect, and a stall of this long aborts */
+#define STREAM_CONNECT_MS 1000    /* the stream's connect timeout: a powered-off primary is noticed fast */
+#define STREAM_STALL_S    3       /* no byte of the stream's answer for this long aborts it (the long-poll
+                                   * holds <= 1000 ms); a large answer has no total timeout */
+#define LOST_TICK_MS      500     /* while the primary is silent: the witness rule at least this often */
+#define LOST_LOG_MS       1000    /* ... and the "primary silent" info line this often */
+#define STREAM_ANSWER_MAX ((size_t)STANDBY_FRAME_MAX + (16u << 20))   /* <= 8 MiB of frames, or one large one */
+#define BOOTSTRAPS_ENV    "HYPERFARM_STANDBY_BOOTSTRAPS"   /* carried across a re-exec */
+
+static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    hf_thread     *th;
+    standby_config cfg;          /* a copy; strings owned by the caller (main's argv/options) */
+    atomic_int     cancel;       /* aborts the loop's request in flight */
+    int            running;      /* guarded by st_mu */
+    int            promote;      /* 1 asked, 2 committed, -1 failed (st_mu) */
+    int64_t        new_term;     /* st_mu */
+    char           promote_by[64];
+    int64_t        applied_lsn, last_answer_ms, last_commit_wall, bootstraps;   /* st_mu */
+} sb;
+
+/* ---------- the primary's status and the start-up path ---------- */
+
+/* GET /replication of c. RET 0 with role/term/lsn/cluster; HF_EAUTH;
+ * HF_ECONN (no answer or not 200). */
+static int primary_status(hf_http *c, char *role, size_t rolelen, int64_t *term, int64_t *lsn, char *cluster,
+                          size_t clusterlen, char *err, size_t errlen)
+{
+    long status = 0;
+    json_t *r = NULL;
+    int rc = hf_http_request(c, "GET", "/api/v1/replication", NULL, &status, &r, err, errlen);
+    if (!rc && (status == 401 || status == 403)) {
+        snprintf(err, errlen, "%s refused the standby token (HTTP %ld)", hf_http_base(c), status);
+        rc = HF_EAUTH;
+    } else if (!rc && status != 200) {
+        snprintf(err, errlen, "%s: GET /replication: HTTP %ld", hf_http_base(c), status);
+        rc = HF_ECONN;
+    }
+    const char *ro = NULL, *cl = NULL;
+    json_int_t t = 0, l = 0;
+    json_error_t je;
+    if (!rc && json_unpack_ex(r, &je, 0, "{s:s, s:I, s:I, s:s}", "role", &ro, "term", &t, "lsn", &l, "cluster", &cl)) {
+        snprintf(err, errlen, "%s: GET /replication: %s", hf_http_base(c), je.text);
+        rc = HF_ECONN;
+    }
+    if (!rc) {
+        snprintf(role, rolelen, "%s", ro);
+        snprintf(cluster, clusterlen, "%s", cl);
+        *term = t;
+        *lsn = l;
+    }
+    json_decref(r);
+    return rc;
+}
+
+/* A client of url i. RET NULL on OOM. */
+static hf_http *client_for(const standby_config *cfg, int i, long timeout_ms)
+{
+    hf_http *c = hf_http_new(cfg->urls[i], cfg->token, timeout_ms, 0);
+    if (c && cfg->cafile) hf_http_set_cafile(c, cfg->cafile);
+    return c;
+}
+
+/* Bootstrap cfg->db from c: move it aside, download, fetch objects. */
+static int bootstrap(const standby_config *cfg, hf_http *c, char *err, size_t errlen)
+{
+    int rc;
+    int64_t n = 0;
+    if ((rc = standby_move_aside(cfg->db, "diverged", NULL, 0))) {
+        snprintf(err, errlen, "cannot move %s aside: %s", cfg->db, hf_strerror(rc));
+        return rc;
+    }
+    hf_info("standby: bootstrapping %s from %s", cfg->db, hf_http_base(c));
+    if ((rc = standby_download_snapshot(c, cfg->db, err, errlen))) return rc;
+    if ((rc = standby_fetch_referenced(c, cfg->db, cfg->ck_dir, &n, err, errlen))) return rc;
+    pthread_mutex_lock(&st_mu);
+    sb.bootstraps++;
+    pthread_mutex_unlock(&st_mu);
+    hf_info("standby: bootstrap done, %lld objects fetched", (long long)n);
+    return 0;
+}
+
+int standby_prepare(const standby_config *cfg, volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+    int rc = HF_ECONN;
+    const char *env = getenv(BOOTSTRAPS_ENV);
+    pthread_mutex_lock(&st_mu);
+    sb.bootstraps = env ? strtoll(env, NULL, 10) : 0;
+    pthread_mutex_unlock(&st_mu);
+    for (int round = 0; !*stop; round++) {
+        hf_http *c = client_for(cfg, round % cfg->nurls, 5000);
+        char role[32], cl[80], mycl[80] = "";
+        int64_t t, l, myt = 0, myl = 0;
+        if (!c) return HF_ENOMEM;
+        rc = primary_status(c, role, sizeof role, &t, &l, cl, sizeof cl, err, errlen);
+        if (!rc && strcmp(role, "primary")) {
+            snprintf(err, errlen, "%s is %s, not primary", hf_http_base(c), role);
+            rc = HF_ECONN;
+        }
+        if (!rc) {
+            int have = standby_read_state(cfg->db, &myt, &myl, mycl, sizeof mycl) == 0;
+            if (have && !strcmp(mycl, cl) && myt == t && myl <= l) {
+                hf_info("standby: %s follows %s from lsn %lld (term %lld)", cfg->db, hf_http_base(c), (long long)myl,
+                        (long long)t);
+                rc = standby_fetch_referenced(c, cfg->db, cfg->ck_dir, NULL, err, errlen);
+            } else {
+                rc = bootstrap(cfg, c, err, errlen);
+            }
+        }
+        hf_http_free(c);
+        if (!rc || rc == HF_EAUTH) return rc;
+        if (rc == HF_ECONN && round + 1 >= cfg->nurls && standby_read_state(cfg->db, &myt, &myl, mycl, sizeof mycl) == 0) {
+            /* No primary answers, but we hold a replica: serve it read-only
+             * and let the apply loop find the primary (or the witnesses
+             * promote us). */
+            hf_warn("standby: %s; starting from the replica %s (lsn %lld, term %lld)", err, cfg->db, (long long)myl,
+                    (long long)myt);
+            return 0;
+        }
+        if (round % 10 == 0) hf_warn("standby: %s; retrying", err);
+        for (int i = 0; i < 10 && !*stop; i++) usleep(100 * 1000);
+    }
+    snprintf(err, errlen, "stopped");
+    return rc ?: HF_ESTATE;
+}
+
+/* ---------- re-exec ---------- */
+
+char **standby_argv_edit(char *const *argv, int argc, const char *drop, const char *flag, const char *add)
+{
+    char **v = calloc((size_t)argc + 3, sizeof *v);
+    size_t dl = strlen(drop);
+    int n = 0;
+    if (!v) return NULL;
+    for (int i = 0; i < argc && argv[i]; i++) {
+        if (i > 0 && !strcmp(argv[i], drop)) { i++; continue; }
+        if (i > 0 && !strncmp(argv[i], drop, dl) && argv[i][dl] == '=') continue;
+        v[n++] = argv[i];
+    }
+    if (flag && add) {
+        v[n++] = (char *)flag;
+        v[n++] = (char *)add;
+    }
+    v[n] = NULL;
+    return v;
+}
+
+int standby_reexec(char *const *argv)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            int fd = atoi(e->d_name);
+            if (fd > 2 && fd != dirfd(d)) fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
+        closedir(d);
+    }
+    char n[32];
+    pthread_mutex_lock(&st_mu);
+    snprintf(n, sizeof n, "%lld", (long long)sb.bootstraps);
+    pthread_mutex_unlock(&st_mu);
+    setenv(BOOTSTRAPS_ENV, n, 1);   /* the counter survives the re-exec */
+    fflush(stdout);
+    fflush(stderr);
+    hf_info("re-executing as: %s%s", argv[0], argv[1] ? " ..." : "");
+    execv("/proc/self/exe", argv);
+    hf_error("execv /proc/self/exe: %s", strerror(errno));
+    return hf_err_from_errno(errno);
+}
+
+/* ---------- the apply loop ---------- */
+
+typedef struct loop_state {
+    hf_http     *c;             /* objects (FETCH_TIMEOUT_MS) */
+    hf_http     *sc;            /* the stream (STREAM_CONNECT_MS, stall STREAM_STALL_S) */
+    int          url;           /* index of the URL in use */
+    int64_t      logged_ms;     /* when the last "primary silent" line was logged */
+    sqlite3     *db;
+    standby_cols cols;
+    int64_t      term, lsn;
+    char         cluster[80];
+} loop_state;
+
+typedef struct fetch_ctx {
+    loop_state *L;
+    int         deferred;       /* objects without a size in their change */
+    int         rc;
+    char       *err;
+    size_t      errlen;
+} fetch_ctx;
+
+static int fetch_one(void *ud, const standby_object *o)
+{
+    fetch_ctx *x = ud;
+    if (o->size < 0) { x->deferred++; return 0; }
+    return x->rc = standby_fetch_object(x->L->c, sb.cfg.ck_dir, o, x->err, x->errlen);
+}
+
+/* After the commit: the objects whose size only the applied rows say. */
+static int fetch_late(void *ud, const standby_object *o)
+{
+    fetch_ctx *x = ud;
+    if (o->size >= 0) return 0;
+    standby_object s = *o;
+    s.size = standby_apply_object_size(x->L->db, o->sha256);
+    return x->rc = standby_fetch_object(x->L->c, sb.cfg.ck_dir, &s, x->err, x->errlen);
+}
+
+/* Walk the objects of every frame of buf with fn. RET 0 or HF_E*. */
+static int frames_objects(loop_state *L, const uint8_t *buf, size_t n, standby_object_fn *fn, fetch_ctx *x)
+{
+    size_t off = 0;
+    standby_frame f;
+    int r, rc;
+    while ((r = standby_frame_next(buf, n, &off, &f)) == 1)
+        if ((rc = standby_changeset_objects(f.data, (int)f.len, &L->cols, fn, x))) return x->rc ? x->rc : rc;
+    return r < 0 ? HF_EPARSE : 0;
+}
+
+/* Divergence: move the replica aside and start again (bootstrap). */
+static void rebootstrap(loop_state *L, const char *why)
+{
+    hf_warn("standby: %s: re-bootstrapping", why);
+    sqlite3_close_v2(L->db);
+    L->db = NULL;
+    standby_move_aside(sb.cfg.db, "diverged", NULL, 0);
+    usleep(500 * 1000);   /* a primary that keeps refusing us is not hammered */
+    char **v = standby_argv_edit(sb.cfg.argv, sb.cfg.argc, "--no-such-flag", NULL, NULL);
+    if (v) standby_reexec(v);
+    hf_error("standby: cannot re-execute; stopping the apply loop");
+}
+
+/* One 200 answer: check, fetch, apply, fetch late. RET 0, HF_ECORRUPT
+ * (divergence), other HF_E* (retry). */
+static int take_answer(loop_state *L, const uint8_t *buf, size_t n, char *err, size_t errlen)
+{
+    fetch_ctx x = {.L = L, .err = err, .errlen = errlen};
+    int rc, nf = standby_frames_check(buf, n, L->lsn, L->term, err, errlen);
+    if (nf < 0) return nf == HF_ESTATE ? HF_ECORRUPT : nf;
+    if ((rc = frames_objects(L, buf, n, fetch_one, &x))) return rc;
+    if ((rc = standby_apply_frames(L->db, buf, n, err, errlen))) return rc;
+    if (x.deferred && (rc = frames_objects(L, buf, n, fetch_late, &x))) return rc;
+    int64_t t, l;
+    char cl[80];
+    if (standby_apply_state(L->db, &t, &l, cl, sizeof cl) == 0) L->lsn = l;
+    pthread_mutex_lock(&st_mu);
+    sb.applied_lsn = L->lsn;
+    sb.last_commit_wall = hf_wall_ms();
+    pthread_mutex_unlock(&st_mu);
+    hf_debug("standby: applied %d frames, lsn %lld", nf, (long long)L->lsn);
+    return 0;
+}
+
+/* The stream answer's sink: append to a growing buffer. */
+typedef struct answer_buf {
+    char  *p;
+    size_t n, cap;
+} answer_buf;
+
+static int answer_sink(void *ud, const void *p, size_t n)
+{
+    answer_buf *a = ud;
+    if (a->n + n > STREAM_ANSWER_MAX) return HF_ETOOBIG;
+    if (a->n + n > a->cap) {
+        size_t cap = a->cap ? a->cap : 64u << 10;
+        while (cap < a->n + n) cap *= 2;
+        char *g = realloc(a->p, cap);
+        if (!g) return HF_ENOMEM;
+        a->p = g;
+        a->cap = cap;
+    }
+    memcpy(a->p + a->n, p, n);
+    a->n += n;
+    return 0;
+}
+
+/* One stream request on L->sc: connect within STREAM_CONNECT_MS, abort on
+ * a stall of STREAM_STALL_S (a powered-off primary answers nothing: not
+ * even a reset). RET 0 (an answer was taken or none came: the primary is
+ * there), 1 (divergence: re-bootstrap), HF_ECONN (no primary at this
+ * URL). */
+static int stream_once(loop_state *L)
+{
+    char path[300], err[512];
+    answer_buf ab = {0};
+    snprintf(path, sizeof path, "/api/v1/replication/stream?cluster=%s&term=%lld&after=%lld", L->cluster,
+             (long long)L->term, (long long)L->lsn);
+    hf_http_stream s = {.method = "GET", .path = path, .body_fd = -1, .sink = answer_sink, .sink_ud = &ab,
+                        .stall_bytes = 1, .stall_s = STREAM_STALL_S};
+    int rc = hf_http_stream_run(L->sc, &s, err, sizeof err);
+    long status = s.status;
+    if (rc) {
+        hf_debug("standby: %s", err);
+        rc = HF_ECONN;
+    } else if (status == 200) {
+        rc = take_answer(L, (const uint8_t *)ab.p, ab.n, err, sizeof err);
+        if (rc == HF_ECORRUPT) hf_warn("standby: %s", err);
+        else if (rc) hf_warn("standby: %s (retrying)", err);
+        rc = rc == HF_ECORRUPT ? 1 : rc ? HF_ECONN : 0;
+    } else if (status == 409 || status == 410) {
+        hf_warn("standby: the primary answered %ld: %.200s", status, s.answer ? s.answer : "");
+        rc = 1;
+    } else if (status != 204) {
+        hf_debug("standby: stream: HTTP %ld", status);
+        rc = HF_ECONN;
+    }
+    free(ab.p);
+    free(s.answer);
+    if (rc == 0 || (status == 200 && rc == HF_ECONN)) {   /* the primary answered */
+        pthread_mutex_lock(&st_mu);
+        sb.last_answer_ms = hf_mono_ms();
+        pthread_mutex_unlock(&st_mu);
+    }
+    return rc;
+}
+
+/* The promotion asked for: commit the new term, tell the asker, re-exec. */
+static void promote_now(loop_state *L)
+{
+    char err[512], by[64];
+    int64_t t = 0;
+    pthread_mutex_lock(&st_mu);
+    snprintf(by, sizeof by, "%s", sb.promote_by);
+    pthread_mutex_unlock(&st_mu);
+    int rc = standby_apply_promote(L->db, by, &t, err, sizeof err);
+    pthread_mutex_lock(&st_mu);
+    sb.promote = rc ? -1 : 2;
+    sb.new_term = t;
+    pthread_mutex_unlock(&st_mu);
+    if (rc) {
+        hf_error("standby: promotion failed: %s", err);
+        atomic_store(&sb.cancel, 0);
+        return;
+    }
+    sqlite3_close_v2(L->db);
+    L->db = NULL;
+    usleep(300 * 1000);   /* the 202 of POST /replication/promote leaves first */
+    char peers[4096] = "";
+    for (int i = 0; i < sb.cfg.nurls; i++)
+        snprintf(peers + strlen(peers), sizeof peers - strlen(peers), "%s%s", i ? "," : "", sb.cfg.urls[i]);
+    int has_peers = 0;
+    for (int i = 1; i < sb.cfg.argc; i++)
+        if (!strncmp(sb.cfg.argv[i], "--peers", 7)) has_peers = 1;
+    char **v = standby_argv_edit(sb.cfg.argv, sb.cfg.argc, "--standby-of", has_peers ? NULL : "--peers",
+                                 has_peers ? NULL : peers);
+    setenv("HYPERFARM_STANDBY_OF", "", 1);   /* empty: overrides a --config file's or the environment's */
+    if (v) standby_reexec(v);
+    hf_error("standby: cannot re-execute as the primary");
+}
+
+/* Is a promotion asked (1)? */
+static int promote_asked(void)
+{
+    pthread_mutex_lock(&st_mu);
+    int p = sb.promote == 1;
+    pthread_mutex_unlock(&st_mu);
+    return p;
+}
+
+/* Clients of URL i for the loop (objects, stream). RET 0 or HF_ENOMEM. */
+static int loop_clients(loop_state *L, int i)
+{
+    hf_http_free(L->c);
+    hf_http_free(L->sc);
+    L->c = client_for(&sb.cfg, i, FETCH_TIMEOUT_MS);
+    L->sc = client_for(&sb.cfg, i, STREAM_CONNECT_MS);
+    if (!L->c || !L->sc) return HF_ENOMEM;
+    hf_http_set_cancel(L->c, &sb.cancel);
+    hf_http_set_cancel(L->sc, &sb.cancel);
+    L->url = i;
+    return 0;
+}
+
+/* The witness rule now (and the once-a-second info line): RET 1 when
+ * the standby promotes itself (asked). */
+static int witness_check(loop_state *L)
+{
+    int64_t now = hf_mono_ms(), silent;
+    pthread_mutex_lock(&st_mu);
+    silent = now - sb.last_answer_ms;
+    pthread_mutex_unlock(&st_mu);
+    int agree = 0, live = 0;
+    int yes = failover_decide(L->db, silent, sb.cfg.failover_after_s, L->term, &agree, &live);
+    if (!yes && now - L->logged_ms >= LOST_LOG_MS) {
+        L->logged_ms = now;
+        hf_info("standby: primary silent %lld ms; %d of %d live agents agree%s", (long long)silent, agree, live,
+                sb.cfg.failover_after_s > 0 ? "" : " (automatic failover off)");
+    }
+    if (!yes) return 0;
+    hf_warn("standby: no answer from the primary for %lld ms and %d of %d live agents lost it too: promoting",
+            (long long)silent, agree, live);
+    pthread_mutex_lock(&st_mu);
+    if (!sb.promote) {
+        sb.promote = 1;
+        snprintf(sb.promote_by, sizeof sb.promote_by, "failover");
+    }
+    pthread_mutex_unlock(&st_mu);
+    return 1;
+}
+
+/* No primary at the current URL (the request began at t0): the witness
+ * rule, the next URL, and a pause so that an attempt (and the rule) comes
+ * every LOST_TICK_MS: a refused connection fails at once, a powered-off
+ * host within STREAM_CONNECT_MS (or STREAM_STALL_S on a connection it
+ * held). */
+static void primary_lost(loop_state *L, hf_thread *t, int64_t t0)
+{
+    if (witness_check(L)) return;
+    if (sb.cfg.nurls > 1) loop_clients(L, (L->url + 1) % sb.cfg.nurls);
+    int64_t left = t0 + LOST_TICK_MS - hf_mono_ms();
+    if (left > 0) hf_thread_wait(t, left);
+}
+
+static void loop_main(hf_thread *t, void *arg)
+{
+    (void)arg;
+    loop_state L = {0};
+    char err[512];
+    if (standby_apply_open(sb.cfg.db, &L.db, &L.cols, err, sizeof err) ||
+        standby_apply_state(L.db, &L.term, &L.lsn, L.cluster, sizeof L.cluster)) {
+        hf_error("standby: %s", err);
+        goto end;
+    }
+    if (loop_clients(&L, 0)) goto end;
+    pthread_mutex_lock(&st_mu);
+    sb.applied_lsn = L.lsn;
+    sb.last_answer_ms = hf_mono_ms();
+    pthread_mutex_unlock(&st_mu);
+    hf_info("standby: applying the stream of %s from lsn %lld (term %lld)", sb.cfg.urls[0], (long long)L.lsn,
+            (long long)L.term);
+    while (!hf_thread_stopping(t)) {
+        if (promote_asked()) { promote_now(&L); if (!L.db) break; continue; }
+        int64_t t0 = hf_mono_ms();
+        int rc = stream_once(&L);
+        if (rc == 1) { rebootstrap(&L, "the replica cannot follow the primary's stream"); break; }
+        if (rc == HF_ECONN && !hf_thread_stopping(t) && !promote_asked()) primary_lost(&L, t, t0);
+        else if (rc == 0) L.logged_ms = 0;
+    }
+end:
+    hf_http_free(L.c);
+    hf_http_free(L.sc);
+    sqlite3_close_v2(L.db);
+    pthread_mutex_lock(&st_mu);
+    if (sb.promote == 1) sb.promote = -1;
+    pthread_mutex_unlock(&st_mu);
+}
+
+int standby_start(const standby_config *cfg)
+{
+    sb.cfg = *cfg;
+    atomic_store(&sb.cancel, 0);
+    pthread_mutex_lock(&st_mu);
+    sb.running = 1;
+    pthread_mutex_unlock(&st_mu);
+    int rc = hf_thread_start(&sb.th, "hf-standby", loop_main, NULL);
+    if (rc) {
+        pthread_mutex_lock(&st_mu);
+        sb.running = 0;
+        pthread_mutex_unlock(&st_mu);
+    }
+    return rc;
+}
+
+void standby_stop(void)
+{
+    if (!sb.th) return;
+    atomic_store(&sb.cancel, 1);
+    hf_thread_stop_join(sb.th);
+    sb.th = NULL;
+    pthread_mutex_lock(&st_mu);
+    sb.running = 0;
+    pthread_mutex_unlock(&st_mu);
+}
+
+int standby_request_promote(const char *by, int64_t wait_ms, int64_t *term)
+{
+    int rc = 0;
+    pthread_mutex_lock(&st_mu);
+    if (!sb.running || sb.promote > 0) { pthread_mutex_unlock(&st_mu); return HF_ESTATE; }
+    sb.promote = 1;
+    snprintf(sb.promote_by, sizeof sb.promote_by, "%s", by ? by : "admin");
+    atomic_store(&sb.cancel, 1);   /* cut the long-poll short */
+    hf_thread_kick(sb.th);
+    int64_t until = hf_mono_ms() + wait_ms;
+    while (sb.promote == 1 && hf_mono_ms() < until) {
+        pthread_mutex_unlock(&st_mu);
+        usleep(20 * 1000);
+        pthread_mutex_lock(&st_mu);
+    }
+    if (sb.promote == 2) *term = sb.new_term;
+    else rc = sb.promote == 1 ? HF_ETIMEOUT : HF_EDB;
+    if (sb.promote < 0) sb.promote = 0;
+    pthread_mutex_unlock(&st_mu);
+    return rc;
+}
+
+int standby_figures(int64_t *applied_lsn, int64_t *lag_ms, int64_t *bootstraps, int64_t *votes)
+{
+    pthread_mutex_lock(&st_mu);
+    int run = sb.running;
+    *applied_lsn = sb.applied_lsn;
+    *lag_ms = sb.last_answer_ms ? hf_mono_ms() - sb.last_answer_ms : 0;
+    *bootstraps = sb.bootstraps;
+    pthread_mutex_unlock(&st_mu);
+    *votes = failover_votes_recent(sb.cfg.failover_after_s);
+    return run ? 0 : HF_ESTATE;
+}

@@ -1,0 +1,493 @@
+/*
+ * repl_ring.c — the primary's ring of recent frames, the standby's
+ * acknowledgements, the commit wait and its degrade policy (see repl.h;
+ * docs/scheduler.md, "Replication").
+ *
+ * The ring holds the newest frames {lsn, term, changeset} up to
+ * --repl-buffer-mb bytes (always the newest one, whatever its size); the
+ * oldest are dropped first, and a standby that still needs one is told
+ * "gone" (410) and bootstraps again. The stream reader copies its frames
+ * under r.mu, at most REPL_STREAM_MAX bytes, so a commit's append may wait
+ * that long (a memcpy) behind it.
+ *
+ * State machine of the primary (r.state; one setter, set_state):
+ *   none --first stream request--> catching_up (target = last LSN then)
+ *   catching_up --ack >= target--> sync
+ *   sync|catching_up --silent or a wait of --standby-timeout--> degraded
+ *   degraded --a stream request--> catching_up
+ * with --replication async every connected state reads "async" instead
+ * of catching_up/sync, and nothing waits. Only in sync does repl_wait
+ * block, and never longer than --standby-timeout.
+ *
+ * Lock: r.mu guards everything here; the log's repl_mu (repl.c) is held
+ * around repl_ring_append, taken before r.mu (never the reverse). The event
+ * hook runs with neither held.
+ */
+#include "scheduler/store/repl_int.h"
+
+#include "hf_err.h"
+#include "hf_log.h"
+#include "hf_thread.h"
+#include "hf_time.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WAIT_SAMPLES 256
+#define TIMER_MS     50      /* the hf-repl thread's period: parked waiters expire this late at most */
+
+typedef struct frame {
+    int64_t  lsn, term, at_ms;   /* at_ms: commit time (monotonic) */
+    void    *cs;                 /* sqlite3_malloc'd changeset */
+    uint32_t len;
+} frame;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv_new, cv_ack;
+    int             init, running;
+    repl_config     cfg;
+    frame          *f;                 /* circular: f[(head + i) % cap], i < count */
+    size_t          cap, head, count;
+    int64_t         bytes;
+    int64_t         last;              /* last LSN appended (or the start LSN) */
+    int             state, seen;
+    int64_t         last_seen, acked, target;
+    int64_t         degraded_total, gone_total;
+    int64_t         waits, wait_us[WAIT_SAMPLES], wait_max;
+    repl_event_fn  *ev;
+    void           *ev_ctx;
+    repl_waiter    *waiters;           /* parked requests (repl_park) */
+    hf_thread      *timer;             /* "hf-repl", from the first park to repl_stop */
+} r = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void note_wait(int64_t us);
+
+/* Unlink w and resume its request. Caller holds r.mu. */
+static void wake_one(repl_waiter *w)
+{
+    if (!w->parked) return;
+    if (w->prev) w->prev->next = w->next;
+    else r.waiters = w->next;
+    if (w->next) w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    w->parked = 0;
+    if (w->kind == REPL_W_ACK) note_wait(hf_mono_us() - w->t0_us);
+    w->wake(w->arg);
+}
+
+/* Wake the waiters of kind (0: all) whose lsn <= upto. Caller holds r.mu. */
+static void wake_kind(int kind, int64_t upto)
+{
+    for (repl_waiter *w = r.waiters, *nx; w; w = nx) {
+        nx = w->next;
+        if ((!kind || w->kind == kind) && w->lsn <= upto) wake_one(w);
+    }
+}
+
+const char *repl_state_name(int st)
+{
+    switch (st) {
+    case REPL_ST_CATCHING_UP: return "catching_up";
+    case REPL_ST_SYNC: return "sync";
+    case REPL_ST_ASYNC: return "async";
+    case REPL_ST_DEGRADED: return "degraded";
+    default: return "none";
+    }
+}
+
+/* Condition variables on the monotonic clock, made once. Caller holds r.mu. */
+static void ring_init(void)
+{
+    if (r.init) return;
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&r.cv_new, &a);
+    pthread_cond_init(&r.cv_ack, &a);
+    pthread_condattr_destroy(&a);
+    r.init = 1;
+}
+
+static void timed_wait(pthread_cond_t *cv, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (ms < 1) ms = 1;
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(cv, &r.mu, &ts);
+}
+
+static void drop_all(void)
+{
+    for (size_t i = 0; i < r.count; i++) sqlite3_free(r.f[(r.head + i) % r.cap].cs);
+    free(r.f);
+    r.f = NULL;
+    r.cap = r.head = r.count = 0;
+    r.bytes = 0;
+}
+
+static int64_t first_lsn(void) { return r.count ? r.f[r.head].lsn : r.last + 1; }
+
+void repl_set_event_hook(repl_event_fn *fn, void *ctx)
+{
+    pthread_mutex_lock(&r.mu);
+    r.ev = fn;
+    r.ev_ctx = ctx;
+    pthread_mutex_unlock(&r.mu);
+}
+
+void repl_ring_event(const char *type, const char *detail)
+{
+    pthread_mutex_lock(&r.mu);
+    repl_event_fn *fn = r.ev;
+    void *ctx = r.ev_ctx;
+    pthread_mutex_unlock(&r.mu);
+    if (fn) fn(ctx, type, detail);
+}
+
+int repl_ring_reset(int64_t last, const repl_config *cfg)
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    drop_all();
+    r.cfg = *cfg;
+    r.last = last;
+    r.running = 1;
+    r.state = REPL_ST_NONE;
+    r.seen = 0;
+    r.acked = r.target = 0;
+    pthread_mutex_unlock(&r.mu);
+    return 0;
+}
+
+void repl_ring_skip(int64_t last)
+{
+    pthread_mutex_lock(&r.mu);
+    drop_all();   /* frames before the gap lack the uncaptured rows: nobody may follow them */
+    if (last > r.last) r.last = last;
+    pthread_mutex_unlock(&r.mu);
+}
+
+void repl_ring_stop(void)
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    r.running = 0;
+    drop_all();
+    pthread_cond_broadcast(&r.cv_new);
+    pthread_cond_broadcast(&r.cv_ack);
+    wake_kind(0, INT64_MAX);
+    hf_thread *t = r.timer;
+    r.timer = NULL;
+    pthread_mutex_unlock(&r.mu);
+    hf_thread_stop_join(t);   /* it takes r.mu: joined outside */
+}
+
+/* Make room for one more frame. RET 0 or HF_ENOMEM. */
+static int ring_grow(void)
+{
+    if (r.count < r.cap) return 0;
+    size_t cap = r.cap ? r.cap * 2 : 1024;
+    frame *f = malloc(cap * sizeof *f);
+    if (!f) return HF_ENOMEM;
+    for (size_t i = 0; i < r.count; i++) f[i] = r.f[(r.head + i) % r.cap];
+    free(r.f);
+    r.f = f;
+    r.cap = cap;
+    r.head = 0;
+    return 0;
+}
+
+int repl_ring_append(int64_t lsn, int64_t term, void *cs, int n)
+{
+    pthread_mutex_lock(&r.mu);
+    int rc = 0;
+    if (!r.running) { sqlite3_free(cs); goto end; }
+    if (lsn != r.last + 1 || (rc = ring_grow())) {
+        /* a gap (or no memory): frames before lsn can no longer be sent consecutively */
+        drop_all();
+        sqlite3_free(cs);
+        r.last = lsn;
+        goto end;
+    }
+    r.f[(r.head + r.count) % r.cap] = (frame){.lsn = lsn, .term = term, .at_ms = hf_mono_ms(), .cs = cs, .len = (uint32_t)n};
+    r.count++;
+    r.bytes += n + REPL_FRAME_HDR;
+    r.last = lsn;
+    while (r.count > 1 && r.bytes > r.cfg.buffer_bytes) {
+        frame *old = &r.f[r.head];
+        r.bytes -= old->len + REPL_FRAME_HDR;
+        sqlite3_free(old->cs);
+        r.head = (r.head + 1) % r.cap;
+        r.count--;
+    }
+    pthread_cond_broadcast(&r.cv_new);
+    wake_kind(REPL_W_STREAM, INT64_MAX);
+end:
+    pthread_mutex_unlock(&r.mu);
+    return rc;
+}
+
+static void put_be(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+
+void repl_frame_header(uint8_t hdr[REPL_FRAME_HDR], int64_t lsn, int64_t term, uint32_t len)
+{
+    put_be(hdr, (uint64_t)lsn, 8);
+    put_be(hdr + 8, (uint64_t)term, 8);
+    put_be(hdr + 16, 0, 4);
+    put_be(hdr + 20, len, 4);
+}
+
+/* Copy the frames from LSN from on, up to max bytes (at least one).
+ * Caller holds r.mu; from is held. RET frames or HF_ENOMEM. */
+static int copy_frames(int64_t from, size_t max, uint8_t **buf, size_t *len)
+{
+    size_t i0 = (size_t)(from - first_lsn()), total = 0, k = i0;
+    for (; k < r.count; k++) {
+        size_t sz = REPL_FRAME_HDR + r.f[(r.head + k) % r.cap].len;
+        if (k > i0 && total + sz > max) break;
+        total += sz;
+    }
+    uint8_t *out = malloc(total ? total : 1);
+    if (!out) return HF_ENOMEM;
+    size_t off = 0;
+    for (size_t i = i0; i < k; i++) {
+        const frame *f = &r.f[(r.head + i) % r.cap];
+        repl_frame_header(out + off, f->lsn, f->term, f->len);
+        memcpy(out + off + REPL_FRAME_HDR, f->cs, f->len);
+        off += REPL_FRAME_HDR + f->len;
+    }
+    *buf = out;
+    *len = total;
+    return (int)(k - i0);
+}
+
+int repl_stream_read(int64_t after, int wait_ms, size_t max, uint8_t **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    int rc = 0;
+    int64_t deadline = hf_mono_ms() + wait_ms;
+    for (;;) {
+        if (!r.running) { rc = HF_ESTATE; break; }
+        if (after > r.last) { rc = HF_EINVAL; break; }
+        if (after + 1 < first_lsn()) { rc = HF_ENOTFOUND; r.gone_total++; break; }
+        if (after < r.last) { rc = copy_frames(after + 1, max, buf, len); break; }
+        int64_t left = deadline - hf_mono_ms();
+        if (left <= 0) break;
+        timed_wait(&r.cv_new, left);
+    }
+    pthread_mutex_unlock(&r.mu);
+    return rc;
+}
+
+/* Move to state st (the one setter). Caller holds r.mu. RET 1 when this
+ * call degraded the log (the caller emits the event after unlocking). */
+static int set_state(int st, const char *why)
+{
+    int was = r.state;
+    if (st == was) return 0;
+    r.state = st;
+    pthread_cond_broadcast(&r.cv_ack);
+    if (was == REPL_ST_SYNC) wake_kind(REPL_W_ACK, INT64_MAX);
+    if (st == REPL_ST_DEGRADED) {
+        r.degraded_total++;
+        hf_warn("replication: degraded (%s): writes no longer wait for the standby", why);
+        return 1;
+    }
+    hf_info("replication: %s -> %s (%s)", repl_state_name(was), repl_state_name(st), why);
+    return 0;
+}
+
+/* Degrade when a connected standby has been silent for the timeout.
+ * Caller holds r.mu. RET set_state's. */
+static int check_lost(int64_t now)
+{
+    int live = r.state == REPL_ST_CATCHING_UP || r.state == REPL_ST_SYNC || r.state == REPL_ST_ASYNC;
+    if (!live || now - r.last_seen < (int64_t)r.cfg.standby_timeout_s * 1000) return 0;
+    return set_state(REPL_ST_DEGRADED, "the standby was silent for --standby-timeout");
+}
+
+static void degraded_event(void)
+{
+    char d[160];
+    snprintf(d, sizeof d, "the standby is lost: writes are acknowledged without it (loss window: the lag)");
+    repl_ring_event("REPLICATION_DEGRADED", d);
+}
+
+void repl_standby_ack(int64_t acked)
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    int64_t now = hf_mono_ms();
+    r.seen = 1;
+    r.last_seen = now;
+    r.acked = acked;
+    if (r.cfg.mode == REPL_ASYNC) {
+        set_state(REPL_ST_ASYNC, "a standby streams");
+    } else {
+        if (r.state == REPL_ST_NONE || r.state == REPL_ST_DEGRADED) {
+            r.target = r.last;
+            set_state(REPL_ST_CATCHING_UP, "a standby connected");
+        }
+        if (r.state == REPL_ST_CATCHING_UP && acked >= r.target) set_state(REPL_ST_SYNC, "the standby caught up");
+    }
+    pthread_cond_broadcast(&r.cv_ack);
+    wake_kind(REPL_W_ACK, acked);
+    pthread_mutex_unlock(&r.mu);
+}
+
+static void note_wait(int64_t us)
+{
+    r.wait_us[r.waits % WAIT_SAMPLES] = us;
+    r.waits++;
+    if (us > r.wait_max) r.wait_max = us;
+}
+
+int repl_wait(int64_t lsn)
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    int rc = 0, degraded = 0;
+    int64_t start = hf_mono_ms(), now = start, limit = (int64_t)r.cfg.standby_timeout_s * 1000;
+    int64_t start_us = hf_mono_us();
+    if (!r.running || r.state != REPL_ST_SYNC || r.acked >= lsn) goto end;
+    for (;;) {
+        if ((degraded = check_lost(now))) { rc = HF_ETIMEOUT; break; }
+        if (r.state != REPL_ST_SYNC) { rc = r.state == REPL_ST_DEGRADED ? HF_ETIMEOUT : 0; break; }
+        if (r.acked >= lsn || !r.running) break;
+        if (now - start >= limit) {
+            degraded = set_state(REPL_ST_DEGRADED, "a write waited --standby-timeout for the standby's ack");
+            rc = HF_ETIMEOUT;
+            break;
+        }
+        int64_t until = start + limit;
+        if (r.last_seen + limit < until) until = r.last_seen + limit;
+        timed_wait(&r.cv_ack, until - now);
+        now = hf_mono_ms();
+    }
+    note_wait(hf_mono_us() - start_us);
+end:
+    pthread_mutex_unlock(&r.mu);
+    if (degraded) degraded_event();
+    return rc;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void repl_ring_status(repl_status *st)
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    int64_t now = hf_mono_ms();
+    int degraded = check_lost(now);
+    st->mode = r.cfg.mode;
+    st->state = r.state;
+    st->standby_seen = r.seen;
+    st->connected = r.seen && now - r.last_seen < (int64_t)r.cfg.standby_timeout_s * 1000;
+    st->acked_lsn = r.acked;
+    st->lag_lsn = r.seen && r.last > r.acked ? r.last - r.acked : 0;
+    st->last_seen_ms_ago = r.seen ? now - r.last_seen : -1;
+    if (st->lag_lsn > 0 && r.acked + 1 >= first_lsn() && r.count)
+        st->lag_ms = now - r.f[(r.head + (size_t)(r.acked + 1 - first_lsn())) % r.cap].at_ms;
+    st->ring_first = first_lsn();
+    st->ring_frames = (int64_t)r.count;
+    st->ring_bytes = r.bytes;
+    st->degraded_total = r.degraded_total;
+    st->gone_total = r.gone_total;
+    st->waits = r.waits;
+    st->wait_max_us = r.wait_max;
+    int n = r.waits < WAIT_SAMPLES ? (int)r.waits : WAIT_SAMPLES;
+    int64_t tmp[WAIT_SAMPLES];
+    memcpy(tmp, r.wait_us, (size_t)n * sizeof *tmp);
+    pthread_mutex_unlock(&r.mu);
+    if (n) {
+        qsort(tmp, (size_t)n, sizeof *tmp, cmp64);
+        st->wait_p99_us = tmp[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
+    }
+    if (degraded) degraded_event();
+}
+
+/* ---------- parked requests ---------- */
+
+/* The "hf-repl" thread: every TIMER_MS, a silent standby degrades the log
+ * (which wakes the ACK waiters), an ACK waiter parked for
+ * --standby-timeout degrades it too, and a STREAM waiter past its wait is
+ * woken (its request answers 204). */
+static void timer_main(hf_thread *t, void *arg)
+{
+    (void)arg;
+    while (!hf_thread_wait(t, TIMER_MS)) {
+        pthread_mutex_lock(&r.mu);
+        int64_t now = hf_mono_ms();
+        int degraded = check_lost(now);
+        for (repl_waiter *w = r.waiters, *nx; w; w = nx) {
+            nx = w->next;
+            if (w->deadline_ms > now) continue;
+            if (w->kind == REPL_W_ACK)
+                degraded |= set_state(REPL_ST_DEGRADED, "a write waited --standby-timeout for the standby's ack");
+            else
+                wake_one(w);
+        }
+        wake_kind(REPL_W_ACK, r.state == REPL_ST_SYNC ? r.acked : INT64_MAX);
+        pthread_mutex_unlock(&r.mu);
+        if (degraded) degraded_event();
+    }
+}
+
+/* Is there something for w to wait for? Caller holds r.mu. */
+static int must_wait(const repl_waiter *w)
+{
+    if (!r.running) return 0;
+    if (w->kind == REPL_W_ACK) return r.state == REPL_ST_SYNC && r.acked < w->lsn;
+    return w->lsn == r.last && w->wait_ms > 0;
+}
+
+int repl_park(repl_waiter *w, void (*park)(void *arg))
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    int parked = 0;
+    if (must_wait(w) && (r.timer || hf_thread_start(&r.timer, "hf-repl", timer_main, NULL) == 0)) {
+        w->t0_us = hf_mono_us();
+        w->deadline_ms = hf_mono_ms() + (w->kind == REPL_W_ACK ? (int64_t)r.cfg.standby_timeout_s * 1000 : w->wait_ms);
+        w->prev = NULL;
+        w->next = r.waiters;
+        if (r.waiters) r.waiters->prev = w;
+        r.waiters = w;
+        w->parked = 1;
+        park(w->arg);
+        parked = 1;
+    }
+    pthread_mutex_unlock(&r.mu);
+    return parked;
+}
+
+void repl_unpark(repl_waiter *w)
+{
+    pthread_mutex_lock(&r.mu);
+    if (w->parked) {
+        if (w->prev) w->prev->next = w->next;
+        else r.waiters = w->next;
+        if (w->next) w->next->prev = w->prev;
+        w->prev = w->next = NULL;
+        w->parked = 0;
+    }
+    pthread_mutex_unlock(&r.mu);
+}
