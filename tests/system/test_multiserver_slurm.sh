@@ -83,7 +83,16 @@ netns_spawn sched "$HF_TMP/slurmctld.log" unshare --uts sh -c 'hostname hfctl &&
 i=1
 for n in n1 n2 n3; do
   netns_server "$n" "10.77.0.1$i"
-  netns_spawn "$n" "$HF_TMP/slurmd-$n.log" unshare --uts sh -c "hostname $n && mkdir -p /srv/hf/slurmd && exec slurmd -D -N $n"
+  # slurmd initialises its cgroup plugin and reads the CPU topology from
+  # /sys even with proctrack/linuxproc: a machine without /sys mounted (a
+  # chroot, CI's fresh root) gets sysfs in this server's own mount
+  # namespace (nothing outside it sees it) and, at /sys/fs/cgroup, an empty
+  # tmpfs with the named systemd hierarchy: cgroup v1, which Slurm then
+  # only detects (no controller is used with linuxproc and task/none)
+  netns_spawn "$n" "$HF_TMP/slurmd-$n.log" unshare --uts sh -c "hostname $n && mkdir -p /srv/hf/slurmd &&
+    { mountpoint -q /sys || mount -t sysfs sysfs /sys; } &&
+    { mountpoint -q /sys/fs/cgroup || { mount -t tmpfs cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/systemd &&
+      mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd; }; } && exec slurmd -D -N $n"
   i=$((i + 1))
 done
 nodes_idle() { [[ $(netns_run sched sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle') == 3 ]]; }
