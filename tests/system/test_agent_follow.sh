@@ -51,11 +51,13 @@ experiment() {  # NAME EPOCHS SLEEP_MS
     trial: {command: [$f], max_restarts: 0}}'
 }
 trial_of() { hf_get "/api/v1/experiments/$1/trials" | jq -r '.trials[0].id'; }
-trial_pid() {  # TRIAL: the fake_trial process of this agent running it
-  local d
-  for d in /proc/[0-9]*; do
-    [[ $d/exe -ef $FAKE && $(readlink "$d/cwd" 2>/dev/null) == "$HF_TMP"/agent-a1/* ]] || continue
-    tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qx "HYPERFARM_TRIAL_ID=$1" && { echo "${d#/proc/}"; return 0; }
+trial_pid() {  # TRIAL: the fake_trial process running it, below this test
+  # (found among this shell's descendants, not by the trial's cwd, which a
+  # sandboxed trial in a chroot does not show as this side's path)
+  local p
+  for p in $(hf_descendants); do
+    [[ /proc/$p/exe -ef $FAKE ]] || continue
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "HYPERFARM_TRIAL_ID=$1" && { echo "$p"; return 0; }
   done
   return 1
 }
