@@ -133,10 +133,21 @@ test('a degraded primary: banner, controls kept', async () => {
   await page.context().close();
 });
 
-test('the scheduler stops answering: the page offers the peer that answers', async () => {
+test('the scheduler stops answering: the page offers the peer that answers', async (t) => {
   const page = await pageWith({ role: 'primary', term: 1, lsn: 10, cluster: 'c1', primary: null,
     peers: ['http://127.0.0.1:1', PEER], mode: 'sync', state: 'sync', standby: null }, 300);
   await openExperiment(page);
+  // The peer is this scheduler under another name (another origin): where
+  // this browser cannot reach that name at all, the test has no peer.
+  const reach = await page.evaluate(async (p) => {
+    try { await fetch(p + '/healthz', { mode: 'no-cors', cache: 'no-store' }); return 'ok'; }
+    catch (e) { return String(e); }
+  }, PEER);
+  if (reach !== 'ok') {
+    t.skip(`the browser cannot reach ${PEER} here (${reach})`);
+    await page.context().close();
+    return;
+  }
   assert.ok(await page.isHidden('#repl-banner'));
   await page.unroute(`${URL}/api/v1/replication`);
   await page.unroute(`${URL}/api/**`);
