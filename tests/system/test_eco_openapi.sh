@@ -340,6 +340,9 @@ call "$U" GET '/api/v1/backups/{id}' "/api/v1/backups/$BK" "" 403
 # makes this primary wait for a standby's acks (one that never comes)
 call "$A" GET /api/v1/replication /api/v1/replication "" 200
 call "$U" GET /api/v1/replication/snapshot /api/v1/replication/snapshot "" 403
+call "$A" GET /api/v1/replication/snapshot /api/v1/replication/snapshot "" 403
+call "$U" GET /api/v1/replication/stream "/api/v1/replication/stream?cluster=x&term=1&after=0" "" 403
+call "$A" GET /api/v1/replication/stream "/api/v1/replication/stream?cluster=x&term=1&after=0" "" 403
 CALL_ARGS=(-D "$HF_TMP/snap.hdr")
 call admin-tok GET /api/v1/replication/snapshot /api/v1/replication/snapshot "" 200
 CALL_ARGS=()
