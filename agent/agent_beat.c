@@ -281,6 +281,30 @@ void agent_hb_main(hf_thread *t, void *arg)
 
 /* ------------------------------------------------------ long-poll thread */
 
+/* A "pending" answer's pushed assignments (agent_link.h): to the main loop
+ * as a heartbeat reply's would go, malformed ones back to the scheduler as
+ * start_failed events. No "assign": a scheduler without the push. */
+static void poll_on_push(agent *ag, const json_t *answer)
+{
+    agent_reply r;
+    hf_jerr e;
+    json_t *assign = json_object_get(answer, "assign");
+    if (!json_is_array(assign) || !json_array_size(assign)) return;
+    json_t *only = json_pack("{sO}", "assign", assign);
+    if (!only) return;    /* out of memory: the heartbeat's resend brings them */
+    int rc = agent_reply_parse(only, &r, &e);
+    json_decref(only);
+    if (rc) {
+        hf_warn("malformed long-poll answer: %s: %s", e.field, e.msg);
+        return;
+    }
+    hf_debug("long-poll pushed %zu assignments", r.nassign);
+    for (size_t i = 0; i < json_array_size(r.rejected); i++)
+        agent_outbox_event(ag->ob, json_incref(json_array_get(r.rejected, i)));
+    if (r.nassign) inbox_push(ag, &r);
+    agent_reply_free(&r);
+}
+
 void agent_poll_main(hf_thread *t, void *arg)
 {
     agent *ag = arg;
@@ -298,7 +322,10 @@ void agent_poll_main(hf_thread *t, void *arg)
         int64_t id = ag->agent_id;
         pthread_mutex_unlock(&ag->mu);
         int pending = 0;
-        int rc = agent_poll_wait(ag->poll, id, AGENT_POLL_WAIT_MS, &pending, err, sizeof err);
+        json_t *reply = NULL;
+        int rc = agent_poll_wait(ag->poll, id, AGENT_POLL_WAIT_MS, &pending, &reply, err, sizeof err);
+        if (rc == HF_OK && pending) poll_on_push(ag, reply);
+        json_decref(reply);
         pthread_mutex_lock(&ag->mu);
         if (ag->stop) break;
         if (rc == HF_OK) {
@@ -307,7 +334,8 @@ void agent_poll_main(hf_thread *t, void *arg)
             backoff = 0;
             if (!pending) continue;
             /* Work waits: heartbeat now, and do not ask again before that
-             * heartbeat was answered (it fetches the work). */
+             * heartbeat was answered (it fetches the kills and what the push
+             * did not carry, and reports what the push started). */
             uint64_t seen = ag->hb_done;
             int64_t t0 = hf_mono_ms();
             ag->urgent = 1;

@@ -193,7 +193,8 @@ void agent_poll_free(agent_poll *p)
     free(p);
 }
 
-int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, char *err, size_t errlen)
+int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, json_t **reply, char *err,
+                    size_t errlen)
 {
     char path[128];
     long status = 0;
@@ -201,8 +202,10 @@ int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, ch
     int rc;
 
     *pending = 0;
+    *reply = NULL;
     if (wait_ms > AGENT_POLL_WAIT_MS) wait_ms = AGENT_POLL_WAIT_MS;
-    snprintf(path, sizeof path, "/api/v1/agents/%lld/wait?timeout_ms=%lld", (long long)id, (long long)wait_ms);
+    snprintf(path, sizeof path, "/api/v1/agents/%lld/wait?timeout_ms=%lld&assign=1", (long long)id,
+             (long long)wait_ms);
     if ((rc = hf_http_request(p->http, "GET", path, NULL, &status, &resp, err, errlen))) return rc;
     if (status != 200) rc = status_error(status, resp, "wait", err, errlen);
     else if (!json_is_boolean(json_object_get(resp, "pending"))) {
@@ -210,6 +213,7 @@ int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, ch
         rc = HF_EPARSE;
     } else *pending = json_is_true(json_object_get(resp, "pending"));
     if (rc == HF_EINVAL) rc = HF_EHTTP;
-    json_decref(resp);
+    if (rc == HF_OK) *reply = resp;
+    else json_decref(resp);
     return rc;
 }

@@ -72,10 +72,15 @@ int agent_link_following(const agent_link *l);
  * HF_ETIMEOUT, HF_EPARSE (200 without a JSON object). */
 int agent_link_heartbeat(agent_link *l, const json_t *body, json_t **reply, char *err, size_t errlen);
 
-/* The doorbell long-poll (GET /api/v1/agents/{id}/wait): its own HTTP
- * handle, used by the long-poll thread only. The scheduler answers
+/* The doorbell long-poll (GET /api/v1/agents/{id}/wait?assign=1): its own
+ * HTTP handle, used by the long-poll thread only. The scheduler answers
  * {"pending": true} as soon as an assignment or kill waits for this agent's
- * next heartbeat, else {"pending": false} after wait_ms. */
+ * next heartbeat, else {"pending": false} after wait_ms. A "pending"
+ * answer carries the new assignments themselves (the push,
+ * docs/protocol.md): they count as sent, so the agent starts them without
+ * waiting for the heartbeat that would otherwise fetch them; kills still
+ * come in heartbeat replies. A scheduler older than the push ignores
+ * assign=1 and answers without "assign". */
 #define AGENT_POLL_WAIT_MS 25000
 
 typedef struct agent_poll agent_poll;
@@ -85,8 +90,11 @@ agent_poll *agent_poll_new(const char *url, const char *token, const char *cafil
                            const atomic_int *cancel);
 /* Accepts NULL. */
 void agent_poll_free(agent_poll *p);
-/* RET 0 with *pending set; HF_ENOTFOUND (404: unknown agent, or a scheduler
- * without the route), HF_EAUTH, HF_EHTTP, HF_ECONN, HF_ETIMEOUT, HF_EPARSE. */
-int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, char *err, size_t errlen);
+/* RET 0 with *pending set and *reply the whole answer (the caller frees
+ * it; its "assign", when present, is for agent_reply_parse); HF_ENOTFOUND
+ * (404: unknown agent, or a scheduler without the route), HF_EAUTH,
+ * HF_EHTTP, HF_ECONN, HF_ETIMEOUT, HF_EPARSE (*reply NULL then). */
+int agent_poll_wait(agent_poll *p, int64_t id, int64_t wait_ms, int *pending, json_t **reply, char *err,
+                    size_t errlen);
 
 #endif

@@ -8,7 +8,8 @@
 #      still starts within 1 s (the scheduler rings the agent's doorbell,
 #      the long-poll answers, the agent heartbeats at once); a kill over the
 #      API reaches it and the trial is CANCELED within 2 s. Without the
-#      doorbell both would take up to 5 s. A correctness check with a
+#      doorbell both would take up to 5 s. The assignment arrives in the
+#      long-poll's answer itself (the push, once). A correctness check with a
 #      generous bound, not a benchmark.
 #   3. Duplicate-safe heartbeats, driven with curl as a fake agent: the same
 #      batch sent twice stores its logs and metrics once (row counts over
@@ -38,7 +39,7 @@ hf_api GET "/api/v1/agents/999/wait?timeout_ms=100"
 hf_assert_eq "$HF_STATUS" 404 "unknown agent"
 
 # ---- 2. a real agent with a 5 s heartbeat
-hf_start_agent slow --slots 1 --heartbeat-ms 5000
+hf_start_agent slow --slots 1 --heartbeat-ms 5000 --log-level debug
 sleep 1   # registered, first heartbeat done, long-poll parked
 exp=$(jq -n --arg prog "$HF_BIN/tests/fake_trial" '{
   name: "doorbell", objective: {metric: "val_acc", goal: "maximize"},
@@ -54,6 +55,10 @@ t=$(trial_json)
 lat=$(jq '.started_at - .created_at' <<<"$t")
 hf_log "created -> started: $lat ms with a 5000 ms heartbeat interval"
 (( lat < 1000 )) || hf_fail "trial started $lat ms after creation; the doorbell should make it < 1000 ms"
+# the assignment came in the long-poll's answer itself (the push), once
+grep -q 'long-poll pushed 1 assignments' "$HF_TMP/agent-slow.log" \
+  || hf_fail "the agent did not take the assignment from the long-poll's answer (push): $(grep -i poll "$HF_TMP/agent-slow.log" | tail -3)"
+jq -e '.attempt == 1 and .restarts == 0' <<<"$t" >/dev/null || hf_fail "pushed trial started twice: $t"
 
 tid=$(jq .id <<<"$t")
 sleep 0.3
