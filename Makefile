@@ -232,6 +232,10 @@ RUN_TESTS = HF_BIN=$(abspath $(BIN)) HF_UNIT=$(abspath $(O)/tests/unit) HF_VARIA
 test: all $(UNIT_BIN)
 	$(RUN_TESTS) all $(T)
 
+# Everything `make test` runs, built and not run (.ci/run builds the
+# sanitizer variant this way while the fresh machine is being made).
+test-build: all $(UNIT_BIN)
+
 unit: all $(UNIT_BIN)
 	$(RUN_TESTS) unit $(T)
 
