@@ -20,6 +20,15 @@
 #      namespace SIGKILLed) to the first trial the promoted standby assigns
 #      (the trial's ASSIGNED event time), SB_RUNS times (goal: < 10 s).
 #
+# On one machine the standby would take the primary's CPU, which on its
+# own server it never does: with SB_PIN=1 (the default where there are 2
+# CPUs or more) the primary runs on CPU 0 alone and the standby and the
+# load generator share the others, in both modes of part a, so "alone"
+# and "sync" give the primary the same CPU and differ only by the
+# replication (capture, streaming, the wait). SB_PIN=0: no pinning, every
+# process on every CPU (the standby's apply then competes with the
+# primary: the 2-core figures of docs/operations.md §8 show both).
+#
 # `bench/run standby` runs it. Environment: HF_BIN (default ./bin),
 # SB_AGENTS (ingestion agents, 10), SB_REPORTS (reports per trial, 600),
 # SB_PER_HB (100), SB_TMP (default /tmp: the disk under test), SB_SKIP_A /
@@ -34,6 +43,13 @@ reports=${SB_REPORTS:-600}
 per_hb=${SB_PER_HB:-100}
 LG=$HF_BIN/bench/loadgen
 [[ -x $LG && -x $HF_BIN/hyperfarm-scheduler ]] || { echo "standby: SKIP: build first (make)"; exit 2; }
+ncpu=$(nproc)
+pin=${SB_PIN:-$(( ncpu >= 2 ? 1 : 0 ))}
+# pin_to ROLE: the taskset prefix for primary | other (empty: no pinning)
+pin_to() {
+  (( pin )) || return 0
+  if [[ $1 == primary ]]; then echo "taskset -c 0"; else echo "taskset -c 1-$((ncpu - 1))"; fi
+}
 tmp=$(mktemp -d "${SB_TMP:-/tmp}/hf-standby-XXXXXX")
 pids=()
 stop_all() {
@@ -55,15 +71,15 @@ repl() { curl -fsS -m 3 -H "Authorization: Bearer $ADM" "$1/api/v1/replication";
 
 # NAME ARGS...: start a scheduler on a free loopback port in $tmp/NAME;
 # sets URL (and appends its pid to pids).
-start_sched() {
-  local name=$1 port="" i; shift
+start_sched() {   # NAME ROLE ARGS...
+  local name=$1 role=$2 port="" i; shift 2
   mkdir -p "$tmp/$name"
-  "$HF_BIN/hyperfarm-scheduler" --listen 127.0.0.1:0 --db "$tmp/$name/hf.db" --token-file "$tmp/tokens" \
+  $(pin_to "$role") "$HF_BIN/hyperfarm-scheduler" --listen 127.0.0.1:0 --db "$tmp/$name/hf.db" --token-file "$tmp/tokens" \
     --max-conns-per-ip 0 "$@" >"$tmp/$name.log" 2>&1 &
   pids+=($!)
   SPID=$!
   for ((i = 0; i < 150; i++)); do
-    port=$(sed -n 's/.*ready on port \([0-9]*\).*/\1/p' "$tmp/$name.log" | tail -1)
+    port=$(sed -n 's/.*ready on port \([0-9]*\).*/\1/p' "$tmp/$name.log" 2>/dev/null | tail -1)
     [[ -n $port ]] && break
     sleep 0.1
   done
@@ -75,10 +91,10 @@ start_sched() {
 declare -A rps p50 p99 pp99 state
 run_a() {   # MODE: none | sync
   local mode=$1 purl ppid i
-  start_sched "p-$mode" || return 1
+  start_sched "p-$mode" primary || return 1
   purl=$URL; ppid=$SPID
   if [[ $mode == sync ]]; then
-    start_sched "s-$mode" --standby-of "$purl" || return 1
+    start_sched "s-$mode" other --standby-of "$purl" || return 1
     for ((i = 0; i < 300; i++)); do
       repl "$purl" 2>/dev/null | jq -e '.state == "sync"' >/dev/null && break
       sleep 0.1
@@ -86,7 +102,7 @@ run_a() {   # MODE: none | sync
     repl "$purl" | jq -e '.state == "sync"' >/dev/null || { echo "standby: the primary never reached sync: $(repl "$purl")"; return 1; }
   fi
   echo "standby: $mode: ingestion, $agents agents x 8 trials x $reports reports ($per_hb per heartbeat) ..."
-  "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents "$agents" --slots 8 \
+  $(pin_to other) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents "$agents" --slots 8 \
     --trials $((agents * 8)) --reports "$reports" --per-hb "$per_hb" --values 1 --hb-ms 0 --threads 4 --probe-hz 5 \
     --max-seconds 90 --name-prefix "ing-$mode" >"$tmp/ing-$mode" 2>&1
   [[ -n $(field "$tmp/ing-$mode" reports_per_s) ]] || { tail -20 "$tmp/ing-$mode"; return 1; }
@@ -94,7 +110,7 @@ run_a() {   # MODE: none | sync
   p50[$mode]=$(field "$tmp/ing-$mode" hb_p50_ms)
   p99[$mode]=$(field "$tmp/ing-$mode" hb_p99_ms)
   echo "standby: $mode: paced agents (100 x 2 slots, a heartbeat every 250 ms) ..."
-  "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 100 --slots 2 --trials 200 \
+  $(pin_to other) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 100 --slots 2 --trials 200 \
     --reports 40 --per-hb 1 --values 4 --hb-ms 250 --threads 4 --probe-hz 5 --max-seconds 60 \
     --name-prefix "paced-$mode" >"$tmp/paced-$mode" 2>&1
   pp99[$mode]=$(field "$tmp/paced-$mode" hb_p99_ms)
@@ -108,6 +124,8 @@ run_a() {   # MODE: none | sync
   stop_all
 }
 if [[ -z ${SB_SKIP_A:-} ]]; then
+  if (( pin )); then echo "standby: pinned: the primary on CPU 0, the standby and the load generator on CPUs 1-$((ncpu - 1)) (SB_PIN=0: not)"
+  else echo "standby: not pinned: the primary, the standby and the load generator share all $ncpu CPUs"; fi
   if run_a none && run_a sync; then
     echo
     printf '%-44s %14s %14s %8s\n' "" "alone" "sync standby" "ratio"
