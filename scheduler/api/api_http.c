@@ -37,18 +37,35 @@ void api_hold_writes(req *rq) { hold_rq = rq; }
 static void resume(void *arg) { MHD_resume_connection(arg); }
 static void suspend(void *arg) { MHD_suspend_connection(arg); }
 
-/* Hold r for the standby's ack when this thread answers a write (see
- * api_hold_writes). RET 1 held (the request is suspended), else 0. */
+/* A write's answer that cannot be given: its commit is not durable (the
+ * group flush failed, or the server stops first; repl.h). */
+static enum MHD_Result not_durable(struct MHD_Connection *c)
+{
+    return api_send_err(c, 503, NULL, "the write is not durable: %s",
+                        repl_flush_failed() ? "the database's disk failed to flush (see the scheduler's log)"
+                                            : "the scheduler is stopping");
+}
+
+/* Hold r when this thread answers a write (see api_hold_writes) until the
+ * group flush covers the commits made so far and, with a standby in sync,
+ * the standby acknowledged them. RET 1 held (the request is suspended),
+ * 2 answered 503 instead (r destroyed: not durable), else 0. */
 static int hold_answer(struct MHD_Connection *c, unsigned status, struct MHD_Response *r)
 {
     req *rq = hold_rq;
     hold_rq = NULL;
     if (!rq || rq->held || repl_role() != REPL_PRIMARY) return 0;
-    rq->rw = (repl_waiter){.kind = REPL_W_ACK, .lsn = repl_lsn(), .wake = resume, .arg = c};
+    rq->rw = (repl_waiter){.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = repl_commit_seq(), .wake = resume,
+                           .arg = c};
     rq->held = r;
     rq->held_status = status;
     if (repl_park(&rq->rw, suspend)) return 1;
     rq->held = NULL;
+    if (rq->rw.failed) {
+        MHD_destroy_response(r);
+        not_durable(c);
+        return 2;
+    }
     return 0;
 }
 
@@ -60,7 +77,7 @@ enum MHD_Result api_queue(struct MHD_Connection *c, unsigned status, struct MHD_
     MHD_add_response_header(r, "X-Hyperfarm-Term", term);
     MHD_add_response_header(r, "X-Hyperfarm-Role", repl_role_name(repl_role()));
     for (; h && h->name; h++) MHD_add_response_header(r, h->name, h->value);
-    if (hold_answer(c, status, r)) return MHD_YES;
+    if (hold_answer(c, status, r)) return MHD_YES;   /* held, or answered 503 */
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     atomic_fetch_add(&metrics.http_requests[status / 100 < 6 ? status / 100 : 0], 1);
@@ -71,6 +88,10 @@ enum MHD_Result api_queue_held(struct MHD_Connection *c, req *rq)
 {
     struct MHD_Response *r = rq->held;
     rq->held = NULL;
+    if (rq->rw.failed) {
+        MHD_destroy_response(r);
+        return not_durable(c);
+    }
     enum MHD_Result ret = MHD_queue_response(c, rq->held_status, r);
     MHD_destroy_response(r);
     atomic_fetch_add(&metrics.http_requests[rq->held_status / 100 < 6 ? rq->held_status / 100 : 0], 1);

@@ -118,7 +118,7 @@ static void wait_wake(void *arg) { MHD_resume_connection(arg); }
  * ("assign", maybe empty). Pending stays true after a ring even when every
  * assignment is in the answer: a kill may wait too, and the agent
  * heartbeats anyway to report what it started. */
-static enum MHD_Result wait_answer(api *a, struct MHD_Connection *c, int64_t id, int pending, int push)
+static enum MHD_Result wait_answer(api *a, struct MHD_Connection *c, req *rq, int64_t id, int pending, int push)
 {
     json_t *assign = NULL;
     if (pending && push) {
@@ -126,6 +126,10 @@ static enum MHD_Result wait_answer(api *a, struct MHD_Connection *c, int64_t id,
         if (rc == HF_ENOTFOUND) return api_send_err(c, 404, NULL, "unknown agent %lld: register again", (long long)id);
         if (rc) return api_send_rc(c, rc, NULL, "agent");
     }
+    /* Pushed placements go out once durable, as a heartbeat reply's do
+     * (the group flush, api_http.c): a power cut cannot take back a trial
+     * an agent already started. */
+    if (assign && json_array_size(assign)) api_hold_writes(rq);
     if (assign) return api_send_json(c, 200, json_pack("{sbso}", "pending", pending, "assign", assign));
     return api_send_json(c, 200, json_pack("{sb}", "pending", pending));
 }
@@ -144,7 +148,7 @@ enum MHD_Result api_stream_wait(api *a, struct MHD_Connection *c, int64_t id, re
         int st = doorbell_state(a->bell, &rq->w);
         doorbell_unpark(a->bell, &rq->w);
         rq->parked = 0;
-        return wait_answer(a, c, id, st == DOORBELL_RUNG, rq->w.push);
+        return wait_answer(a, c, rq, id, st == DOORBELL_RUNG, rq->w.push);
     }
     hf_jerr_clear(&e);
     if (api_query_int(c, "timeout_ms", 0, DOORBELL_MAX_WAIT_MS, 25000, &timeout, &e)) return api_send_jerr(c, 400, &e);
@@ -152,7 +156,7 @@ enum MHD_Result api_stream_wait(api *a, struct MHD_Connection *c, int64_t id, re
     int rc = sched_agent_pending(a->s, id, &pending);
     if (rc == HF_ENOTFOUND) return api_send_err(c, 404, NULL, "unknown agent %lld: register again", (long long)id);
     if (rc) return api_send_rc(c, rc, NULL, "agent");
-    if (pending || timeout == 0 || !a->bell || atomic_load(&a->stopping)) return wait_answer(a, c, id, pending, (int)push);
+    if (pending || timeout == 0 || !a->bell || atomic_load(&a->stopping)) return wait_answer(a, c, rq, id, pending, (int)push);
     rq->is_wait = 1;
     rq->w.push = (int)push;
     rq->w.agent_id = id;

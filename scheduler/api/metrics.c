@@ -221,6 +221,15 @@ static int render_repl(hf_buf *b)
             (long long)r.term, (long long)r.lsn, (long long)r.acked_lsn, (long long)r.lag_lsn, r.lag_ms / 1000.0,
             (long long)r.degraded_total, r.wait_p99_us / 1e6, r.wait_max_us / 1e6, (long long)r.waits,
             (long long)repl_escaped_total());
+    if (rc == 0)
+        rc = hf_buf_printf(b,
+            "# HELP hyperfarm_store_flushes_total fsyncs of the WAL by the group flush (docs/scheduler.md \"Durability\").\n"
+            "# TYPE hyperfarm_store_flushes_total counter\nhyperfarm_store_flushes_total %lld\n"
+            "# HELP hyperfarm_store_flushed_commits_total Commits made durable by those fsyncs (commits / flushes: the group size).\n"
+            "# TYPE hyperfarm_store_flushed_commits_total counter\nhyperfarm_store_flushed_commits_total %lld\n"
+            "# HELP hyperfarm_store_flush_failed 1 after an fsync of the WAL failed: writes are refused (503) until a restart.\n"
+            "# TYPE hyperfarm_store_flush_failed gauge\nhyperfarm_store_flush_failed %d\n",
+            (long long)r.flushes, (long long)r.flush_commits, r.flush_failed);
     return rc;
 }
 

@@ -193,19 +193,43 @@ void repl_standby_ack(int64_t acked);
  * degrading (the write is durable here, not on the standby). */
 int  repl_wait(int64_t lsn);
 
+/* The group flush (docs/scheduler.md, "Durability"): with it on, the
+ * writer's COMMIT only appends to the WAL (synchronous=NORMAL) and the
+ * store's "hf-flush" thread fsyncs the WAL after it, once for every commit
+ * made meanwhile, off the core's lock; an answer that acknowledges a
+ * write waits (parked, below) until the flush covers the writer's commits
+ * made before it. The store numbers the commits (repl_note_commit, under
+ * the core's lock) and reports each flush (repl_flushed). A failed flush
+ * is sticky: nothing is acknowledged any more (503) until a restart, as a
+ * failed fsync may have dropped the pages it was to write. */
+void     repl_flush_enable(int on);
+int      repl_flush_on(void);
+uint64_t repl_note_commit(void);              /* RET the commit's number */
+uint64_t repl_commit_seq(void);               /* the last commit's number */
+void     repl_flushed(uint64_t seq, int failed);
+/* Block until commit seq is durable. RET 0, or HF_EIO (the flush failed,
+ * or the flusher stopped before covering it). */
+int      repl_flush_wait(uint64_t seq);
+int      repl_flush_failed(void);
+
 /* A parked HTTP request (libmicrohttpd suspend/resume, so a waiter holds
- * no thread): a write's answer waiting for the standby's ack (ACK), or a
+ * no thread): a write's answer waiting for the standby's ack and the
+ * group flush (ACK), or a
  * stream long-poll waiting for a frame (STREAM). The caller owns it (in its
  * request context) and sets kind, lsn, wake, arg; wake(arg) runs once,
  * under the log's ring lock (it must only resume the request), when:
  *   ACK     the standby acknowledged lsn, or the state left sync (a
- *           waiter of --standby-timeout degrades it), or repl_stop;
+ *           waiter of --standby-timeout degrades it), and the flush
+ *           covers seq (or failed: w->failed), or repl_stop (w->failed
+ *           when seq was not flushed yet);
  *   STREAM  a frame after lsn was appended, wait_ms passed, or repl_stop.
  * The timer thread "hf-repl" (started at the first park) expires them. */
 enum { REPL_W_ACK = 1, REPL_W_STREAM = 2 };
 typedef struct repl_waiter {
     int      kind;
     int64_t  lsn;
+    uint64_t seq;                  /* ACK: the writer's commit to be flushed too (repl_commit_seq; 0 none) */
+    int      failed;               /* ACK, set at the wake: seq is not durable (the flush failed, or repl_stop) */
     int64_t  wait_ms;              /* STREAM: how long at most */
     void   (*wake)(void *arg);
     void    *arg;
@@ -233,6 +257,8 @@ typedef struct repl_status {
     int64_t ring_first, ring_frames, ring_bytes;
     int64_t degraded_total, fenced_total, gone_total;
     int64_t waits, wait_p99_us, wait_max_us;   /* commit waits (recent window) */
+    int     flush_on, flush_failed;              /* the group flush */
+    int64_t flushes, flush_commits;              /* its fsyncs, and the commits they covered */
 } repl_status;
 void repl_status_get(repl_status *st);
 

@@ -32,6 +32,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,15 +63,28 @@ static struct {
     repl_event_fn  *ev;
     void           *ev_ctx;
     repl_waiter    *waiters;           /* parked requests (repl_park) */
+    int             flush_on, flush_failed;
+    uint64_t        flushed;           /* the writer's commits <= flushed are durable (group flush) */
+    int64_t         flushes, flush_commits;
+    pthread_cond_t  cv_flush;
     hf_thread      *timer;             /* "hf-repl", from the first park to repl_stop */
 } r = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+static _Atomic uint64_t commit_seq;   /* the writer's commits, numbered (repl_note_commit) */
+
 static void note_wait(int64_t us);
+
+/* Does ACK waiter w still wait for the flush? Caller holds r.mu. */
+static int flush_pending(const repl_waiter *w)
+{
+    return r.flush_on && !r.flush_failed && w->seq > r.flushed;
+}
 
 /* Unlink w and resume its request. Caller holds r.mu. */
 static void wake_one(repl_waiter *w)
 {
     if (!w->parked) return;
+    if (w->kind == REPL_W_ACK) w->failed = r.flush_on && w->seq > r.flushed;
     if (w->prev) w->prev->next = w->next;
     else r.waiters = w->next;
     if (w->next) w->next->prev = w->prev;
@@ -78,6 +92,17 @@ static void wake_one(repl_waiter *w)
     w->parked = 0;
     if (w->kind == REPL_W_ACK) note_wait(hf_mono_us() - w->t0_us);
     w->wake(w->arg);
+}
+
+static int must_wait(const repl_waiter *w);
+
+/* Wake the ACK waiters with nothing left to wait for. Caller holds r.mu. */
+static void wake_acks(void)
+{
+    for (repl_waiter *w = r.waiters, *nx; w; w = nx) {
+        nx = w->next;
+        if (w->kind == REPL_W_ACK && !must_wait(w)) wake_one(w);
+    }
 }
 
 /* Wake the waiters of kind (0: all) whose lsn <= upto. Caller holds r.mu. */
@@ -109,6 +134,7 @@ static void ring_init(void)
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     pthread_cond_init(&r.cv_new, &a);
     pthread_cond_init(&r.cv_ack, &a);
+    pthread_cond_init(&r.cv_flush, &a);
     pthread_condattr_destroy(&a);
     r.init = 1;
 }
@@ -301,7 +327,7 @@ static int set_state(int st, const char *why)
     if (st == was) return 0;
     r.state = st;
     pthread_cond_broadcast(&r.cv_ack);
-    if (was == REPL_ST_SYNC) wake_kind(REPL_W_ACK, INT64_MAX);
+    if (was == REPL_ST_SYNC) wake_acks();
     if (st == REPL_ST_DEGRADED) {
         r.degraded_total++;
         hf_warn("replication: degraded (%s): writes no longer wait for the standby", why);
@@ -345,8 +371,66 @@ void repl_standby_ack(int64_t acked)
         if (r.state == REPL_ST_CATCHING_UP && acked >= r.target) set_state(REPL_ST_SYNC, "the standby caught up");
     }
     pthread_cond_broadcast(&r.cv_ack);
-    wake_kind(REPL_W_ACK, acked);
+    wake_acks();
     pthread_mutex_unlock(&r.mu);
+}
+
+/* ---------- the group flush ---------- */
+
+void repl_flush_enable(int on)
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    r.flush_on = on;
+    r.flush_failed = 0;                      /* a store opened anew (a restart in the tests) */
+    r.flushed = atomic_load(&commit_seq);   /* what came before was durable at its COMMIT */
+    pthread_cond_broadcast(&r.cv_flush);
+    wake_acks();
+    pthread_mutex_unlock(&r.mu);
+}
+
+int repl_flush_on(void)
+{
+    pthread_mutex_lock(&r.mu);
+    int on = r.flush_on;
+    pthread_mutex_unlock(&r.mu);
+    return on;
+}
+
+uint64_t repl_note_commit(void) { return atomic_fetch_add(&commit_seq, 1) + 1; }
+uint64_t repl_commit_seq(void) { return atomic_load(&commit_seq); }
+
+void repl_flushed(uint64_t seq, int failed)
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    if (failed) r.flush_failed = 1;
+    else if (seq > r.flushed) {
+        r.flushes++;
+        r.flush_commits += (int64_t)(seq - r.flushed);
+        r.flushed = seq;
+    }
+    pthread_cond_broadcast(&r.cv_flush);
+    wake_acks();
+    pthread_mutex_unlock(&r.mu);
+}
+
+int repl_flush_failed(void)
+{
+    pthread_mutex_lock(&r.mu);
+    int f = r.flush_failed;
+    pthread_mutex_unlock(&r.mu);
+    return f;
+}
+
+int repl_flush_wait(uint64_t seq)
+{
+    pthread_mutex_lock(&r.mu);
+    ring_init();
+    while (r.flush_on && !r.flush_failed && r.flushed < seq) timed_wait(&r.cv_flush, 1000);
+    int rc = r.flush_on && r.flushed < seq ? HF_EIO : 0;
+    pthread_mutex_unlock(&r.mu);
+    return rc;
 }
 
 static void note_wait(int64_t us)
@@ -413,6 +497,10 @@ void repl_ring_status(repl_status *st)
     st->gone_total = r.gone_total;
     st->waits = r.waits;
     st->wait_max_us = r.wait_max;
+    st->flush_on = r.flush_on;
+    st->flush_failed = r.flush_failed;
+    st->flushes = r.flushes;
+    st->flush_commits = r.flush_commits;
     int n = r.waits < WAIT_SAMPLES ? (int)r.waits : WAIT_SAMPLES;
     int64_t tmp[WAIT_SAMPLES];
     memcpy(tmp, r.wait_us, (size_t)n * sizeof *tmp);
@@ -440,12 +528,12 @@ static void timer_main(hf_thread *t, void *arg)
         for (repl_waiter *w = r.waiters, *nx; w; w = nx) {
             nx = w->next;
             if (w->deadline_ms > now) continue;
-            if (w->kind == REPL_W_ACK)
-                degraded |= set_state(REPL_ST_DEGRADED, "a write waited --standby-timeout for the standby's ack");
-            else
+            if (w->kind != REPL_W_ACK)
                 wake_one(w);
+            else if (r.state == REPL_ST_SYNC && r.acked < w->lsn)   /* the standby's part only: a flush has no deadline */
+                degraded |= set_state(REPL_ST_DEGRADED, "a write waited --standby-timeout for the standby's ack");
         }
-        wake_kind(REPL_W_ACK, r.state == REPL_ST_SYNC ? r.acked : INT64_MAX);
+        wake_acks();
         pthread_mutex_unlock(&r.mu);
         if (degraded) degraded_event();
     }
@@ -454,8 +542,8 @@ static void timer_main(hf_thread *t, void *arg)
 /* Is there something for w to wait for? Caller holds r.mu. */
 static int must_wait(const repl_waiter *w)
 {
+    if (w->kind == REPL_W_ACK) return flush_pending(w) || (r.running && r.state == REPL_ST_SYNC && r.acked < w->lsn);
     if (!r.running) return 0;
-    if (w->kind == REPL_W_ACK) return r.state == REPL_ST_SYNC && r.acked < w->lsn;
     return w->lsn == r.last && w->wait_ms > 0;
 }
 
@@ -464,6 +552,7 @@ int repl_park(repl_waiter *w, void (*park)(void *arg))
     pthread_mutex_lock(&r.mu);
     ring_init();
     int parked = 0;
+    if (w->kind == REPL_W_ACK) w->failed = r.flush_on && r.flush_failed && w->seq > r.flushed;
     if (must_wait(w) && (r.timer || hf_thread_start(&r.timer, "hf-repl", timer_main, NULL) == 0)) {
         w->t0_us = hf_mono_us();
         w->deadline_ms = hf_mono_ms() + (w->kind == REPL_W_ACK ? (int64_t)r.cfg.standby_timeout_s * 1000 : w->wait_ms);

@@ -2,13 +2,17 @@
  * store.c — SQLite store of the scheduler (see store.h).
  *
  * Invariants: one writer connection, used only under the scheduler core's
- * lock; PRAGMA journal_mode=WAL, synchronous=FULL by default (each COMMIT
- * fsyncs the WAL before it returns, so an acknowledged write survives a
- * power cut or a kernel crash; the group commit of heartbeats shares one
- * fsync among every heartbeat of its group) or NORMAL when the operator
- * chooses it (store_set_sync: a commit survives a process kill, a power
- * cut may lose the transactions since the last WAL checkpoint, never
- * corrupts; docs/scheduler.md, "Durability"), foreign_keys=ON,
+ * lock; PRAGMA journal_mode=WAL, synchronous=FULL as opened (each COMMIT
+ * fsyncs the WAL before it returns). store_set_sync(STORE_SYNC_FULL), the
+ * scheduler's default, keeps that promise with the group flush instead
+ * (repl.h; docs/scheduler.md, "Durability"): the writer commits with
+ * synchronous=NORMAL (an append to the WAL, no fsync, so the core's lock
+ * is never held across a disk flush) and the "hf-flush" thread fsyncs the
+ * WAL after every batch of commits; a write's answer waits until the
+ * flush covers it (api_http.c), so an acknowledged write survives a power
+ * cut or a kernel crash. NORMAL when the operator chooses it: a commit
+ * survives a process kill, a power cut may lose the transactions since
+ * the last WAL checkpoint, never corrupts. foreign_keys=ON,
  * busy_timeout so readers and the writer never fail on a transient lock.
  * A database file created here has its directory fsynced, so its name
  * survives a power cut too (SQLite syncs the directory of a new WAL, not
@@ -28,6 +32,7 @@
 #include "hf_time.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +113,12 @@ struct store {
     int             ckpt_wanted;
     int64_t         ckpt_runs, ckpt_fails;
     int             sync;                  /* STORE_SYNC_FULL or STORE_SYNC_NORMAL */
+    /* The group flush (store_set_sync FULL): "hf-flush" fsyncs the WAL
+     * (the writer's own sqlite3_file, through the VFS) after commits. */
+    hf_thread      *flush_thread;
+    sqlite3_file   *wal;
+    uint64_t        flushed;               /* flush thread only */
+    _Atomic int64_t flush_runs, flush_fails;
     repl_conn      *repl;                  /* the writer's replication capture (repl.h) */
 };
 
@@ -181,11 +192,20 @@ static int migrate(sqlite3 *db, char *err, size_t errlen)
     return HF_OK;
 }
 
+/* After every COMMIT of the writer that appended to the WAL (inside it):
+ * number the commit for the group flush and wake the flusher; wake the
+ * checkpointer when the WAL is long. */
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 {
     (void)db;
     (void)name;
     store *s = arg;
+    repl_note_commit();
+    if (s->flush_thread) hf_thread_kick(s->flush_thread);
+    if (!s->ckpt_thread) {   /* SQLite's own auto-checkpoint, which this hook replaced */
+        if (pages >= STORE_CKPT_PAGES) sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        return SQLITE_OK;
+    }
     if (pages >= STORE_CKPT_PAGES) {
         pthread_mutex_lock(&s->ckpt_mu);
         int was = s->ckpt_wanted;
@@ -243,6 +263,65 @@ static void ckpt_main(hf_thread *t, void *arg)
     sqlite3_close_v2(db);
 }
 
+/* The "hf-flush" thread: whenever the writer committed since the last
+ * flush, fsync the WAL once and report every commit made before it as
+ * durable (repl_flushed). A failed fsync is reported and sticky (repl.h).
+ * On stop, one last flush covers the last commits. */
+static void flush_main(hf_thread *t, void *arg)
+{
+    store *s = arg;
+    int stop = 0;
+    for (;;) {
+        uint64_t seq = repl_commit_seq();
+        if (seq == s->flushed) {
+            if (stop) break;
+            stop = hf_thread_wait(t, 1000);   /* a commit kicks it */
+            continue;
+        }
+        int src = s->wal->pMethods->xSync(s->wal, SQLITE_SYNC_NORMAL);
+        s->flush_runs++;
+        if (src != SQLITE_OK) {
+            s->flush_fails++;
+            hf_error("store: fsync of %s-wal failed (SQLite code %d): nothing more is acknowledged; restart the "
+                     "scheduler once the disk is mended (docs/scheduler.md, \"Durability\")", s->path, src);
+            repl_flushed(seq, 1);
+            while (!hf_thread_wait(t, 60000)) {}
+            break;
+        }
+        s->flushed = seq;
+        repl_flushed(seq, 0);
+    }
+}
+
+/* Turn the group flush on (or off): see the header. RET 0 or HF_EDB. */
+static int flush_set(store *s, int on)
+{
+    if (!on) {
+        if (!s->flush_thread) return 0;
+        hf_thread_stop_join(s->flush_thread);   /* its last flush covers every commit */
+        s->flush_thread = NULL;
+        repl_flush_enable(0);
+        return exec_sql(s->db, "PRAGMA synchronous=FULL", NULL, 0);
+    }
+    if (s->flush_thread) return 0;
+    /* The writer has read the database (migrations), so its WAL is open. */
+    if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &s->wal) != SQLITE_OK || !s->wal ||
+        !s->wal->pMethods) {
+        hf_warn("store: no WAL file to flush; every COMMIT fsyncs instead");
+        return 0;
+    }
+    int rc = exec_sql(s->db, "PRAGMA synchronous=NORMAL", NULL, 0);
+    if (rc) return rc;
+    s->flushed = repl_commit_seq();
+    repl_flush_enable(1);
+    if (hf_thread_start(&s->flush_thread, "hf-flush", flush_main, s)) {
+        hf_warn("store: cannot start the flush thread; every COMMIT fsyncs instead");
+        repl_flush_enable(0);
+        return exec_sql(s->db, "PRAGMA synchronous=FULL", NULL, 0);
+    }
+    return 0;
+}
+
 int store_open(const char *path, store **out, char *err, size_t errlen)
 {
     int rc = HF_OK;
@@ -281,11 +360,9 @@ int store_open(const char *path, store **out, char *err, size_t errlen)
             goto end;
         }
     }
-    if (hf_thread_start(&s->ckpt_thread, "hf-ckpt", ckpt_main, s) == 0) {
-        sqlite3_wal_hook(s->db, wal_hook, s);   /* replaces the auto-checkpoint */
-    } else {
-        hf_warn("cannot start the checkpointer thread; SQLite checkpoints in the committing thread");
-    }
+    if (hf_thread_start(&s->ckpt_thread, "hf-ckpt", ckpt_main, s))
+        hf_warn("cannot start the checkpointer thread; checkpoints run in the committing thread");
+    sqlite3_wal_hook(s->db, wal_hook, s);   /* replaces the auto-checkpoint */
     *out = s;
     s = NULL;
 end:
@@ -296,6 +373,7 @@ end:
 void store_close(store *s)
 {
     if (!s) return;
+    flush_set(s, 0);
     hf_thread_stop_join(s->ckpt_thread);
     repl_conn_free(s->repl);
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(s->stmt[i]);
@@ -314,12 +392,24 @@ int store_version(store *s) { return user_version(s->db); }
 
 int store_set_sync(store *s, int mode)
 {
-    const char *sql = mode == STORE_SYNC_FULL ? "PRAGMA synchronous=FULL"
-                      : mode == STORE_SYNC_NORMAL ? "PRAGMA synchronous=NORMAL" : NULL;
-    if (!sql) return HF_EINVAL;
-    int rc = exec_sql(s->db, sql, NULL, 0);
+    if (mode != STORE_SYNC_FULL && mode != STORE_SYNC_NORMAL) return HF_EINVAL;
+    int rc = flush_set(s, 0);
+    if (rc == 0 && mode == STORE_SYNC_NORMAL) rc = exec_sql(s->db, "PRAGMA synchronous=NORMAL", NULL, 0);
+    if (rc == 0 && mode == STORE_SYNC_FULL) rc = flush_set(s, 1);
     if (rc == 0) s->sync = mode;
     return rc;
+}
+
+int store_wait_durable(store *s)
+{
+    (void)s;
+    return repl_flush_wait(repl_commit_seq());
+}
+
+void store_flush_stats(store *s, int64_t *runs, int64_t *fails)
+{
+    *runs = s->flush_thread ? s->flush_runs : 0;
+    *fails = s->flush_fails;
 }
 
 int store_sync_mode(const store *s) { return s->sync; }
@@ -383,6 +473,7 @@ static int commit_stmt(void *arg) { return store_exec_stmt(store_stmt(arg, ST_CO
 int store_commit(store *s)
 {
     int rc = repl_conn_commit(s->repl, commit_stmt, s);
+
     /* A failed COMMIT may leave the transaction open: roll it back so the
      * connection is usable again and nothing half-written remains. */
     if (rc && !sqlite3_get_autocommit(s->db)) store_rollback(s);

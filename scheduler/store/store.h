@@ -74,15 +74,25 @@ const char *store_errmsg(store *s);
 /* Schema version currently applied. */
 int store_version(store *s);
 
-/* Durability of a COMMIT (docs/scheduler.md, "Durability"): FULL (the
- * default of store_open) fsyncs the WAL in every COMMIT, so what was
- * acknowledged survives a power cut; NORMAL fsyncs only at WAL
- * checkpoints (a power cut may lose the last transactions, a process kill
- * loses nothing). The writer connection's mode; the checkpoint store's
- * own connection always runs FULL. RET 0, HF_EINVAL (unknown mode), HF_EDB. */
+/* Durability of a COMMIT (docs/scheduler.md, "Durability"). As
+ * store_open leaves it, every COMMIT of the writer fsyncs the WAL.
+ * store_set_sync(FULL) turns on the group flush instead (repl.h): the
+ * COMMIT only appends to the WAL and the "hf-flush" thread fsyncs it
+ * after, once per batch of commits; whoever acknowledges a write must
+ * first wait for that flush (store_wait_durable, or the HTTP layer's
+ * parked answers), and then what was acknowledged survives a power cut.
+ * NORMAL fsyncs only at WAL checkpoints (a power cut may lose the last
+ * transactions, a process kill loses nothing). The writer connection's
+ * mode; the checkpoint store's own connection always runs FULL.
+ * RET 0, HF_EINVAL (unknown mode), HF_EDB. */
 enum { STORE_SYNC_NORMAL = 1, STORE_SYNC_FULL = 2 };
 int store_set_sync(store *s, int mode);
 int store_sync_mode(const store *s);
+/* Block until every commit of the writer so far is durable (immediate
+ * without the group flush). RET 0 or HF_EIO (the flush failed: not durable). */
+int store_wait_durable(store *s);
+/* The group flush's fsyncs and failed fsyncs so far (0, 0 without it). */
+void store_flush_stats(store *s, int64_t *runs, int64_t *fails);
 /* "full" or "normal" -> STORE_SYNC_*. RET 0 or HF_EINVAL. */
 int store_sync_parse(const char *name, int *mode);
 

@@ -120,17 +120,21 @@ static int cv_read(sqlite3_file *f, void *p, int n, sqlite3_int64 off)
 {
     return CV_REAL(f)->pMethods->xRead(CV_REAL(f), p, n, off);
 }
+/* A write and a sync of one file are atomic with respect to each other
+ * (cv.mu held across the real call): the store's flush thread syncs the
+ * WAL while the writer appends to it, and a write must count as either
+ * before the sync (in its image) or after (not), never half. */
 static int cv_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
 {
     if (cv_event()) return SQLITE_IOERR_WRITE;
-    int rc = CV_REAL(f)->pMethods->xWrite(CV_REAL(f), p, n, off);
     cv_entry *e = ((cv_file *)f)->e;
+    pthread_mutex_lock(&cv.mu);
+    int rc = CV_REAL(f)->pMethods->xWrite(CV_REAL(f), p, n, off);
     if (rc == SQLITE_OK && e) {
-        pthread_mutex_lock(&cv.mu);
         if (off < e->dlo) e->dlo = off;
         if (off + n > e->dhi) e->dhi = off + n;
-        pthread_mutex_unlock(&cv.mu);
     }
+    pthread_mutex_unlock(&cv.mu);
     return rc;
 }
 static int cv_truncate(sqlite3_file *f, sqlite3_int64 size)
@@ -143,11 +147,14 @@ static int cv_sync(sqlite3_file *f, int flags)
 {
     if (cv_event()) return SQLITE_IOERR_FSYNC;
     sqlite3_file *r = CV_REAL(f);
-    int rc = r->pMethods->xSync(r, flags);
     cv_entry *e = ((cv_file *)f)->e;
     sqlite3_int64 size = 0;
-    if (rc != SQLITE_OK || !e || (rc = r->pMethods->xFileSize(r, &size)) != SQLITE_OK) return rc;
     pthread_mutex_lock(&cv.mu);
+    int rc = r->pMethods->xSync(r, flags);
+    if (rc != SQLITE_OK || !e || (rc = r->pMethods->xFileSize(r, &size)) != SQLITE_OK) {
+        pthread_mutex_unlock(&cv.mu);
+        return rc;
+    }
     int64_t lo = e->dlo, hi = e->dhi;
     if (size > e->len && e->len < lo) lo = e->len;   /* a hole or growth since the last sync */
     if (size > e->len && size > hi) hi = size;

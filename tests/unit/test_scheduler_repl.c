@@ -597,6 +597,88 @@ static void test_ack_wait(void **st)
     store_close(s);
 }
 
+/* The group flush (repl.h; docs/scheduler.md "Durability"): the real
+ * flush thread makes commits durable; a write's parked answer waits for
+ * the flush as well as for the standby, a flush alone never degrades the
+ * standby, and a failed flush is sticky and fails the held answers. */
+static void test_group_flush(void **st)
+{
+    (void)st;
+    store *s = open_log("flush.db", REPL_SYNC, 1, 64 << 20);
+    assert_int_equal(store_set_sync(s, STORE_SYNC_FULL), 0);
+    assert_int_equal(repl_flush_on(), 1);
+    big_txn(s, 10);
+    assert_int_equal(store_wait_durable(s), 0);
+    repl_status r;
+    repl_status_get(&r);
+    assert_true(r.flush_on && r.flushes >= 1 && r.flush_commits >= 1 && !r.flush_failed);
+    int64_t runs = 0, fails = 0;
+    store_flush_stats(s, &runs, &fails);
+    assert_true(runs >= 1 && fails == 0);
+
+    /* The waiter logic, with the flush thread stopped and the flush
+     * reported by hand: commits are still numbered by the WAL hook. */
+    assert_int_equal(store_set_sync(s, STORE_SYNC_NORMAL), 0);
+    assert_int_equal(repl_flush_on(), 0);
+    repl_flush_enable(1);
+    uint64_t seq0 = repl_commit_seq();
+    big_txn(s, 10);
+    uint64_t seq = repl_commit_seq();
+    assert_true(seq == seq0 + 1);
+    repl_waiter w = {.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = seq, .wake = wake_flag};
+    atomic_store(&woken, 0);
+    assert_int_equal(repl_park(&w, park_nop), 1);   /* no standby: the flush alone holds it */
+    repl_flushed(seq - 1, 0);
+    assert_int_equal(atomic_load(&woken), 0);
+    repl_flushed(seq, 0);
+    assert_int_equal(atomic_load(&woken), 1);
+    assert_int_equal(w.failed, 0);
+    assert_int_equal(repl_flush_wait(seq), 0);
+
+    /* With a standby in sync that holds the commit, a slow flush keeps the
+     * answer held past --standby-timeout without degrading the standby. */
+    repl_standby_ack(repl_lsn());
+    big_txn(s, 10);
+    repl_standby_ack(repl_lsn());
+    repl_status_get(&r);
+    assert_int_equal(r.state, REPL_ST_SYNC);
+    repl_waiter w2 = {.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = repl_commit_seq(), .wake = wake_flag};
+    atomic_store(&woken, 0);
+    assert_int_equal(repl_park(&w2, park_nop), 1);
+    for (int i = 0; i < 14; i++) {   /* 1.4 s: the standby keeps asking, the flush does not come */
+        usleep(100000);
+        repl_standby_ack(repl_lsn());
+    }
+    repl_status_get(&r);
+    assert_int_equal(r.state, REPL_ST_SYNC);
+    assert_int_equal(atomic_load(&woken), 0);
+    repl_flushed(w2.seq, 0);
+    assert_int_equal(atomic_load(&woken), 1);
+    assert_int_equal(w2.failed, 0);
+
+    /* A failed flush: the held answer is woken as failed, the failure is
+     * sticky, a later answer is not held but failed at once. */
+    big_txn(s, 10);
+    repl_standby_ack(repl_lsn());
+    repl_waiter w3 = {.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = repl_commit_seq(), .wake = wake_flag};
+    atomic_store(&woken, 0);
+    assert_int_equal(repl_park(&w3, park_nop), 1);
+    repl_flushed(0, 1);
+    assert_int_equal(atomic_load(&woken), 1);
+    assert_int_equal(w3.failed, 1);
+    assert_int_equal(repl_flush_failed(), 1);
+    assert_int_equal(store_wait_durable(s), HF_EIO);
+    repl_waiter w4 = {.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = repl_commit_seq(), .wake = wake_flag};
+    assert_int_equal(repl_park(&w4, park_nop), 0);
+    assert_int_equal(w4.failed, 1);
+    repl_status_get(&r);
+    assert_int_equal(r.flush_failed, 1);
+    /* without the group flush nothing waits for it */
+    repl_flush_enable(0);
+    assert_int_equal(store_wait_durable(s), 0);
+    store_close(s);
+}
+
 static void test_fence(void **st)
 {
     (void)st;
@@ -641,6 +723,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ring_overflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capture_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ack_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
