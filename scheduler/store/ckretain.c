@@ -434,9 +434,13 @@ int ckretain_sweep(ckretain *cr, int force)
         if (r && !rc) rc = r;
     }
     json_decref(todo);
-    /* The signature after our own deletes: the next pass runs only when
-     * someone else changed something. */
-    if (rc == 0 && signature_changed(cr, sig) >= 0) {
+    /* The signature from before this pass: the next pass runs again when
+     * anything changed since, our own deletes included. Taking it after
+     * the deletes lost a checkpoint recorded while the pass ran (it lay
+     * past the policy until a restart): the signature then already held
+     * it, so no later pass looked. A pass after one that deleted finds
+     * nothing left to do and leaves the signature still. */
+    if (rc == 0) {
         memcpy(cr->sig, sig, sizeof cr->sig);
         cr->have_sig = 1;
     }
