@@ -290,11 +290,9 @@ static void poll_on_push(agent *ag, const json_t *answer)
     hf_jerr e;
     json_t *assign = json_object_get(answer, "assign");
     if (!json_is_array(assign) || !json_array_size(assign)) return;
-    json_t *only = json_pack("{sO}", "assign", assign);
-    if (!only) return;    /* out of memory: the heartbeat's resend brings them */
-    int rc = agent_reply_parse(only, &r, &e);
-    json_decref(only);
-    if (rc) {
+    /* The answer parses as a reply: its other keys ("pending") are not a
+     * reply's, and a reply's others are optional. */
+    if (agent_reply_parse(answer, &r, &e)) {
         hf_warn("malformed long-poll answer: %s: %s", e.field, e.msg);
         return;
     }

@@ -74,17 +74,24 @@ static _Atomic uint64_t commit_seq;   /* the writer's commits, numbered (repl_no
 
 static void note_wait(int64_t us);
 
-/* Does ACK waiter w still wait for the flush? Caller holds r.mu. */
-static int flush_pending(const repl_waiter *w)
+/* Is ACK waiter w's commit not yet on disk (the group flush on, and short
+ * of it)? Caller holds r.mu. */
+static int not_flushed(const repl_waiter *w) { return r.flush_on && w->seq > r.flushed; }
+
+/* Does ACK waiter w still wait for the flush (one that has not failed)? */
+static int flush_pending(const repl_waiter *w) { return !r.flush_failed && not_flushed(w); }
+
+/* Does ACK waiter w still wait for a standby in sync? Caller holds r.mu. */
+static int standby_pending(const repl_waiter *w)
 {
-    return r.flush_on && !r.flush_failed && w->seq > r.flushed;
+    return r.running && r.state == REPL_ST_SYNC && r.acked < w->lsn;
 }
 
 /* Unlink w and resume its request. Caller holds r.mu. */
 static void wake_one(repl_waiter *w)
 {
     if (!w->parked) return;
-    if (w->kind == REPL_W_ACK) w->failed = r.flush_on && w->seq > r.flushed;
+    if (w->kind == REPL_W_ACK) w->failed = not_flushed(w);
     if (w->prev) w->prev->next = w->next;
     else r.waiters = w->next;
     if (w->next) w->next->prev = w->prev;
@@ -530,7 +537,7 @@ static void timer_main(hf_thread *t, void *arg)
             if (w->deadline_ms > now) continue;
             if (w->kind != REPL_W_ACK)
                 wake_one(w);
-            else if (r.state == REPL_ST_SYNC && r.acked < w->lsn)   /* the standby's part only: a flush has no deadline */
+            else if (standby_pending(w))   /* the standby's part only: a flush has no deadline */
                 degraded |= set_state(REPL_ST_DEGRADED, "a write waited --standby-timeout for the standby's ack");
         }
         wake_acks();
@@ -542,7 +549,7 @@ static void timer_main(hf_thread *t, void *arg)
 /* Is there something for w to wait for? Caller holds r.mu. */
 static int must_wait(const repl_waiter *w)
 {
-    if (w->kind == REPL_W_ACK) return flush_pending(w) || (r.running && r.state == REPL_ST_SYNC && r.acked < w->lsn);
+    if (w->kind == REPL_W_ACK) return flush_pending(w) || standby_pending(w);
     if (!r.running) return 0;
     return w->lsn == r.last && w->wait_ms > 0;
 }
@@ -552,7 +559,7 @@ int repl_park(repl_waiter *w, void (*park)(void *arg))
     pthread_mutex_lock(&r.mu);
     ring_init();
     int parked = 0;
-    if (w->kind == REPL_W_ACK) w->failed = r.flush_on && r.flush_failed && w->seq > r.flushed;
+    if (w->kind == REPL_W_ACK) w->failed = r.flush_failed && not_flushed(w);
     if (must_wait(w) && (r.timer || hf_thread_start(&r.timer, "hf-repl", timer_main, NULL) == 0)) {
         w->t0_us = hf_mono_us();
         w->deadline_ms = hf_mono_ms() + (w->kind == REPL_W_ACK ? (int64_t)r.cfg.standby_timeout_s * 1000 : w->wait_ms);

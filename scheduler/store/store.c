@@ -32,7 +32,6 @@
 #include "hf_time.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,7 +117,6 @@ struct store {
     hf_thread      *flush_thread;
     sqlite3_file   *wal;
     uint64_t        flushed;               /* flush thread only */
-    _Atomic int64_t flush_runs, flush_fails;
     repl_conn      *repl;                  /* the writer's replication capture (repl.h) */
 };
 
@@ -279,9 +277,7 @@ static void flush_main(hf_thread *t, void *arg)
             continue;
         }
         int src = s->wal->pMethods->xSync(s->wal, SQLITE_SYNC_NORMAL);
-        s->flush_runs++;
         if (src != SQLITE_OK) {
-            s->flush_fails++;
             hf_error("store: fsync of %s-wal failed (SQLite code %d): nothing more is acknowledged; restart the "
                      "scheduler once the disk is mended (docs/scheduler.md, \"Durability\")", s->path, src);
             repl_flushed(seq, 1);
@@ -406,12 +402,6 @@ int store_wait_durable(store *s)
     return repl_flush_wait(repl_commit_seq());
 }
 
-void store_flush_stats(store *s, int64_t *runs, int64_t *fails)
-{
-    *runs = s->flush_thread ? s->flush_runs : 0;
-    *fails = s->flush_fails;
-}
-
 int store_sync_mode(const store *s) { return s->sync; }
 
 int store_sync_parse(const char *name, int *mode)
@@ -473,7 +463,6 @@ static int commit_stmt(void *arg) { return store_exec_stmt(store_stmt(arg, ST_CO
 int store_commit(store *s)
 {
     int rc = repl_conn_commit(s->repl, commit_stmt, s);
-
     /* A failed COMMIT may leave the transaction open: roll it back so the
      * connection is usable again and nothing half-written remains. */
     if (rc && !sqlite3_get_autocommit(s->db)) store_rollback(s);

