@@ -199,14 +199,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 /* ---------- set-up ---------- */
 
 /* The replication log's operator events (REPLICATION_DEGRADED, FENCED;
- * repl.h) go to the SSE stream like the core's: the dashboard shows them.
- * They are logged (hf_warn) but not rows of the events table, which only
- * the core writes under its lock. */
+ * repl.h) go to the SSE stream like the core's (the dashboard shows
+ * them), and become events rows written by the core's next tick
+ * (sched_post_event: this may run under the replication log's locks, so
+ * it must not take the core lock). */
 static void repl_event(void *ctx, const char *type, const char *detail)
 {
+    api *a = ctx;
     json_t *d = json_pack("{ssss}", "type", type, "detail", detail);
-    if (d) events_publish(ctx, type, d);
+    if (d && a->ev) events_publish(a->ev, type, d);
     json_decref(d);
+    if (a->s) sched_post_event(a->s, type, detail);
 }
 
 int api_parse_listen(const char *s, char *host, size_t hostlen, int *port)
@@ -337,7 +340,7 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
     a->s = s;
     a->st = st;
     a->ev = ev;
-    if (ev) repl_set_event_hook(repl_event, ev);
+    repl_set_event_hook(repl_event, a);
     a->au = au;
     a->bell = cfg->bell;
     a->ck = cfg->ck;

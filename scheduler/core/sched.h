@@ -118,6 +118,15 @@ int sched_owner_of(sched *s, int64_t id, int is_trial, int64_t *exp_id, char *ow
 /* A refused request, as an events row of type REFUSED with user and
  * detail (trial_id 0: none). RET 0 or HF_E* of the store. */
 int sched_refused_as(sched *s, int64_t exp_id, int64_t trial_id, const char *user, const char *detail);
+/* An operator event from outside the core (the replication log's
+ * REPLICATION_DEGRADED, REPLICATION_SYNC, FENCED: docs/scheduler.md
+ * "Standby and failover") to be written as an events row (no experiment,
+ * no trial, no user) with the time of this call. It never takes the core
+ * lock, so it may be called with any lock held: the row is written by the
+ * next sched_tick (within CRON_TICK_MS). Type and detail are cut to fit. */
+void sched_post_event(sched *s, const char *type, const char *detail);
+/* Events dropped because SCHED_POSTED_MAX were already waiting. */
+uint64_t sched_posted_dropped(sched *s);
 /* sched_experiment_list restricted to experiments tagged tag (NULL = all). */
 int sched_experiment_list_tagged(sched *s, int with_archived, const char *tag, json_t **out);
 

@@ -215,7 +215,8 @@ typedef struct agent {
 #define GRP_MS      10
 #define GRP_WAIT_MS 20
 #define GRP_RING    1024   /* outcomes of the last GRP_RING transactions */
-#define GRP_FAILS   256    /* and the last GRP_FAILS failed ones, for waiters older than that */
+#define GRP_FAILS   256
+#define SCHED_POSTED_MAX 32   /* operator events waiting for the tick (sched_post_event) */    /* and the last GRP_FAILS failed ones, for waiters older than that */
 
 struct sched {
     pthread_mutex_t lock;     /* the core lock: sched_lock / sched_unlock only */
@@ -271,6 +272,14 @@ struct sched {
      * itself. Set by actor_set at the start of a user's request, under the
      * lock, and cleared before the lock is released. */
     char            actor[65];
+    /* Events posted from outside the core (sched_post_event: the
+     * replication log's operator events), under post_mu, never the core
+     * lock; the tick writes them as events rows. At most SCHED_POSTED_MAX
+     * wait; beyond that the oldest are dropped and counted. */
+    pthread_mutex_t post_mu;
+    struct sched_posted { int64_t time; char type[32]; char detail[224]; } posted[SCHED_POSTED_MAX];
+    int             nposted;
+    uint64_t        posted_dropped;
 };
 
 /* ---------- small predicates ---------- */
@@ -387,6 +396,7 @@ void txn_ring_forget(sched *s, int64_t agent_id);
 
 /* Writes in the current transaction; a failure is kept in s->txn_rc. */
 void row_event(sched *s, int64_t exp_id, int64_t trial_id, const char *type, const char *detail);
+void row_event_at(sched *s, int64_t time_ms, int64_t exp_id, int64_t trial_id, const char *type, const char *detail);
 /* RET the new experiment's id, 0 when the insert failed (s->txn_rc set). */
 int64_t row_exp_insert(sched *s, const experiment *x, const char *config_text);
 void row_exp_update(sched *s, const experiment *x);

@@ -281,6 +281,7 @@ int sched_new(const sched_config *cfg, store *st, events_hub *ev, sched **out, c
     sched *s = calloc(1, sizeof *s);
     if (!s) return HF_ENOMEM;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->post_mu, NULL);
     pthread_cond_init(&s->grp_cv, NULL);
     s->cfg = *cfg;
     if (s->cfg.port_count <= 0) s->cfg.port_count = 10000;
@@ -313,6 +314,7 @@ void sched_free(sched *s)
     free(s->dirty);
     json_decref(s->pending);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->post_mu);
     pthread_cond_destroy(&s->grp_cv);
     free(s);
 }

@@ -45,8 +45,13 @@ static void bind_opt_number(sqlite3_stmt *st, int i, const json_t *v)
 
 void row_event(sched *s, int64_t exp_id, int64_t trial_id, const char *type, const char *detail)
 {
+    row_event_at(s, hf_wall_ms(), exp_id, trial_id, type, detail);
+}
+
+void row_event_at(sched *s, int64_t time_ms, int64_t exp_id, int64_t trial_id, const char *type, const char *detail)
+{
     sqlite3_stmt *st = store_stmt(s->st, ST_EVENT_INSERT);
-    sqlite3_bind_int64(st, 1, hf_wall_ms());
+    sqlite3_bind_int64(st, 1, time_ms);
     store_bind_opt_int(st, 2, exp_id > 0, exp_id);
     store_bind_opt_int(st, 3, trial_id > 0, trial_id);
     sqlite3_bind_text(st, 4, type, -1, SQLITE_STATIC);

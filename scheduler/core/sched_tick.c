@@ -11,7 +11,9 @@
 #include "hf_log.h"
 #include "hf_time.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Heartbeat load stays near heartbeat_rate/s however many agents there
  * are; the doorbell keeps dispatch prompt regardless. The heartbeats an
@@ -79,6 +81,42 @@ static void tick_assign_timeouts(sched *s, int64_t mono)
     free(snap);
 }
 
+void sched_post_event(sched *s, const char *type, const char *detail)
+{
+    pthread_mutex_lock(&s->post_mu);
+    if (s->nposted == SCHED_POSTED_MAX) {   /* drop the oldest */
+        memmove(&s->posted[0], &s->posted[1], (SCHED_POSTED_MAX - 1) * sizeof s->posted[0]);
+        s->nposted--;
+        s->posted_dropped++;
+    }
+    struct sched_posted *p = &s->posted[s->nposted++];
+    p->time = hf_wall_ms();
+    snprintf(p->type, sizeof p->type, "%s", type);
+    snprintf(p->detail, sizeof p->detail, "%s", detail ? detail : "");
+    pthread_mutex_unlock(&s->post_mu);
+}
+
+uint64_t sched_posted_dropped(sched *s)
+{
+    pthread_mutex_lock(&s->post_mu);
+    uint64_t n = s->posted_dropped;
+    pthread_mutex_unlock(&s->post_mu);
+    return n;
+}
+
+/* The posted events as rows of the tick's transaction. Caller holds the
+ * core lock (post_mu is taken inside it, never the other way round). */
+static void tick_posted(sched *s)
+{
+    struct sched_posted got[SCHED_POSTED_MAX];
+    pthread_mutex_lock(&s->post_mu);
+    int n = s->nposted;
+    memcpy(got, s->posted, (size_t)n * sizeof got[0]);
+    s->nposted = 0;
+    pthread_mutex_unlock(&s->post_mu);
+    for (int i = 0; i < n; i++) row_event_at(s, got[i].time, 0, 0, got[i].type, got[i].detail[0] ? got[i].detail : NULL);
+}
+
 void sched_tick(sched *s)
 {
     sched_lock(s);
@@ -90,6 +128,7 @@ void sched_tick(sched *s)
         if (a->alive && mono - a->last_hb_mono > s->cfg.agent_timeout_ms) tick_agent_lost(s, a, mono);
     }
     tick_assign_timeouts(s, mono);
+    tick_posted(s);
     /* The pass runs after changes; the tick also runs one every second
      * whatever happened (nothing should need it; it bounds a miss). */
     if (mono - s->last_pass_mono >= 1000) s->dispatch_dirty = 1;

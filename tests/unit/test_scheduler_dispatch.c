@@ -544,6 +544,55 @@ static void test_mpirun_launcher(void **state)
     store_close(s);
 }
 
+/* Operator events posted from outside the core (the replication log's
+ * degraded/fenced hook, docs/scheduler.md "Standby and failover") become
+ * events rows at the next tick, with the time they were posted, no
+ * experiment or trial; beyond SCHED_POSTED_MAX waiting the oldest are
+ * dropped and counted, never blocking the poster. */
+static void test_posted_events(void **state)
+{
+    (void)state;
+    store *s;
+    sched *c;
+    open_core("posted", &s, &c);
+    sqlite3 *db = store_db(s);
+    const char *q = "SELECT count(*) FROM events WHERE type LIKE 'OP_%'";
+    sched_post_event(c, "OP_ONE", "the first");
+    sched_post_event(c, "OP_TWO", NULL);
+    assert_int_equal(unit_one_int(db, q), 0);          /* not before the tick */
+    sched_tick(c);
+    assert_int_equal(unit_one_int(db, q), 2);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM events WHERE type = 'OP_ONE' AND detail = 'the first' "
+                                      "AND experiment_id IS NULL AND trial_id IS NULL AND user_name IS NULL"), 1);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM events WHERE type = 'OP_TWO' AND detail IS NULL"), 1);
+    /* ordered as posted */
+    assert_true(unit_one_int(db, "SELECT id FROM events WHERE type = 'OP_ONE'") <
+                unit_one_int(db, "SELECT id FROM events WHERE type = 'OP_TWO'"));
+    sched_tick(c);
+    assert_int_equal(unit_one_int(db, q), 2);          /* written once */
+    /* overflow: the oldest go, the newest SCHED_POSTED_MAX stay */
+    char ty[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(ty, sizeof ty, "OP_N%02d", i);
+        sched_post_event(c, ty, "x");
+    }
+    assert_int_equal(sched_posted_dropped(c), 8);
+    sched_tick(c);
+    assert_int_equal(unit_one_int(db, q), 2 + 32);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM events WHERE type IN ('OP_N00', 'OP_N07')"), 0);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM events WHERE type IN ('OP_N08', 'OP_N39')"), 2);
+    /* a long type and detail are cut, not overflowed */
+    char big[600];
+    memset(big, 'D', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    sched_post_event(c, "OP_A_TYPE_NAME_LONGER_THAN_THIRTY_ONE_BYTES", big);
+    sched_tick(c);
+    assert_int_equal(unit_one_int(db, "SELECT length(type) FROM events WHERE type LIKE 'OP_A_TYPE%'"), 31);
+    assert_int_equal(unit_one_int(db, "SELECT length(detail) FROM events WHERE type LIKE 'OP_A_TYPE%'"), 223);
+    sched_free(c);
+    store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_created_only_when_placeable),
         cmocka_unit_test(test_promotion_before_new_trial),
         cmocka_unit_test(test_mpirun_launcher),
+        cmocka_unit_test(test_posted_events),
         cmocka_unit_test(test_report_gap_scales),
         cmocka_unit_test(test_stale_attempt_keeps_slot),
     };
