@@ -316,6 +316,7 @@ int hf_http_request(hf_http *c, const char *method, const char *path, const json
 
 typedef struct stream_io {
     hf_http_stream   *s;
+    hf_http          *c;
     CURL             *h;
     int64_t           sent;
     int               read_errno;
@@ -367,6 +368,22 @@ static int on_stream_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t
     return io->cancel && atomic_load(io->cancel) ? 1 : 0;
 }
 
+/* A header line of a streamed answer: the follow set's capture (when the
+ * client has one, as prepare() set it up) and the caller's s->header. */
+static size_t on_stream_header(char *p, size_t size, size_t n, void *ud)
+{
+    stream_io *io = ud;
+    size_t len = size * n;
+    char line[HF_HTTP_HEADER_MAX];
+    if (io->c->follow) on_header(p, size, n, io->c);
+    if (len >= sizeof line) return len;
+    memcpy(line, p, len);
+    line[len] = 0;
+    line[strcspn(line, "\r\n")] = 0;
+    if (line[0]) io->s->header(io->s->header_ud, line);
+    return len;
+}
+
 /* The options of a streamed transfer on top of prepare(). */
 static void stream_setup(hf_http *c, stream_io *io, struct curl_slist *hdr)
 {
@@ -393,6 +410,10 @@ static void stream_setup(hf_http *c, stream_io *io, struct curl_slist *hdr)
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_stream_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, io);
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    if (s->header) {
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_stream_header);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, io);
+    }
 }
 
 /* Map a streamed transfer's curl outcome to HF_E* (0: a status arrived). */
@@ -423,7 +444,7 @@ int hf_http_stream_run(hf_http *c, hf_http_stream *s, char *err, size_t errlen)
 {
     char url[4096];
     struct curl_slist *hdr = NULL;
-    stream_io io = {.s = s, .h = c->curl, .cancel = c->cancel};
+    stream_io io = {.s = s, .c = c, .h = c->curl, .cancel = c->cancel};
     s->status = 0;
     s->answer = NULL;
     s->answer_len = 0;

@@ -74,6 +74,14 @@ typedef void hf_http_progress_fn(void *ud, int64_t sent, int64_t total);
  * the message in the sink's own state) that aborts the transfer. */
 typedef int hf_http_sink_fn(void *ud, const void *p, size_t n);
 
+/* Takes one header line of the answer, without its CR LF and
+ * NUL-terminated: the status line ("HTTP/1.1 200 OK") first, so a line
+ * starting "HTTP/" begins a new answer's headers (an interim 100 Continue
+ * comes before the final one), then each "Name: value". Lines of
+ * HF_HTTP_HEADER_MAX bytes or more are not passed. */
+#define HF_HTTP_HEADER_MAX 1024
+typedef void hf_http_header_fn(void *ud, const char *line);
+
 typedef struct hf_http_stream {
     /* IN */
     const char          *method;        /* "GET", "PUT", ... */
@@ -85,6 +93,8 @@ typedef struct hf_http_stream {
     void                *sink_ud;
     hf_http_progress_fn *progress;      /* upload progress (may be NULL) */
     void                *progress_ud;
+    hf_http_header_fn   *header;        /* the answer's header lines (may be NULL) */
+    void                *header_ud;
     int64_t              stall_bytes;   /* a transfer below stall_bytes per second ... */
     long                 stall_s;       /* ... for stall_s seconds is aborted (0: 1 B/s for the client's timeout) */
     /* OUT */

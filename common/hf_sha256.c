@@ -1,5 +1,6 @@
 /*
- * hf_sha256.c — streamed SHA-256 of a file (see hf_sha256.h).
+ * hf_sha256.c — streamed SHA-256 of a file, or of pieces fed in turn (see
+ * hf_sha256.h).
  */
 #include "hf_sha256.h"
 
@@ -33,16 +34,39 @@ void hf_sha256_hex(const unsigned char dig[32], char hex[HF_SHA256_HEX])
     hex[64] = 0;
 }
 
-int hf_sha256_fd(int fd, int out, char hex[HF_SHA256_HEX], int64_t *size)
+/* The context is GnuTLS's own handle (a pointer), under our name. */
+int hf_sha256_begin(hf_sha256_ctx **out)
 {
     gnutls_hash_hd_t h;
+    *out = NULL;
+    if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) != 0) return HF_ENOMEM;
+    *out = (hf_sha256_ctx *)h;
+    return 0;
+}
+
+void hf_sha256_update(hf_sha256_ctx *c, const void *p, size_t n)
+{
+    if (c && n) gnutls_hash((gnutls_hash_hd_t)c, p, n);
+}
+
+void hf_sha256_end(hf_sha256_ctx *c, char hex[HF_SHA256_HEX])
+{
     unsigned char dig[32];
+    hex[0] = 0;
+    if (!c) return;
+    gnutls_hash_deinit((gnutls_hash_hd_t)c, dig);
+    hf_sha256_hex(dig, hex);
+}
+
+int hf_sha256_fd(int fd, int out, char hex[HF_SHA256_HEX], int64_t *size)
+{
+    hf_sha256_ctx *h = NULL;
     char *buf = malloc(HF_SHA256_CHUNK);
     int rc = 0;
     *size = 0;
     hex[0] = 0;
     if (!buf) return HF_ENOMEM;
-    if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) != 0) {
+    if (hf_sha256_begin(&h)) {
         free(buf);
         return HF_ENOMEM;
     }
@@ -51,12 +75,11 @@ int hf_sha256_fd(int fd, int out, char hex[HF_SHA256_HEX], int64_t *size)
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) { rc = hf_err_from_errno(errno); break; }
         if (r == 0) break;
-        gnutls_hash(h, buf, (size_t)r);
+        hf_sha256_update(h, buf, (size_t)r);
         *size += r;
         if (out >= 0 && (rc = hf_file_write_all(out, buf, (size_t)r))) break;
     }
-    gnutls_hash_deinit(h, dig);
-    hf_sha256_hex(dig, hex);
+    hf_sha256_end(h, hex);
     free(buf);
     return rc;
 }

@@ -8,7 +8,8 @@
  * short, HF_FOLLOW_CONNECT_MS), a standby's
  * 503 sent on to the primary it names, the term of
  * answers sent back in X-Hyperfarm-Term (the rule itself:
- * test_common_follow.c).
+ * test_common_follow.c); a streamed answer's header lines handed to the
+ * caller (the follow set's capture kept).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -300,6 +301,55 @@ static void test_follow_dead_is_cheap(void **state)
                               HF_FOLLOW_CONNECT_MS);
 }
 
+/* A streamed answer's header lines reach the caller's header callback,
+ * the status line first; with several URLs the follow set still sees the
+ * answer's term. */
+typedef struct hdr_seen {
+    char lines[2048];
+    int  n;
+} hdr_seen;
+
+static void on_hdr(void *ud, const char *line)
+{
+    hdr_seen *h = ud;
+    size_t l = strlen(h->lines);
+    snprintf(h->lines + l, sizeof h->lines - l, "%s\n", line);
+    h->n++;
+}
+
+static int body_sink(void *ud, const void *p, size_t n)
+{
+    (void)p;
+    *(size_t *)ud += n;
+    return 0;
+}
+
+static void test_stream_header(void **state)
+{
+    (void)state;
+    char list[256], err[256];
+    for (int follow = 0; follow < 2; follow++) {
+        hdr_seen h = {.n = 0};
+        size_t got = 0;
+        if (follow) snprintf(list, sizeof list, "%spr,http://127.0.0.1:1", base);
+        else snprintf(list, sizeof list, "%spr", base);
+        hf_http *c = hf_http_new(list, NULL, 2000, 0);
+        hf_http_stream s = {.method = "GET", .path = "/h", .body_fd = -1, .sink = body_sink, .sink_ud = &got,
+                            .header = on_hdr, .header_ud = &h};
+        assert_int_equal(hf_http_stream_run(c, &s, err, sizeof err), 0);
+        assert_int_equal(s.status, 200);
+        assert_true(got > 0);
+        assert_true(h.n >= 3);
+        assert_memory_equal(h.lines, "HTTP/1.", 7);
+        assert_non_null(strstr(h.lines, "\nX-Hyperfarm-Role: primary\n"));
+        assert_non_null(strstr(h.lines, "\nX-Hyperfarm-Term: 4\n"));
+        assert_null(strchr(h.lines, '\r'));
+        if (follow) assert_int_equal(hf_follow_term(hf_http_follow(c)), 4);
+        free(s.answer);
+        hf_http_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_follow),
         cmocka_unit_test(test_follow_connect_timeout),
         cmocka_unit_test(test_follow_dead_is_cheap),
+        cmocka_unit_test(test_stream_header),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,7 +9,8 @@
  * HF_ECORRUPT); a server that refuses a 64 MiB upload at once (404 before
  * reading the body, then closes) is HF_ENOTFOUND, not HF_ECONN; a
  * download that stalls is HF_ETIMEOUT after the stall time; a wrong token
- * is HF_EAUTH.
+ * is HF_EAUTH; the SHA-256 fed piece by piece (hf_sha256.h) is the known
+ * digest.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -391,6 +392,32 @@ static void test_upload_early_refusal(void **state)
     unlink(path);
 }
 
+/* The hash fed piece by piece (hf_sha256_begin/update/end) is the known
+ * digest, and hf_sha256_fd's over the same bytes. */
+static void test_sha256_pieces(void **state)
+{
+    (void)state;
+    char hex[HF_SHA256_HEX], fhex[HF_SHA256_HEX];
+    hf_sha256_ctx *h = NULL;
+    assert_int_equal(hf_sha256_begin(&h), 0);
+    hf_sha256_update(h, "a", 1);
+    hf_sha256_update(h, "", 0);
+    hf_sha256_update(h, "bc", 2);
+    hf_sha256_end(h, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    int p[2];
+    int64_t n = 0;
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(write(p[1], "abc", 3), 3);
+    close(p[1]);
+    assert_int_equal(hf_sha256_fd(p[0], -1, fhex, &n), 0);
+    close(p[0]);
+    assert_string_equal(fhex, hex);
+    assert_int_equal(n, 3);
+    hf_sha256_end(NULL, hex);
+    assert_string_equal(hex, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +426,7 @@ int main(void)
         cmocka_unit_test(test_download_stall),
         cmocka_unit_test(test_upload),
         cmocka_unit_test(test_upload_early_refusal),
+        cmocka_unit_test(test_sha256_pieces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
