@@ -187,6 +187,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     repl_unpark(&rq->rw);
     if (rq->held) MHD_destroy_response(rq->held);
     logjob_release(rq->search);   /* cancels a search not yet answered */
+    repl_snap_release(rq->snap);  /* and a snapshot copy (its file closed) */
     if (!rq->is_wait && !rq->streamed) metrics_observe(&metrics.request_latency, hf_mono_us() - rq->t0_us);
     if (rq->up && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
         hf_info("checkpoint upload interrupted (libmicrohttpd termination code %d): its temp file is removed", (int)toe);
@@ -348,6 +349,7 @@ int api_start(const api_config *cfg, sched *s, store *st, events_hub *ev, const 
     a->wh = cfg->wh;
     a->imp = importance_cache_new();
     a->lp = logpool_new(st);
+    repl_snap_start();
     if (!a->lp) { rc = HF_ENOMEM; goto fail; }
     if (!a->imp) { rc = HF_ENOMEM; goto fail; }
     if (api_parse_listen(cfg->listen, host, sizeof host, &port)) {
@@ -420,6 +422,7 @@ void api_stop(api *a)
     if (a->bell) doorbell_expire(a->bell, INT64_MAX);   /* no suspended /wait left for MHD_stop_daemon */
     logpool_stop(a->lp);   /* every search ends and its connection is resumed */
     repl_stop();           /* every held write answer and stream poll is resumed (repl.h) */
+    repl_snap_stop();      /* a snapshot copy ends at its next slice, its connection resumed */
     repl_set_event_hook(NULL, NULL);
     if (a->d) MHD_stop_daemon(a->d);
     logpool_free(a->lp);

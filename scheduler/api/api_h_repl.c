@@ -9,6 +9,10 @@
  * answered from the ring (200 frames, or 204). Its after=L is the
  * standby's acknowledgement of every LSN <= L: it releases the writes
  * whose answers wait for it (api_hold_writes).
+ *
+ * The snapshot holds no thread either: its copy runs on the snapshot
+ * thread (repl.h, "hf-snapshot") while the request is suspended, one copy
+ * at a time (a second request meanwhile: 503 with Retry-After).
  */
 #include "scheduler/api/api_h_repl.h"
 
@@ -49,14 +53,21 @@ enum MHD_Result api_h_repl_status(api_call *k)
     return api_send_json(k->c, 200, o);
 }
 
-enum MHD_Result api_h_repl_snapshot(api_call *k)
+/* The snapshot service's done callback: the copy is ready (or failed). */
+static void snap_done(void *conn) { MHD_resume_connection(conn); }
+
+/* The answer of a copy the service finished (the handler's second call):
+ * the file with its LSN, cluster and hash. */
+static enum MHD_Result snap_answer(api_call *k)
 {
-    char err[512], sha[65], lsn_s[24], size_s[24], cluster[40];
+    char err[512] = "", sha[65], lsn_s[24], cluster[40];
     int fd = -1;
     int64_t size = 0, lsn = 0;
-    if (k->role != AUTH_ADMIN) return not_admin(k);
-    if (repl_role() != REPL_PRIMARY) return api_send_err(k->c, 409, NULL, "only a primary serves snapshots");
-    int rc = repl_snapshot(store_path(k->a->st), &fd, &size, &lsn, sha, err, sizeof err);
+    int rc = repl_snap_result(k->rq->snap, &fd, &size, &lsn, sha, err, sizeof err);
+    repl_snap_release(k->rq->snap);
+    k->rq->snap = NULL;
+    if (rc == HF_ECONN) return MHD_NO;   /* the client hung up: close */
+    if (rc == HF_ESTATE) return api_send_err(k->c, 503, NULL, "the scheduler is stopping");
     if (rc) {
         hf_jerr_set(&k->e, "", NULL, "%s", err);
         return api_send_rc(k->c, rc, &k->e, "database");
@@ -65,7 +76,6 @@ enum MHD_Result api_h_repl_snapshot(api_call *k)
     if (!r) { close(fd); return MHD_NO; }
     repl_cluster(cluster, sizeof cluster);
     snprintf(lsn_s, sizeof lsn_s, "%lld", (long long)lsn);
-    snprintf(size_s, sizeof size_s, "%lld", (long long)size);
     const api_hdr h[] = {
         {"Content-Type", "application/vnd.sqlite3"},
         {"Cache-Control", "no-store"},
@@ -75,6 +85,43 @@ enum MHD_Result api_h_repl_snapshot(api_call *k)
         {NULL, NULL},
     };
     return api_queue(k->c, 200, r, h);
+}
+
+/* 503 with Retry-After: another snapshot is being copied. */
+static enum MHD_Result snap_busy(api_call *k, int retry_s)
+{
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", retry_s);
+    json_t *o = json_pack("{ss}", "error", "another snapshot is being copied (one at a time): retry later");
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) return api_send_err(k->c, 500, NULL, "out of memory");
+    const api_hdr h[] = {
+        {"Content-Type", "application/json"}, {"Cache-Control", "no-store"},
+        {"X-Content-Type-Options", "nosniff"}, {"Retry-After", ra}, {NULL, NULL},
+    };
+    return api_queue(k->c, 503, MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE), h);
+}
+
+/* The copy runs on the snapshot thread (repl.h, "hf-snapshot") while the
+ * connection is suspended: no HTTP worker is held for it. Called again
+ * when the copy is done. */
+enum MHD_Result api_h_repl_snapshot(api_call *k)
+{
+    char ip[64];
+    int retry_s = 0;
+    if (k->rq->snap) return snap_answer(k);
+    if (k->role != AUTH_ADMIN) return not_admin(k);
+    if (repl_role() != REPL_PRIMARY) return api_send_err(k->c, 409, NULL, "only a primary serves snapshots");
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int rc = repl_snap_submit(store_path(k->a->st), api_peer_ip(k->c, ip, sizeof ip), ci ? ci->connect_fd : -1,
+                              snap_done, k->c, &k->rq->snap, &retry_s);
+    if (rc == HF_ETOOBIG) return snap_busy(k, retry_s);
+    if (rc == HF_ESTATE) return api_send_err(k->c, 503, NULL, "the scheduler is stopping");
+    if (rc) return api_send_rc(k->c, rc, NULL, "snapshot");
+    MHD_suspend_connection(k->c);
+    repl_snap_arm(k->rq->snap);
+    return MHD_YES;
 }
 
 /* 409 {"error", "reason"}. */

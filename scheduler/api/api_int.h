@@ -74,6 +74,7 @@ typedef struct req {
     int     answered;          /* a response was queued at the first call */
     ckstore_upload *up;        /* the upload being received, or NULL */
     struct logjob *search;     /* a ?grep= search handed to a->lp (suspended until done), or NULL */
+    repl_snap_job *snap;       /* a snapshot copy handed to "hf-snapshot" (suspended until done), or NULL */
     /* Replication (repl.h; docs/scheduler.md "Replication"): a write's
      * answer held until the standby acknowledged it, or a parked stream
      * long-poll; either way the request is suspended, holding no thread. */

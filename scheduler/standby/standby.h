@@ -84,8 +84,10 @@ int standby_changeset_objects(const void *cs, int len, const standby_cols *cols,
 int standby_move_aside(const char *db, const char *tag, char *aside, size_t asidelen);
 
 /* Download the primary's snapshot into db (which must not exist):
- * db.tmp, SHA-256 of X-Hyperfarm-Sha256, PRAGMA quick_check, fsync,
- * rename, directory fsync. RET 0, HF_ECORRUPT, HF_EEXIST, HF_E*; err. */
+ * db.tmp, hashed as it arrives; its SHA-256 must be the answer's
+ * X-Hyperfarm-Sha256 (missing or other: refused, logged with both
+ * hashes, nothing renamed); PRAGMA quick_check, fsync, rename, directory
+ * fsync. RET 0, HF_ECORRUPT, HF_EEXIST, HF_E*; err. */
 int standby_download_snapshot(hf_http *c, const char *db, char *err, size_t errlen);
 
 /* Fetch into the checkpoint store ck_dir (ck_dir/objects/ab/<hash>) the

@@ -5,9 +5,10 @@
  * can no longer follow aside (never deleting it).
  *
  * The snapshot (GET /api/v1/replication/snapshot) is streamed into
- * DB.tmp, checked (the whole Content-Length arrived, PRAGMA quick_check,
- * a repl_state row), fsynced, renamed to DB and the directory fsynced, so
- * DB exists only whole. Objects come from GET /replication/objects/# by
+ * DB.tmp and hashed as it arrives, checked (the whole Content-Length
+ * arrived, its SHA-256 is the answer's X-Hyperfarm-Sha256, PRAGMA
+ * quick_check, a repl_state row), fsynced, renamed to DB and the
+ * directory fsynced, so DB exists only whole and as the primary sent it. Objects come from GET /replication/objects/# by
  * hf_xfer (size and SHA-256 verified, renamed into objects/ab/<hash>
  * only when whole): the same layout ckstore.c reads.
  */
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,18 +76,35 @@ end:
     return rc;
 }
 
+/* The snapshot download's state: the file it goes to, the hash of what
+ * arrived, and the hash the answer's X-Hyperfarm-Sha256 announced. */
 typedef struct snap_sink {
-    int     fd;
-    int64_t bytes;
-    int     rc;
+    int            fd;
+    int64_t        bytes;
+    int            rc;
+    hf_sha256_ctx *h;
+    char           want[HF_SHA256_HEX];   /* "" while the header has not come */
 } snap_sink;
 
 static int snap_write(void *ud, const void *p, size_t n)
 {
     snap_sink *k = ud;
     if ((k->rc = hf_file_write_all(k->fd, p, n))) return k->rc;
+    hf_sha256_update(k->h, p, n);
     k->bytes += (int64_t)n;
     return 0;
+}
+
+/* X-Hyperfarm-Sha256 of the final answer (a status line starts over). */
+static void snap_header(void *ud, const char *line)
+{
+    snap_sink *k = ud;
+    static const char name[] = "X-Hyperfarm-Sha256:";
+    if (!strncmp(line, "HTTP/", 5)) k->want[0] = 0;
+    if (strncasecmp(line, name, sizeof name - 1)) return;
+    const char *v = line + sizeof name - 1;
+    v += strspn(v, " \t");
+    snprintf(k->want, sizeof k->want, "%.*s", (int)strcspn(v, " \t"), v);
 }
 
 /* PRAGMA quick_check and a repl_state row. RET 0 or HF_ECORRUPT. */
@@ -137,23 +156,36 @@ int standby_download_snapshot(hf_http *c, const char *db, char *err, size_t errl
         return rc;
     }
     snap_sink k = {.fd = fd};
+    if ((rc = hf_sha256_begin(&k.h))) { snprintf(err, errlen, "out of memory"); goto end; }
     hf_http_stream s = {.method = "GET", .path = "/api/v1/replication/snapshot", .body_fd = -1, .sink = snap_write,
-                        .sink_ud = &k, .stall_bytes = 1, .stall_s = 60};
+                        .sink_ud = &k, .header = snap_header, .header_ud = &k, .stall_bytes = 1, .stall_s = 60};
     rc = hf_http_stream_run(c, &s, err, errlen);
     if (!rc && (s.status < 200 || s.status > 299))
         rc = hf_xfer_status(s.status, s.answer, s.answer_len, "GET /replication/snapshot", err, errlen);
     free(s.answer);
     if (rc) goto end;
-    int64_t size;
-    if (lseek(fd, 0, SEEK_SET) < 0 || (rc = hf_sha256_fd(fd, -1, hex, &size))) { rc = rc ?: HF_EIO; goto end; }
+    hf_sha256_end(k.h, hex);
+    k.h = NULL;
+    /* The bytes that arrived are the ones the primary hashed, or nothing
+     * is renamed into place: a snapshot without the header is refused too
+     * (docs/protocol.md "Replication"). */
+    if (!hf_sha256_hex_valid(k.want) || strcmp(k.want, hex)) {
+        snprintf(err, errlen, "the snapshot from %s is refused: %lld bytes with SHA-256 %s, %s%s", hf_http_base(c),
+                 (long long)k.bytes, hex, k.want[0] ? "X-Hyperfarm-Sha256 says " : "no valid X-Hyperfarm-Sha256",
+                 k.want[0] ? k.want : "");
+        hf_warn("standby: %s", err);
+        rc = HF_ECORRUPT;
+        goto end;
+    }
     if (fsync(fd) != 0) { rc = hf_err_from_errno(errno); snprintf(err, errlen, "fsync %s: %s", tmp, strerror(errno)); goto end; }
     rc = snap_verify(tmp, err, errlen);
     unlink_sidecars(tmp);   /* opening it (WAL mode) made an empty -wal and -shm */
     if (rc) goto end;
     if (rename(tmp, db) != 0) { rc = hf_err_from_errno(errno); snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); goto end; }
     rc = hf_file_fsync_parent(db);
-    hf_info("standby: snapshot of %lld bytes (sha256 %.16s...) is %s", (long long)size, hex, db);
+    hf_info("standby: snapshot of %lld bytes (sha256 %.16s..., as announced) is %s", (long long)k.bytes, hex, db);
 end:
+    hf_sha256_end(k.h, hex);
     close(fd);
     if (rc) {
         unlink(tmp);

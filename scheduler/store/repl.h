@@ -157,7 +157,7 @@ int64_t repl_escaped_total(void);
 void repl_capture_enable(void);
 int  repl_capture_on(void);
 
-/* ---------- the bootstrap snapshot (repl_snap.c) ---------- */
+/* ---------- the bootstrap snapshot and its thread (repl_snap.c) ---------- */
 
 /* Turn capture on, then copy the database db_path with SQLite's online
  * backup (one read transaction) into a temp file beside it, unlinked once
@@ -165,6 +165,45 @@ int  repl_capture_on(void);
  * *size, *lsn (its repl_state.lsn) and sha (its SHA-256, 64 hex), or
  * HF_ENOSPC / HF_EIO / HF_EDB with err. */
 int  repl_snapshot(const char *db_path, int *fd, int64_t *size, int64_t *lsn, char sha[65], char *err, size_t errlen);
+
+/* The service that takes them off the HTTP threads: repl_snapshot on the
+ * thread "hf-snapshot" (started by the first submit), one copy at a time.
+ * A request's handler submits a job, suspends its connection, arms the
+ * job; done(arg) is called once, from the thread (or from repl_snap_arm
+ * or repl_snap_stop when stopping), and must only resume the connection;
+ * the handler, called again, takes the result and releases the job. A
+ * job has two owners: the service until done has returned, the caller
+ * until repl_snap_release. */
+#define REPL_SNAP_POLL_MS 100   /* a running copy checks its client's socket this often */
+typedef struct repl_snap_job repl_snap_job;
+typedef void repl_snap_done_fn(void *arg);
+
+/* Take submits (the API's start). */
+void repl_snap_start(void);
+/* Refuse submits from now on (HF_ESTATE); the running copy stops at its
+ * next slice and is answered HF_ESTATE, as is an armed job not yet begun;
+ * join the thread. Idempotent. */
+void repl_snap_stop(void);
+/* Queue a copy of db_path for the client who (an address, for the log;
+ * copied), whose socket client_fd is polled for a hang-up (-1: none).
+ * OUT *out: the job (the caller's reference: repl_snap_release);
+ *     *retry_s on HF_ETOOBIG: seconds until the running copy should end
+ *     (1..60, from the last copy's duration).
+ * RET 0; HF_ETOOBIG (a copy is queued or running: one at a time);
+ *     HF_ESTATE (not started, or stopping); HF_ENOMEM; HF_EINVAL (path).
+ *     The job runs only once armed. */
+int  repl_snap_submit(const char *db_path, const char *who, int client_fd, repl_snap_done_fn *done, void *arg,
+                      repl_snap_job **out, int *retry_s);
+/* The caller is ready for done (its connection is suspended). */
+void repl_snap_arm(repl_snap_job *j);
+/* After done: repl_snapshot's result; *fd is handed over (the caller
+ * closes it). RET 0, or the copy's HF_E* with err (HF_ESTATE: stopping;
+ * HF_ECONN: the client hung up). */
+int  repl_snap_result(repl_snap_job *j, int *fd, int64_t *size, int64_t *lsn, char sha[65], char *err, size_t errlen);
+/* The caller is done with j (NULL is fine): a copy not yet done is
+ * cancelled at its next slice, its file closed; a job never armed frees
+ * the slot at once and done is never called. */
+void repl_snap_release(repl_snap_job *j);
 
 /* ---------- the stream and acknowledgements (repl_ring.c) ---------- */
 

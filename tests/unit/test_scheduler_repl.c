@@ -22,6 +22,11 @@
  *     --standby-timeout (event REPLICATION_DEGRADED); an ack brings it
  *     back to sync; a parked request is woken by the ack; a parked
  *     stream poll by the next commit;
+ *   - the snapshot service ("hf-snapshot"): one copy at a time (a second
+ *     submit is refused with a retry estimate), a stop ends a running
+ *     copy, a whole copy's file has its announced hash, the slot frees
+ *     when a copy ends or an unarmed job is released, a client that hung
+ *     up ends its copy;
  *   - a request's higher term fences a primary (event FENCED), a lower one
  *     does not;
  *   - the frame header is big-endian lsn, term, 0, len.
@@ -52,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -676,6 +682,107 @@ static void test_group_flush(void **st)
     store_close(s);
 }
 
+/* ---------- the snapshot service (thread "hf-snapshot") ---------- */
+
+typedef struct snap_call {
+    atomic_int done;
+} snap_call;
+
+static void snap_done(void *arg) { atomic_fetch_add(&((snap_call *)arg)->done, 1); }
+
+/* Wait up to 10 s for c's done. RET its count. */
+static int snap_wait(snap_call *c)
+{
+    int64_t t0 = hf_mono_ms();
+    while (!atomic_load(&c->done) && hf_mono_ms() - t0 < 10000) usleep(5000);
+    return atomic_load(&c->done);
+}
+
+static void *stop_later(void *arg)
+{
+    (void)arg;
+    repl_snap_stop();
+    return NULL;
+}
+
+/* The copy runs on the service's thread, one at a time: a second submit
+ * while one runs is refused with a retry estimate; stopping ends a
+ * running copy (done once, HF_ESTATE) and refuses later submits; a whole
+ * copy hands over a file whose hash is its sha; the slot is free again
+ * once a copy ended or a job was released unarmed; a client that hung up
+ * ends its copy (HF_ECONN). */
+static void test_snapshot_service(void **st)
+{
+    (void)st;
+    char err[256], sha[65], hex[65];
+    int fd = -1, retry_s = 0;
+    int64_t size = 0, lsn = -1, n = 0;
+    repl_snap_job *a = NULL, *b = NULL;
+    store *s = open_log("svc.db", REPL_ASYNC, 5, 64 << 20);
+    snap_call ca = {0}, cb = {0};
+    assert_int_equal(repl_snap_submit(store_path(s), "t", -1, snap_done, &ca, &a, &retry_s), HF_ESTATE);   /* not started */
+    repl_snap_start();
+
+    /* A transaction begun before capture holds the copy in
+     * repl_capture_enable on the service's thread: it is running. */
+    assert_int_equal(repl_capture_on(), 0);
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(repl_snap_submit(store_path(s), "a", -1, snap_done, &ca, &a, &retry_s), 0);
+    repl_snap_arm(a);
+    int64_t t0 = hf_mono_ms();
+    while (!repl_capture_on() && hf_mono_ms() - t0 < 5000) usleep(1000);
+    assert_int_equal(repl_capture_on(), 1);   /* the thread took the job */
+    assert_int_equal(repl_snap_submit(store_path(s), "b", -1, snap_done, &cb, &b, &retry_s), HF_ETOOBIG);
+    assert_null(b);
+    assert_true(retry_s >= 1 && retry_s <= 60);
+    /* stop while it runs: the stop waits for the copy, which ends at its first slice */
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stop_later, NULL), 0);
+    usleep(100 * 1000);
+    assert_int_equal(atomic_load(&ca.done), 0);
+    assert_int_equal(store_commit(s), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(atomic_load(&ca.done), 1);
+    assert_int_equal(repl_snap_result(a, &fd, &size, &lsn, sha, err, sizeof err), HF_ESTATE);
+    assert_int_equal(fd, -1);
+    repl_snap_release(a);
+    assert_int_equal(repl_snap_submit(store_path(s), "c", -1, snap_done, &cb, &b, &retry_s), HF_ESTATE);
+
+    /* started again: a whole copy */
+    repl_snap_start();
+    big_txn(s, 100000);
+    snap_call cc = {0};
+    assert_int_equal(repl_snap_submit(store_path(s), "c", -1, snap_done, &cc, &a, &retry_s), 0);
+    repl_snap_arm(a);
+    assert_int_equal(snap_wait(&cc), 1);
+    assert_int_equal(repl_snap_result(a, &fd, &size, &lsn, sha, err, sizeof err), 0);
+    repl_snap_release(a);
+    assert_true(fd >= 0 && size > 100000);
+    assert_int_equal(lsn, repl_lsn());
+    assert_int_equal(hf_sha256_fd(fd, -1, hex, &n), 0);
+    assert_string_equal(hex, sha);
+    assert_int_equal(n, size);
+    close(fd);
+    /* the slot is free again; a job released before it was armed frees it too */
+    snap_call cd = {0}, ce = {0};
+    assert_int_equal(repl_snap_submit(store_path(s), "d", -1, snap_done, &cd, &a, &retry_s), 0);
+    repl_snap_release(a);
+    /* a client that hung up: its copy ends at the first check */
+    int sp[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+    close(sp[1]);
+    assert_int_equal(repl_snap_submit(store_path(s), "e", sp[0], snap_done, &ce, &a, &retry_s), 0);
+    repl_snap_arm(a);
+    assert_int_equal(snap_wait(&ce), 1);
+    assert_int_equal(repl_snap_result(a, &fd, &size, &lsn, sha, err, sizeof err), HF_ECONN);
+    repl_snap_release(a);
+    close(sp[0]);
+    assert_int_equal(atomic_load(&cd.done), 0);   /* never armed: never done */
+    repl_snap_stop();
+    repl_snap_stop();   /* idempotent */
+    store_close(s);
+}
+
 static void test_fence(void **st)
 {
     (void)st;
@@ -721,6 +828,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_capture_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ack_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
