@@ -68,6 +68,31 @@ static int repl_get(cli_ctx *ctx, const char *url, json_t **out, char *err, size
     return CLI_OK;
 }
 
+/* One entry of "peers" as text (docs/protocol.md "Replication"); an
+ * older scheduler's entry is a bare URL. */
+static void print_peer(FILE *o, const json_t *p)
+{
+    const char *kind = jstr(p, "kind", "");
+    if (json_is_string(p)) {
+        fprintf(o, "%s\n", clean(json_string_value(p)));
+    } else if (!strcmp(kind, "standby")) {
+        fprintf(o, "standby %s: %s, acked lsn %" PRId64 ", last seen %" PRId64 " ms ago\n", clean(jstr(p, "address", "?")),
+                clean(jstr(p, "state", "?")), jint(p, "acked_lsn"), jint(p, "last_seen_ms_ago"));
+    } else if (!strcmp(kind, "peer")) {
+        fprintf(o, "peer %s: ", clean(jstr(p, "url", "?")));
+        if (json_is_string(json_object_get(p, "error"))) fprintf(o, "no answer (%s)", clean(jstr(p, "error", "")));
+        else fprintf(o, "%s of term %" PRId64, clean(jstr(p, "role", "?")), jint(p, "term"));
+        if (json_is_integer(json_object_get(p, "checked_ms_ago")))
+            fprintf(o, ", checked %" PRId64 " ms ago", jint(p, "checked_ms_ago"));
+        fputc('\n', o);
+    } else if (!strcmp(kind, "primary")) {
+        fprintf(o, "primary %s%s\n", clean(jstr(p, "url", "?")),
+                json_is_true(json_object_get(p, "following")) ? " (following)" : "");
+    } else {
+        fprintf(o, "%s\n", clean(kind));
+    }
+}
+
 /* The text form of one scheduler's replication status. */
 static void print_status(cli_ctx *ctx, const json_t *r)
 {
@@ -86,8 +111,10 @@ static void print_status(cli_ctx *ctx, const json_t *r)
                 json_is_true(json_object_get(sb, "connected")) ? "connected" : "not connected",
                 jint(sb, "acked_lsn"), jint(sb, "lag_lsn"), jint(sb, "lag_ms"), jint(sb, "last_seen_ms_ago"));
     else if (!strcmp(jstr(r, "role", ""), "primary")) fprintf(o, "standby   none\n");
-    for (size_t i = 0; i < json_array_size(peers); i++)
-        fprintf(o, "%s %s\n", i ? "         " : "peers    ", clean(json_string_value(json_array_get(peers, i))));
+    for (size_t i = 0; i < json_array_size(peers); i++) {
+        fprintf(o, "%s ", i ? "         " : "peers    ");
+        print_peer(o, json_array_get(peers, i));
+    }
 }
 
 /* `replication` with several URLs: every scheduler's status. */

@@ -20,6 +20,7 @@
 #include "scheduler/api/api_h_standby.h"
 #include "scheduler/api/api_handlers.h"
 #include "scheduler/api/auth.h"
+#include "scheduler/standby/standby.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,31 @@ static enum MHD_Result not_admin(api_call *k)
     return api_send_err(k->c, 403, NULL, "replication is for admin tokens (a standby's --standby-token-file)");
 }
 
+/* Append every element of b (a new reference, or NULL) to a. */
+static void append_all(json_t *a, json_t *b)
+{
+    if (b) json_array_extend(a, b);
+    json_decref(b);
+}
+
+/* GET /replication "peers" (docs/protocol.md "Replication"): the
+ * standbys that stream from this primary, its --peers as the peer check
+ * saw them, and on a standby its primary's URLs. */
+static json_t *peers_json(const repl_status *st)
+{
+    json_t *a = json_array();
+    if (!a) return NULL;
+    for (int i = 0; i < st->nstandbys; i++) {
+        const repl_standby_info *b = &st->standbys[i];
+        json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:s}", "kind", "standby", "address", b->address,
+                                           "acked_lsn", (json_int_t)b->acked_lsn, "last_seen_ms_ago",
+                                           (json_int_t)b->last_seen_ms_ago, "state", b->state));
+    }
+    append_all(a, peers_status_json());
+    append_all(a, standby_peers_json());
+    return a;
+}
+
 enum MHD_Result api_h_repl_status(api_call *k)
 {
     repl_status st;
@@ -44,9 +70,9 @@ enum MHD_Result api_h_repl_status(api_call *k)
         sb = json_pack("{sbsIsIsIsI}", "connected", st.connected, "acked_lsn", (json_int_t)st.acked_lsn, "lag_lsn",
                        (json_int_t)st.lag_lsn, "lag_ms", (json_int_t)st.lag_ms, "last_seen_ms_ago",
                        (json_int_t)st.last_seen_ms_ago);
-    json_t *o = json_pack("{sssIsIsssos[]sssssosI}", "role", repl_role_name(st.role), "term", (json_int_t)st.term,
+    json_t *o = json_pack("{s:s, s:I, s:I, s:s, s:o, s:o, s:s, s:s, s:o, s:I}", "role", repl_role_name(st.role), "term", (json_int_t)st.term,
                           "lsn", (json_int_t)st.lsn, "cluster", st.cluster, "primary",
-                          has ? json_string(hint) : json_null(), "peers", "mode",
+                          has ? json_string(hint) : json_null(), "peers", peers_json(&st), "mode",
                           st.mode == REPL_ASYNC ? "async" : "sync", "state", repl_state_name(st.state), "standby", sb,
                           "ring_first_lsn", (json_int_t)st.ring_first);
     if (o && st.role == REPL_STANDBY) api_standby_status(o);
@@ -143,7 +169,8 @@ static enum MHD_Result stream_answer(api_call *k, int64_t after)
     int n = repl_stream_read(after, 0, REPL_STREAM_MAX, &buf, &len);
     /* A standby this primary can serve: after=L acknowledges L (not one
      * told 410: it is about to bootstrap, and must not hold writes). */
-    if (n >= 0 && !k->rq->repl_polled) repl_standby_ack(after);
+    char ip[64];
+    if (n >= 0 && !k->rq->repl_polled) repl_standby_ack(after, api_peer_ip(k->c, ip, sizeof ip));
     if (n == 0 && !k->rq->repl_polled) {
         k->rq->repl_polled = 1;
         k->rq->rw = (repl_waiter){.kind = REPL_W_STREAM, .lsn = after, .wait_ms = STREAM_WAIT_MS,

@@ -65,6 +65,7 @@ static struct {
     int64_t        new_term;     /* st_mu */
     char           promote_by[64];
     int64_t        applied_lsn, last_answer_ms, last_commit_wall, bootstraps;   /* st_mu */
+    int            url;          /* the index of the URL the loop streams from (st_mu) */
 } sb;
 
 /* ---------- the primary's status and the start-up path ---------- */
@@ -417,6 +418,9 @@ static int loop_clients(loop_state *L, int i)
     hf_http_set_cancel(L->c, &sb.cancel);
     hf_http_set_cancel(L->sc, &sb.cancel);
     L->url = i;
+    pthread_mutex_lock(&st_mu);
+    sb.url = i;
+    pthread_mutex_unlock(&st_mu);
     return 0;
 }
 
@@ -500,6 +504,7 @@ int standby_start(const standby_config *cfg)
     atomic_store(&sb.cancel, 0);
     pthread_mutex_lock(&st_mu);
     sb.running = 1;
+    sb.url = 0;
     pthread_mutex_unlock(&st_mu);
     int rc = hf_thread_start(&sb.th, "hf-standby", loop_main, NULL);
     if (rc) {
@@ -541,6 +546,19 @@ int standby_request_promote(const char *by, int64_t wait_ms, int64_t *term)
     if (sb.promote < 0) sb.promote = 0;
     pthread_mutex_unlock(&st_mu);
     return rc;
+}
+
+json_t *standby_peers_json(void)
+{
+    pthread_mutex_lock(&st_mu);
+    int run = sb.running, url = sb.url;
+    pthread_mutex_unlock(&st_mu);
+    if (!run) return NULL;
+    json_t *a = json_array();
+    for (int i = 0; a && i < sb.cfg.nurls; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:b}", "kind", "primary", "url", sb.cfg.urls[i], "following",
+                                           i == url));
+    return a;
 }
 
 int standby_figures(int64_t *applied_lsn, int64_t *lag_ms, int64_t *bootstraps, int64_t *votes)

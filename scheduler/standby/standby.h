@@ -16,7 +16,8 @@
  *   standby_peers.c   a primary's peer check (thread "hf-peers"), fencing
  *
  * One standby per process: the loop's state is file-static (the API
- * reaches it through standby_status_json and standby_request_promote).
+ * reaches it through standby_figures, standby_peers_json and
+ * standby_request_promote).
  */
 #ifndef HF_STANDBY_H
 #define HF_STANDBY_H
@@ -163,6 +164,13 @@ int  standby_request_promote(const char *by, int64_t wait_ms, int64_t *term);
  * lag_ms, bootstraps, votes. RET 0, or HF_ESTATE when no standby runs. */
 int  standby_figures(int64_t *applied_lsn, int64_t *lag_ms, int64_t *bootstraps, int64_t *votes);
 
+/* The standby's primaries for GET /api/v1/replication "peers": one
+ * {"kind": "primary", "url", "following"} per --standby-of URL, following
+ * true for the one the apply loop streams from now (it moves on when
+ * that one does not answer as primary). RET a new array, or NULL when no
+ * standby runs. */
+json_t *standby_peers_json(void);
+
 /* Re-execute /proc/self/exe with argv, after marking every descriptor
  * above 2 close-on-exec (the listening socket, SQLite's files). Returns
  * only on failure (HF_E*). */
@@ -243,6 +251,13 @@ typedef struct peers_config {
 
 /* Ask every peer once; steps down (does not return) when fenced. RET 0. */
 int  peers_check_once(const peers_config *cfg);
+/* The peers as the last checks saw them, for GET /api/v1/replication
+ * "peers": one {"kind": "peer", "url", "role", "term" (of its last
+ * answer; null before one), "error" (why the last check got no usable
+ * answer; null when it answered), "checked_ms_ago", "answered_ms_ago"
+ * (null: never)} per --peers URL. RET a new array, or NULL when no check
+ * ran (no --peers). Any thread. */
+json_t *peers_status_json(void);
 int  peers_start(const peers_config *cfg);
 void peers_stop(void);
 

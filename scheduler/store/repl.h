@@ -221,9 +221,11 @@ void repl_frame_header(uint8_t hdr[REPL_FRAME_HDR], int64_t lsn, int64_t term, u
  * (409 "ahead"); HF_ESTATE after repl_stop; HF_ENOMEM. */
 int  repl_stream_read(int64_t after, int wait_ms, size_t max, uint8_t **buf, size_t *len);
 
-/* A stream request arrived: the standby holds every LSN <= acked. Marks it
- * connected (now), moves the state and wakes the waiters. */
-void repl_standby_ack(int64_t acked);
+/* A stream request arrived from addr (the standby's address as this
+ * primary sees it; NULL: ""): the standby holds every LSN <= acked. Marks
+ * it connected (now), moves the state and wakes the waiters, and records
+ * addr's ack in the list of standbys (repl_status.standbys). */
+void repl_standby_ack(int64_t acked, const char *addr);
 
 /* The wait before a write's answer: in state sync, block until the
  * standby acknowledged lsn, or until the state degrades (the standby is
@@ -285,6 +287,21 @@ int  repl_park(repl_waiter *w, void (*park)(void *arg));
 /* Unlink w if it is still parked (its connection closed). */
 void repl_unpark(repl_waiter *w);
 
+/* One standby as the primary saw it (GET /api/v1/replication "peers"):
+ * one entry per address that asked for the stream, the newest
+ * REPL_STANDBYS_MAX, each kept REPL_STANDBY_FORGET_S after its last
+ * request. The log's own state follows whichever asked last: two
+ * standbys on one address are one entry. */
+#define REPL_STANDBYS_MAX      8
+#define REPL_STANDBY_FORGET_S  3600
+typedef struct repl_standby_info {
+    char        address[64];
+    int64_t     acked_lsn;
+    int64_t     last_seen_ms_ago;
+    const char *state;   /* "lost" (silent for --standby-timeout), "catching_up" (its ack below the LSN
+                          * current when it (re)connected), else "sync" or "async" (the mode) */
+} repl_standby_info;
+
 typedef struct repl_status {
     int     role, mode, state;
     int64_t term, lsn;
@@ -298,6 +315,8 @@ typedef struct repl_status {
     int64_t waits, wait_p99_us, wait_max_us;   /* commit waits (recent window) */
     int     flush_on, flush_failed;              /* the group flush */
     int64_t flushes, flush_commits;              /* its fsyncs, and the commits they covered */
+    int     nstandbys;                           /* standbys[0..nstandbys), the last seen first */
+    repl_standby_info standbys[REPL_STANDBYS_MAX];
 } repl_status;
 void repl_status_get(repl_status *st);
 

@@ -19,6 +19,10 @@
  * of catching_up/sync, and nothing waits. Only in sync does repl_wait
  * block, and never longer than --standby-timeout.
  *
+ * Beside the log's one state, r.sb lists every standby address that asked
+ * for the stream lately, each with its own ack and state (GET
+ * /api/v1/replication "peers"): the log follows whichever asked last.
+ *
  * Lock: r.mu guards everything here; the log's repl_mu (repl.c) is held
  * around repl_ring_append, taken before r.mu (never the reverse). The event
  * hook runs with neither held.
@@ -40,6 +44,12 @@
 
 #define WAIT_SAMPLES 256
 #define TIMER_MS     50      /* the hf-repl thread's period: parked waiters expire this late at most */
+
+/* A standby as seen at its stream requests (repl_status.standbys). */
+typedef struct standby_seen {
+    char    address[64];
+    int64_t acked, last_seen, target;   /* target: the LSN current when it (re)connected */
+} standby_seen;
 
 typedef struct frame {
     int64_t  lsn, term, at_ms;   /* at_ms: commit time (monotonic) */
@@ -68,6 +78,7 @@ static struct {
     int64_t         flushes, flush_commits;
     pthread_cond_t  cv_flush;
     hf_thread      *timer;             /* "hf-repl", from the first park to repl_stop */
+    standby_seen    sb[REPL_STANDBYS_MAX];   /* by address; last_seen 0: a free slot */
 } r = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static _Atomic uint64_t commit_seq;   /* the writer's commits, numbered (repl_note_commit) */
@@ -196,6 +207,7 @@ int repl_ring_reset(int64_t last, const repl_config *cfg)
     r.state = REPL_ST_NONE;
     r.seen = 0;
     r.acked = r.target = 0;
+    memset(r.sb, 0, sizeof r.sb);
     pthread_mutex_unlock(&r.mu);
     return 0;
 }
@@ -360,11 +372,62 @@ static void degraded_event(void)
     repl_ring_event("REPLICATION_DEGRADED", d);
 }
 
-void repl_standby_ack(int64_t acked)
+/* Record addr's request (now, acked) in r.sb: its slot, else a free one,
+ * else the one silent longest. Caller holds r.mu. */
+static void standby_seen_note(const char *addr, int64_t acked, int64_t now)
+{
+    int64_t lost_ms = (int64_t)r.cfg.standby_timeout_s * 1000;
+    standby_seen *e = NULL;
+    for (int i = 0; i < REPL_STANDBYS_MAX && !e; i++)
+        if (r.sb[i].last_seen && !strcmp(r.sb[i].address, addr)) e = &r.sb[i];
+    if (e && now - e->last_seen >= lost_ms) e->target = r.last;   /* back after being lost */
+    for (int i = 0; i < REPL_STANDBYS_MAX && !e; i++)
+        if (!r.sb[i].last_seen) e = &r.sb[i];
+    if (!e) {
+        e = &r.sb[0];
+        for (int i = 1; i < REPL_STANDBYS_MAX; i++)
+            if (r.sb[i].last_seen < e->last_seen) e = &r.sb[i];
+    }
+    if (!e->last_seen || strcmp(e->address, addr)) {
+        snprintf(e->address, sizeof e->address, "%s", addr);
+        e->target = r.last;
+    }
+    e->acked = acked;
+    e->last_seen = now;
+}
+
+/* The standbys of r.sb seen within REPL_STANDBY_FORGET_S, the last seen
+ * first, into st (forgetting the older ones). Caller holds r.mu. */
+static void standby_seen_list(repl_status *st, int64_t now)
+{
+    int64_t lost_ms = (int64_t)r.cfg.standby_timeout_s * 1000;
+    st->nstandbys = 0;
+    for (int i = 0; i < REPL_STANDBYS_MAX; i++) {
+        standby_seen *e = &r.sb[i];
+        if (e->last_seen && now - e->last_seen > (int64_t)REPL_STANDBY_FORGET_S * 1000) e->last_seen = 0;
+        if (!e->last_seen) continue;
+        int k = st->nstandbys++;
+        while (k > 0 && now - e->last_seen < st->standbys[k - 1].last_seen_ms_ago) {
+            st->standbys[k] = st->standbys[k - 1];
+            k--;
+        }
+        repl_standby_info *o = &st->standbys[k];
+        snprintf(o->address, sizeof o->address, "%s", e->address);
+        o->acked_lsn = e->acked;
+        o->last_seen_ms_ago = now - e->last_seen;
+        o->state = now - e->last_seen >= lost_ms        ? "lost"
+                   : e->acked < e->target               ? "catching_up"
+                   : r.cfg.mode == REPL_ASYNC           ? "async"
+                                                        : "sync";
+    }
+}
+
+void repl_standby_ack(int64_t acked, const char *addr)
 {
     pthread_mutex_lock(&r.mu);
     ring_init();
     int64_t now = hf_mono_ms();
+    standby_seen_note(addr ? addr : "", acked, now);
     r.seen = 1;
     r.last_seen = now;
     r.acked = acked;
@@ -508,6 +571,7 @@ void repl_ring_status(repl_status *st)
     st->flush_failed = r.flush_failed;
     st->flushes = r.flushes;
     st->flush_commits = r.flush_commits;
+    standby_seen_list(st, now);
     int n = r.waits < WAIT_SAMPLES ? (int)r.waits : WAIT_SAMPLES;
     int64_t tmp[WAIT_SAMPLES];
     memcpy(tmp, r.wait_us, (size_t)n * sizeof *tmp);

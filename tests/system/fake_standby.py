@@ -45,7 +45,8 @@ class H(BaseHTTPRequestHandler):
                 status, body = 409, {"error": "this scheduler is already the primary"}
         elif self.command == "GET" and self.path.startswith("/api/v1/replication"):
             status, body = 200, {"role": role, "term": term, "lsn": 41, "cluster": "c0ffee",
-                                 "primary": primary, "peers": [primary] if primary else [],
+                                 "primary": primary,
+                                 "peers": [{"kind": "primary", "url": primary, "following": True}] if primary else [],
                                  "mode": "sync", "state": "sync", "standby": None,
                                  "applied_lsn": 41, "lag_ms": 12}
         else:

@@ -10,8 +10,8 @@
 #      the CLI sends the submission there (once: one experiment).
 #   C. HYPERFARM_URL works like --url; a list where nothing answers as a
 #      primary (DEAD,STANDBY naming an unlisted URL) exits 4 naming the list.
-#   D. replication: a standby's role, term, lsn, state and lag in text and
-#      --json; with several URLs every scheduler's section, exit 0 while one
+#   D. replication: a standby's role, term, lsn, state, lag and the primary
+#      it follows (peers) in text and --json; with several URLs every scheduler's section, exit 0 while one
 #      answers, 4 when none does; the real primary's status; a bad URL in
 #      the list exits 2.
 #   E. promote: with LIVE,STANDBY the standby is found and promoted, the
@@ -78,6 +78,7 @@ expect_rc 0 "D: replication of a standby" cli --url "$STANDBY" replication
 grep -qx "role      standby" "$HF_TMP/out" || hf_fail "D: role line: $(cat "$HF_TMP/out")"
 grep -qx "primary   $LIVE" "$HF_TMP/out" || hf_fail "D: primary line: $(cat "$HF_TMP/out")"
 grep -qx "applied   lsn 41, lag 12 ms" "$HF_TMP/out" || hf_fail "D: lag line: $(cat "$HF_TMP/out")"
+grep -qx "peers     primary $LIVE (following)" "$HF_TMP/out" || hf_fail "D: peers line: $(cat "$HF_TMP/out")"
 expect_rc 0 "D: replication --json" cli --url "$STANDBY" replication --json
 jq -e '.role == "standby" and .lag_ms == 12' "$HF_TMP/out" >/dev/null || hf_fail "D: --json: $(cat "$HF_TMP/out")"
 expect_rc 0 "D: replication of a list" cli --url "$DEAD,$STANDBY" replication --json

@@ -13,8 +13,10 @@
 #      right after the ack; the frames of that stream are consecutive from
 #      after+1;
 #   4. no ack for --standby-timeout: the held write is answered, the state
-#      is degraded (/metrics says so, degraded_total 1), later writes do
-#      not wait; a returning standby brings it back to sync;
+#      is degraded (/metrics says so, degraded_total 1; the standby is
+#      "lost" among the peers), later writes do not wait; a returning
+#      standby brings it back to sync (the peers list it by address, with
+#      its ack and state sync);
 #   5. 409 for another cluster, a standby ahead; 400 without after;
 #   6. a request with a higher X-Hyperfarm-Term fences the primary: that
 #      request and later writes answer 503 role fenced, GETs needing the
@@ -80,7 +82,8 @@ hf_log "ok: a write was held until acknowledged ($ms1 ms), frames from $((L + 1)
 t0=$(now_ms); c=$(reg a2); ms=$(( $(now_ms) - t0 ))
 [[ $c == 201 ]] || hf_fail "register a2 answered $c"
 (( ms >= 500 && ms < 4000 )) || hf_fail "a write with a silent standby took $ms ms (--standby-timeout 2)"
-repl | hf_jq_assert '.state == "degraded"' "degraded after the standby went silent"
+repl | hf_jq_assert '.state == "degraded" and ([.peers[] | select(.kind == "standby")][0].state == "lost")' \
+  "degraded after the standby went silent, the standby lost among the peers"
 curl -fsS -m 5 "$HF_URL/metrics" >"$HF_TMP/metrics"
 grep -q '^hyperfarm_replication_state{state="degraded"} 1' "$HF_TMP/metrics" || hf_fail "/metrics: not degraded"
 grep -q '^hyperfarm_replication_degraded_total 1' "$HF_TMP/metrics" || hf_fail "/metrics: degraded_total"
@@ -88,7 +91,9 @@ t0=$(now_ms); [[ $(reg a3) == 201 ]] || hf_fail "register a3"; ms=$(( $(now_ms) 
 (( ms < 1000 )) || hf_fail "a degraded primary still waited $ms ms"
 N=$(repl | jq .lsn)
 code=$(stream "$N" "$HF_TMP/f3")
-repl | hf_jq_assert '.state == "sync"' "sync again once the standby caught up"
+repl | hf_jq_assert '.state == "sync" and ([.peers[] | select(.kind == "standby")] | length == 1 and
+  .[0].address == "127.0.0.1" and .[0].acked_lsn == '"$N"' and .[0].state == "sync" and .[0].last_seen_ms_ago < 2000)' \
+  "sync again once the standby caught up, and so is the standby among the peers"
 hf_log "ok: degraded, later writes free ($ms ms), back to sync"
 
 # ---- 5. refusals --------------------------------------------------------------

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_scheduler_repl_snapshot.sh — the bootstrap snapshot off the HTTP
-# threads and the standby's check of its hash (issue 31;
-# docs/scheduler.md "Standby and failover", docs/protocol.md
-# "Replication"):
+# threads, the standby's check of its hash, and the peers of GET
+# /api/v1/replication (issue 31; docs/scheduler.md "Standby and failover",
+# docs/protocol.md "Replication"):
 #
 #   1. with --threads 1 (one HTTP worker) and a database of 256 MiB, a
 #      snapshot request does not hold the worker: /healthz is answered
@@ -13,7 +13,11 @@
 #      refuses a snapshot whose bytes do not match its X-Hyperfarm-Sha256
 #      and one without the header (a log line naming both hashes; no
 #      database renamed into place), then takes the good one;
-#   3. a primary stopped while a snapshot request is parked in a copy
+#   3. peers: the standby lists its primary URLs, following the one that
+#      answers (the second); the primary lists its --peers as its peer
+#      check saw them (the standby: role and term; a dead URL: its error)
+#      and the standby that streamed from it (address, ack, state);
+#   4. a primary stopped while a snapshot request is parked in a copy
 #      exits at once (well within 10 s) and cleanly (exit 0; the sanitizer
 #      build's leak check runs at that exit).
 source "$(dirname "$0")/lib.sh"
@@ -123,7 +127,25 @@ grep -q "as announced) is $S_DB" "$HF_TMP/S.log" || hf_fail "no bootstrap from t
 hf_assert_eq "$(sqlite3 -readonly "$S_DB" 'SELECT cluster FROM repl_state')" "$CL" "the standby's cluster"
 hf_log "ok: corrupted and unhashed snapshots refused, the good one taken"
 
-# ---- 3. stopping with a snapshot request parked
+# ---- 3. peers
+following() { repl "$S" | jq -e --arg d "$DEAD" --arg f "$F" '.role == "standby" and .peers ==
+  [{kind: "primary", url: $d, following: false}, {kind: "primary", url: $f, following: true}]' >/dev/null; }
+hf_wait_for 15 following || hf_fail "the standby's peers: $(repl "$S" | jq -c .peers)"
+p_peers() { repl "$P" | jq -e --arg s "$S" --arg d "$DEAD" '[.peers[] | select(.kind == "peer")] as $p |
+  ($p | length) == 2 and $p[0].url == $s and $p[0].role == "standby" and $p[0].term == 1 and $p[0].error == null
+  and $p[0].checked_ms_ago < 5000 and $p[1].url == $d and $p[1].role == null and ($p[1].error | length) > 0
+  and ([.peers[] | select(.kind == "standby" and .address == "127.0.0.1")] | length) == 0' >/dev/null; }
+hf_wait_for 15 p_peers || hf_fail "the primary's peers: $(repl "$P" | jq -c .peers)"
+# a standby (curl) streams from the primary: listed by address, with its ack
+CLP=$(repl "$P" | jq -r .cluster) LP=$(repl "$P" | jq .lsn)
+[[ $(curl -sS -m 5 "${A[@]}" -o /dev/null -w '%{http_code}' \
+  "$P/api/v1/replication/stream?cluster=$CLP&term=1&after=$LP") == 204 ]] || hf_fail "the primary's stream"
+repl "$P" | hf_jq_assert '[.peers[] | select(.kind == "standby")] == [.peers[] | select(.kind == "standby")
+  | select(.address == "127.0.0.1" and .acked_lsn == '"$LP"' and .state == "sync")] and
+  ([.peers[] | select(.kind == "standby")] | length) == 1' "the streaming standby among the primary's peers"
+hf_log "ok: peers of the standby, of the primary"
+
+# ---- 4. stopping with a snapshot request parked
 n0=$(copies)
 curl -sS -m 60 "${A[@]}" -o /dev/null -w '%{http_code}' "$P/api/v1/replication/snapshot" >"$HF_TMP/s3" 2>/dev/null &
 s3=$!

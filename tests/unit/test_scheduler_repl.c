@@ -27,6 +27,8 @@
  *     copy, a whole copy's file has its announced hash, the slot frees
  *     when a copy ends or an unarmed job is released, a client that hung
  *     up ends its copy;
+ *   - the list of standbys (by address, each with its ack and state:
+ *     catching_up, sync, lost), bounded;
  *   - a request's higher term fences a primary (event FENCED), a lower one
  *     does not;
  *   - the frame header is big-endian lsn, term, 0, len.
@@ -504,7 +506,7 @@ static void test_capture_gap(void **st)
 static void *ack_later(void *arg)
 {
     usleep(150000);
-    repl_standby_ack(*(int64_t *)arg);
+    repl_standby_ack(*(int64_t *)arg, NULL);
     return NULL;
 }
 
@@ -546,7 +548,7 @@ static void test_ack_wait(void **st)
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_NONE);
     assert_int_equal(repl_wait(repl_lsn() + 5), 0);   /* none: no wait */
-    repl_standby_ack(repl_lsn());
+    repl_standby_ack(repl_lsn(), NULL);
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_SYNC);
     big_txn(s, 10);
@@ -564,7 +566,7 @@ static void test_ack_wait(void **st)
     atomic_store(&woken, 0);
     assert_int_equal(repl_park(&w, park_nop), 1);
     assert_int_equal(atomic_load(&woken), 0);
-    repl_standby_ack(repl_lsn());
+    repl_standby_ack(repl_lsn(), NULL);
     assert_int_equal(atomic_load(&woken), 1);
     /* no ack within --standby-timeout: degraded, and later writes do not wait */
     big_txn(s, 10);
@@ -581,10 +583,10 @@ static void test_ack_wait(void **st)
     assert_int_equal(repl_wait(repl_lsn()), 0);
     assert_true(hf_mono_ms() - t0 < 100);
     /* the standby comes back and catches up: sync again */
-    repl_standby_ack(repl_lsn() - 1);
+    repl_standby_ack(repl_lsn() - 1, NULL);
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_CATCHING_UP);
-    repl_standby_ack(repl_lsn());
+    repl_standby_ack(repl_lsn(), NULL);
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_SYNC);
     /* a parked stream poll is woken by the next commit, or after its wait */
@@ -592,7 +594,7 @@ static void test_ack_wait(void **st)
     atomic_store(&woken, 0);
     assert_int_equal(repl_park(&sw, park_nop), 1);
     repl_set_role(REPL_PRIMARY);
-    repl_standby_ack(repl_lsn());
+    repl_standby_ack(repl_lsn(), NULL);
     big_txn(s, 10);
     assert_int_equal(atomic_load(&woken), 1);
     repl_waiter sw2 = {.kind = REPL_W_STREAM, .lsn = repl_lsn(), .wait_ms = 200, .wake = wake_flag};
@@ -640,9 +642,9 @@ static void test_group_flush(void **st)
 
     /* With a standby in sync that holds the commit, a slow flush keeps the
      * answer held past --standby-timeout without degrading the standby. */
-    repl_standby_ack(repl_lsn());
+    repl_standby_ack(repl_lsn(), NULL);
     big_txn(s, 10);
-    repl_standby_ack(repl_lsn());
+    repl_standby_ack(repl_lsn(), NULL);
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_SYNC);
     repl_waiter w2 = {.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = repl_commit_seq(), .wake = wake_flag};
@@ -650,7 +652,7 @@ static void test_group_flush(void **st)
     assert_int_equal(repl_park(&w2, park_nop), 1);
     for (int i = 0; i < 14; i++) {   /* 1.4 s: the standby keeps asking, the flush does not come */
         usleep(100000);
-        repl_standby_ack(repl_lsn());
+        repl_standby_ack(repl_lsn(), NULL);
     }
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_SYNC);
@@ -662,7 +664,7 @@ static void test_group_flush(void **st)
     /* A failed flush: the held answer is woken as failed, the failure is
      * sticky, a later answer is not held but failed at once. */
     big_txn(s, 10);
-    repl_standby_ack(repl_lsn());
+    repl_standby_ack(repl_lsn(), NULL);
     repl_waiter w3 = {.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = repl_commit_seq(), .wake = wake_flag};
     atomic_store(&woken, 0);
     assert_int_equal(repl_park(&w3, park_nop), 1);
@@ -783,6 +785,63 @@ static void test_snapshot_service(void **st)
     store_close(s);
 }
 
+/* ---------- the standbys a primary saw ---------- */
+
+/* One entry per address, the last seen first, each with its own ack and
+ * state: sync once it reached the LSN current when it connected,
+ * catching_up before, lost after --standby-timeout of silence (and
+ * catching up again when it returns behind); at most REPL_STANDBYS_MAX,
+ * the one silent longest replaced. */
+static void test_standby_list(void **st)
+{
+    (void)st;
+    store *s = open_log("list.db", REPL_SYNC, 1, 64 << 20);
+    repl_capture_enable();
+    repl_status r;
+    repl_status_get(&r);
+    assert_int_equal(r.nstandbys, 0);
+    big_txn(s, 10);
+    int64_t l1 = repl_lsn();
+    repl_standby_ack(l1, "10.0.0.1");
+    big_txn(s, 10);
+    repl_standby_ack(l1, "10.0.0.2");   /* behind what was current when it connected */
+    repl_status_get(&r);
+    assert_int_equal(r.nstandbys, 2);
+    assert_string_equal(r.standbys[0].address, "10.0.0.2");
+    assert_string_equal(r.standbys[0].state, "catching_up");
+    assert_int_equal(r.standbys[0].acked_lsn, l1);
+    assert_string_equal(r.standbys[1].address, "10.0.0.1");
+    assert_string_equal(r.standbys[1].state, "sync");
+    assert_int_equal(r.standbys[1].acked_lsn, l1);
+    assert_true(r.standbys[1].last_seen_ms_ago >= r.standbys[0].last_seen_ms_ago);
+    repl_standby_ack(repl_lsn(), "10.0.0.2");
+    usleep(1100 * 1000);
+    repl_standby_ack(repl_lsn(), "10.0.0.2");
+    repl_status_get(&r);
+    assert_string_equal(r.standbys[0].state, "sync");
+    assert_string_equal(r.standbys[1].address, "10.0.0.1");
+    assert_string_equal(r.standbys[1].state, "lost");
+    assert_true(r.standbys[1].last_seen_ms_ago >= 1000);
+    big_txn(s, 10);
+    repl_standby_ack(l1, "10.0.0.1");   /* back, behind */
+    repl_status_get(&r);
+    assert_string_equal(r.standbys[0].address, "10.0.0.1");
+    assert_string_equal(r.standbys[0].state, "catching_up");
+    repl_standby_ack(repl_lsn(), "10.0.0.1");
+    repl_status_get(&r);
+    assert_string_equal(r.standbys[0].state, "sync");
+    for (int i = 0; i < REPL_STANDBYS_MAX; i++) {
+        char a[32];
+        snprintf(a, sizeof a, "10.0.1.%d", i);
+        repl_standby_ack(repl_lsn(), a);
+    }
+    repl_status_get(&r);
+    assert_int_equal(r.nstandbys, REPL_STANDBYS_MAX);
+    assert_string_equal(r.standbys[0].address, "10.0.1.7");
+    for (int i = 0; i < r.nstandbys; i++) assert_non_null(strstr(r.standbys[i].address, "10.0.1."));
+    store_close(s);
+}
+
 static void test_fence(void **st)
 {
     (void)st;
@@ -829,6 +888,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ack_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_service, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_standby_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

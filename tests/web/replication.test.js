@@ -7,12 +7,14 @@
 // the degraded answers of GET /api/v1/replication are put in the browser's
 // way, with X-Hyperfarm-Role on every answer (page.route; the real standby is tested in
 // tests/system/test_scheduler_standby.sh): on a standby the banner says
-// read-only, links the primary (same route) and shows the lag, and every
+// read-only, links the primary it follows (its "peers" entry marked
+// following, not the first URL; same route) and shows the lag, and every
 // write control the user would have is disabled with the standby's reason;
-// a primary whose standby is lost shows the degraded banner and keeps its
-// controls; a scheduler that stops answering (every request to it aborted)
-// gets the banner offering the peer it named last, when that one answers
-// (the same real scheduler under the name localhost: another origin).
+// a primary whose standby is lost shows the degraded banner, with each
+// standby its "peers" name, and keeps its controls; a scheduler that stops
+// answering (every request to it aborted) gets the banner offering the
+// peer URL it named last, when that one answers (the same real scheduler
+// under the name localhost: another origin).
 // Screenshots: replication-standby.png, replication-lost.png.
 'use strict';
 const { test, before, after } = require('node:test');
@@ -92,7 +94,9 @@ test('a lone primary: no banner, controls enabled', async () => {
 });
 
 test('a standby: read-only banner with the primary and the lag, writes disabled', async () => {
-  const page = await pageWith({ role: 'standby', term: 3, lsn: 120, cluster: 'c1', primary: PEER, peers: [PEER],
+  // its first --standby-of URL is dead: it follows the second, PEER, which the banner links
+  const page = await pageWith({ role: 'standby', term: 3, lsn: 120, cluster: 'c1', primary: 'http://127.0.0.1:1',
+    peers: [{ kind: 'primary', url: 'http://127.0.0.1:1', following: false }, { kind: 'primary', url: PEER, following: true }],
     mode: 'sync', state: 'sync', standby: null, applied_lsn: 118, lag_ms: 1500 });
   await openExperiment(page);
   await page.waitForSelector('#repl-banner[data-kind="standby"]');
@@ -123,19 +127,27 @@ test('a fenced scheduler: read-only, a javascript: primary is not linked', async
 });
 
 test('a degraded primary: banner, controls kept', async () => {
-  const page = await pageWith({ role: 'primary', term: 1, lsn: 900, cluster: 'c1', primary: null, peers: [],
+  const page = await pageWith({ role: 'primary', term: 1, lsn: 900, cluster: 'c1', primary: null,
+    peers: [{ kind: 'standby', address: '10.0.0.7', acked_lsn: 700, last_seen_ms_ago: 12000, state: 'lost' },
+      { kind: 'peer', url: 'http://127.0.0.1:1', role: null, term: null, error: 'refused', checked_ms_ago: 5,
+        answered_ms_ago: null }],
     mode: 'sync', state: 'degraded',
     standby: { connected: false, acked_lsn: 700, lag_lsn: 200, lag_ms: 9000, last_seen_ms_ago: 12000 } });
   await openExperiment(page);
   await page.waitForSelector('#repl-banner[data-kind="degraded"]');
-  assert.match(await page.textContent('#repl-banner'), /Replication degraded: the standby is lost; last seen 12 s ago/);
+  const text = await page.textContent('#repl-banner');
+  assert.match(text, /Replication degraded: the standby is lost; last seen 12 s ago/);
+  assert.match(text, /Standby 10\.0\.0\.7: lost, acked lsn 700, last seen 12 s ago\./);
   for (const s of await states(page, CONTROLS)) assert.ok(!s.disabled, `${s.sel} disabled on a degraded primary`);
   await page.context().close();
 });
 
 test('the scheduler stops answering: the page offers the peer that answers', async (t) => {
   const page = await pageWith({ role: 'primary', term: 1, lsn: 10, cluster: 'c1', primary: null,
-    peers: ['http://127.0.0.1:1', PEER], mode: 'sync', state: 'sync', standby: null }, 300);
+    peers: [{ kind: 'peer', url: 'http://127.0.0.1:1', role: null, term: null, error: 'refused' },
+      { kind: 'standby', address: '127.0.0.1', acked_lsn: 10, last_seen_ms_ago: 100, state: 'sync' },
+      { kind: 'peer', url: PEER, role: 'standby', term: 1, error: null }],
+    mode: 'sync', state: 'sync', standby: null }, 300);
   await openExperiment(page);
   // The peer is this scheduler under another name (another origin): where
   // this browser cannot reach that name at all, the test has no peer.

@@ -2,19 +2,21 @@
  * (docs/dashboard.md, "Standby and failover").
  *
  * HF.repl.status is the last GET /api/v1/replication answer ({role, term,
- * lsn, state, primary, peers, standby, lag_ms, ...}; null before the
+ * lsn, state, primary, peers, standby, lag_ms, ...}: peers are objects of
+ * kind standby, peer or primary (docs/protocol.md); null before the
  * first, and for a scheduler without replication: its answers carry no
  * X-Hyperfarm-Role (HF.api.role), so the route is not even asked, and
  * nothing is shown). It is read at start, after whoami (app.js waits for
  * both before drawing) and every POLL_MS after. It drives:
  *   - a banner under the top bar: on a standby (read-only, a link to the
- *     primary, the lag), on a fenced scheduler, and on a primary whose
- *     replication state is "degraded" (its standby is lost);
+ *     primary it follows, the lag), on a fenced scheduler, and on a
+ *     primary whose replication state is "degraded" (its standby is lost;
+ *     each standby address it saw lately, with its state and ack);
  *   - HF.repl.readOnly(), which HF.whyNot (api.js) consults first, so every
  *     control guarded for viewers is disabled on a standby too, with the
  *     reason as its tooltip; a change of role redraws the page;
  *   - failover: when this scheduler stops answering (FAIL_POLLS polls in a
- *     row), the primary and peers it last named are probed and the banner
+ *     row), the primary and the URLs of the peers it last named are probed and the banner
  *     offers the first that answers, keeping the page's route. Another
  *     scheduler is another origin: its token must be entered there again.
  * URLs from the scheduler are shown only when they are http(s) URLs. */
@@ -44,6 +46,15 @@
 
   const ms = (v) => (v >= 10000 ? `${Math.round(v / 1000)} s` : `${Math.round(v || 0)} ms`);
 
+  /* The entries of s.peers (docs/protocol.md "Replication"): objects with
+   * a kind; an older scheduler's bare URL string reads as a peer. */
+  function peers(s) {
+    return (s && Array.isArray(s.peers) ? s.peers : [])
+      .map((p) => (typeof p === 'string' ? { kind: 'peer', url: p } : p))
+      .filter((p) => p && typeof p === 'object');
+  }
+  repl.peers = peers;
+
   function link(u) {
     const target = u + '/' + location.hash;
     return HF.h('a', { href: target, 'data-peer': u }, u);
@@ -59,7 +70,9 @@
       return { cls: 'bad', kind: 'lost', kids };
     }
     if (!s) return null;
-    const primary = httpUrl(s.primary);
+    // a standby names the primary URL it streams from among its own
+    const followed = peers(s).find((p) => p.kind === 'primary' && p.following === true);
+    const primary = httpUrl(followed ? followed.url : s.primary);
     if (s.role === 'standby' || s.role === 'fenced') {
       const kids = [s.role === 'standby' ? 'Standby scheduler: read-only. ' : 'Fenced scheduler (a newer primary took over): read-only. '];
       kids.push(primary ? HF.h('span', 'Primary: ', link(primary), '. ') : 'Primary: unknown. ');
@@ -69,8 +82,13 @@
     if (s.state === 'degraded') {
       const sb = s.standby;
       const seen = sb && sb.last_seen_ms_ago != null ? `; last seen ${ms(sb.last_seen_ms_ago)} ago` : '';
-      return { cls: 'bad', kind: 'degraded',
-        kids: [`Replication degraded: the standby is lost${seen}. Writes are acknowledged without it until it catches up.`] };
+      const kids = [`Replication degraded: the standby is lost${seen}. Writes are acknowledged without it until it catches up.`];
+      // every standby address that streamed lately, with its own state
+      for (const p of peers(s).filter((q) => q.kind === 'standby')) {
+        kids.push(' ', HF.h('span', { 'data-standby': String(p.address) },
+          `Standby ${p.address}: ${p.state}, acked lsn ${p.acked_lsn}, last seen ${ms(p.last_seen_ms_ago)} ago.`));
+      }
+      return { cls: 'bad', kind: 'degraded', kids };
     }
     return null;
   }
@@ -98,7 +116,7 @@
 
   async function probePeers() {
     const s = repl.status || {};
-    const cands = [s.primary].concat(Array.isArray(s.peers) ? s.peers : []).map(httpUrl)
+    const cands = [s.primary].concat(peers(s).map((p) => p.url)).map(httpUrl)
       .filter((u, i, a) => u && u !== location.origin && a.indexOf(u) === i);
     for (const u of cands) if (await answers(u)) return u;
     return '';
