@@ -75,6 +75,9 @@ enum MHD_Result api_h_repl_status(api_call *k)
                           has ? json_string(hint) : json_null(), "peers", peers_json(&st), "mode",
                           st.mode == REPL_ASYNC ? "async" : "sync", "state", repl_state_name(st.state), "standby", sb,
                           "ring_first_lsn", (json_int_t)st.ring_first);
+    /* The database's schema version: a standby follows only a primary at
+     * its own binary's (store_schema_newest). */
+    if (o) json_object_set_new(o, "schema", json_integer(store_version(k->a->st)));
     if (o && st.role == REPL_STANDBY) api_standby_status(o);
     return api_send_json(k->c, 200, o);
 }
@@ -209,6 +212,19 @@ enum MHD_Result api_h_repl_stream(api_call *k)
         return api_send_jerr(k->c, 400, &k->e);
     if (term == 0 || after < 0) return api_send_err(k->c, 400, term ? "after" : "term", "term and after are required");
     if (k->rq->repl_polled) return stream_answer(k, after);   /* woken: answer now */
+    /* schema=V: the standby's binary's schema version. Migrations are not
+     * streamed (each side runs its own at start), and SQLite skips a
+     * changeset's table whose columns differ from the replica's, so a
+     * standby of another version would silently lose rows: refused. */
+    int64_t schema;
+    if (api_query_int(k->c, "schema", 1, INT32_MAX, 0, &schema, &k->e)) return api_send_jerr(k->c, 400, &k->e);
+    int mine = store_version(k->a->st);
+    if (schema && schema != mine) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "this primary's database is at schema version %d, the standby's binary at %lld: "
+                 "run the same hyperfarm version on both (docs/operations.md, \"Upgrading\")", mine, (long long)schema);
+        return conflict(k, "schema", msg);
+    }
     repl_capture_enable();
     repl_cluster(cluster, sizeof cluster);
     if (strcmp(want, cluster)) return conflict(k, "cluster", "another cluster: bootstrap from this primary");

@@ -29,6 +29,7 @@
  * API reads (figures, the promotion handshake) is guarded by st_mu.
  */
 #include "scheduler/standby/standby.h"
+#include "scheduler/store/store.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
@@ -70,10 +71,12 @@ static struct {
 
 /* ---------- the primary's status and the start-up path ---------- */
 
-/* GET /replication of c. RET 0 with role/term/lsn/cluster; HF_EAUTH;
- * HF_ECONN (no answer or not 200). */
+/* GET /replication of c. RET 0 with role/term/lsn/cluster and *schema
+ * (the primary's database's schema version; 0: it does not say, a
+ * hyperfarm older than the check); HF_EAUTH; HF_ECONN (no answer or not
+ * 200). */
 static int primary_status(hf_http *c, char *role, size_t rolelen, int64_t *term, int64_t *lsn, char *cluster,
-                          size_t clusterlen, char *err, size_t errlen)
+                          size_t clusterlen, int *schema, char *err, size_t errlen)
 {
     long status = 0;
     json_t *r = NULL;
@@ -97,6 +100,8 @@ static int primary_status(hf_http *c, char *role, size_t rolelen, int64_t *term,
         snprintf(cluster, clusterlen, "%s", cl);
         *term = t;
         *lsn = l;
+        json_t *sv = json_object_get(r, "schema");
+        *schema = json_is_integer(sv) ? (int)json_integer_value(sv) : 0;
     }
     json_decref(r);
     return rc;
@@ -139,12 +144,22 @@ int standby_prepare(const standby_config *cfg, volatile sig_atomic_t *stop, char
     for (int round = 0; !*stop; round++) {
         hf_http *c = client_for(cfg, round % cfg->nurls, 5000);
         char role[32], cl[80], mycl[80] = "";
-        int64_t t, l, myt = 0, myl = 0;
+        int64_t t = 0, l = 0, myt = 0, myl = 0;
         if (!c) return HF_ENOMEM;
-        rc = primary_status(c, role, sizeof role, &t, &l, cl, sizeof cl, err, errlen);
+        int schema = 0;
+        rc = primary_status(c, role, sizeof role, &t, &l, cl, sizeof cl, &schema, err, errlen);
         if (!rc && strcmp(role, "primary")) {
             snprintf(err, errlen, "%s is %s, not primary", hf_http_base(c), role);
             rc = HF_ECONN;
+        }
+        /* Same schema or nothing: neither bootstrap (this binary would
+         * migrate the copy) nor follow; the replica is left as it is. */
+        if (!rc && schema != store_schema_newest()) {
+            snprintf(err, errlen, "%s's database is at schema version %d%s, this standby's binary at %d: a standby "
+                     "follows only a primary of the same hyperfarm version (docs/operations.md, \"Upgrading\")",
+                     hf_http_base(c), schema, schema ? "" : " (it does not say: an older hyperfarm)",
+                     store_schema_newest());
+            rc = HF_EUNSUP;
         }
         if (!rc) {
             int have = standby_read_state(cfg->db, &myt, &myl, mycl, sizeof mycl) == 0;
@@ -166,7 +181,10 @@ int standby_prepare(const standby_config *cfg, volatile sig_atomic_t *stop, char
                     (long long)myt);
             return 0;
         }
-        if (round % 10 == 0) hf_warn("standby: %s; retrying", err);
+        if (round % 10 == 0) {
+            if (rc == HF_EUNSUP) hf_error("standby: %s; waiting", err);
+            else hf_warn("standby: %s; retrying", err);
+        }
         for (int i = 0; i < 10 && !*stop; i++) usleep(100 * 1000);
     }
     snprintf(err, errlen, "stopped");
@@ -267,6 +285,21 @@ static int frames_objects(loop_state *L, const uint8_t *buf, size_t n, standby_o
     return r < 0 ? HF_EPARSE : 0;
 }
 
+/* The primary runs another schema version (it was upgraded, or this
+ * standby was): stop applying, keep the replica, and start again, so that
+ * standby_prepare waits (and says why) until both run one version. */
+static void restart_same(loop_state *L)
+{
+    hf_error("standby: the primary's schema version differs from this binary's: applying stopped, the replica "
+             "kept as it is; restarting to wait for one version on both sides");
+    sqlite3_close_v2(L->db);
+    L->db = NULL;
+    usleep(500 * 1000);
+    char **v = standby_argv_edit(sb.cfg.argv, sb.cfg.argc, "--no-such-flag", NULL, NULL);
+    if (v) standby_reexec(v);
+    hf_error("standby: cannot re-execute; stopping the apply loop");
+}
+
 /* Divergence: move the replica aside and start again (bootstrap). */
 static void rebootstrap(loop_state *L, const char *why)
 {
@@ -329,12 +362,20 @@ static int answer_sink(void *ud, const void *p, size_t n)
  * even a reset). RET 0 (an answer was taken or none came: the primary is
  * there), 1 (divergence: re-bootstrap), HF_ECONN (no primary at this
  * URL). */
+static int answer_reason_is(const char *answer, const char *reason)
+{
+    json_t *j = answer ? json_loads(answer, 0, NULL) : NULL;
+    int is = j && !strcmp(json_string_value(json_object_get(j, "reason")) ?: "", reason);
+    json_decref(j);
+    return is;
+}
+
 static int stream_once(loop_state *L)
 {
     char path[300], err[512];
     answer_buf ab = {0};
-    snprintf(path, sizeof path, "/api/v1/replication/stream?cluster=%s&term=%lld&after=%lld", L->cluster,
-             (long long)L->term, (long long)L->lsn);
+    snprintf(path, sizeof path, "/api/v1/replication/stream?cluster=%s&term=%lld&after=%lld&schema=%d", L->cluster,
+             (long long)L->term, (long long)L->lsn, store_schema_newest());
     hf_http_stream s = {.method = "GET", .path = path, .body_fd = -1, .sink = answer_sink, .sink_ud = &ab,
                         .stall_bytes = 1, .stall_s = STREAM_STALL_S};
     int rc = hf_http_stream_run(L->sc, &s, err, sizeof err);
@@ -347,6 +388,9 @@ static int stream_once(loop_state *L)
         if (rc == HF_ECORRUPT) hf_warn("standby: %s", err);
         else if (rc) hf_warn("standby: %s (retrying)", err);
         rc = rc == HF_ECORRUPT ? 1 : rc ? HF_ECONN : 0;
+    } else if (status == 409 && answer_reason_is(s.answer, "schema")) {
+        hf_error("standby: the primary answered %ld: %.300s", status, s.answer);
+        rc = 2;   /* another version: not divergence, nothing moved aside */
     } else if (status == 409 || status == 410) {
         hf_warn("standby: the primary answered %ld: %.200s", status, s.answer ? s.answer : "");
         rc = 1;
@@ -486,6 +530,7 @@ static void loop_main(hf_thread *t, void *arg)
         int64_t t0 = hf_mono_ms();
         int rc = stream_once(&L);
         if (rc == 1) { rebootstrap(&L, "the replica cannot follow the primary's stream"); break; }
+        if (rc == 2) { restart_same(&L); break; }
         if (rc == HF_ECONN && !hf_thread_stopping(t) && !promote_asked()) primary_lost(&L, t, t0);
         else if (rc == 0) L.logged_ms = 0;
     }

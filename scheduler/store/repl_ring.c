@@ -428,6 +428,7 @@ void repl_standby_ack(int64_t acked, const char *addr)
     ring_init();
     int64_t now = hf_mono_ms();
     standby_seen_note(addr ? addr : "", acked, now);
+    int was = r.state;
     r.seen = 1;
     r.last_seen = now;
     r.acked = acked;
@@ -440,9 +441,14 @@ void repl_standby_ack(int64_t acked, const char *addr)
         }
         if (r.state == REPL_ST_CATCHING_UP && acked >= r.target) set_state(REPL_ST_SYNC, "the standby caught up");
     }
+    /* Back in sync after a degrade (not a standby's first catch-up: that
+     * is no news, and its row would be the first frame of every idle
+     * stream). */
+    int synced = was != REPL_ST_SYNC && r.state == REPL_ST_SYNC && r.degraded_total > 0;
     pthread_cond_broadcast(&r.cv_ack);
     wake_acks();
     pthread_mutex_unlock(&r.mu);
+    if (synced) repl_ring_event("REPLICATION_SYNC", "the standby caught up: writes wait for its acknowledgement again");
 }
 
 /* ---------- the group flush ---------- */

@@ -386,6 +386,13 @@ const char *store_path(const store *s) { return s->path; }
 const char *store_errmsg(store *s) { return sqlite3_errmsg(s->db); }
 int store_version(store *s) { return user_version(s->db); }
 
+int store_schema_newest(void)
+{
+    int newest = 0;
+    for (const store_migration *m = store_migrations; m->sql; m++) newest = m->version;
+    return newest;
+}
+
 int store_set_sync(store *s, int mode)
 {
     if (mode != STORE_SYNC_FULL && mode != STORE_SYNC_NORMAL) return HF_EINVAL;

@@ -73,6 +73,11 @@ int store_rc(int sqlite_rc);
 const char *store_errmsg(store *s);
 /* Schema version currently applied. */
 int store_version(store *s);
+/* The newest schema version this binary's embedded migrations reach: what
+ * store_open brings every database to. A standby follows only a primary
+ * whose database is at this version (docs/scheduler.md "Standby and
+ * failover": migrations run on each side, not through the stream). */
+int store_schema_newest(void);
 
 /* Durability of a COMMIT (docs/scheduler.md, "Durability"). As
  * store_open leaves it, every COMMIT of the writer fsyncs the WAL.

@@ -23,12 +23,18 @@ body), BAD the same bytes with one changed. Answers:
   GET /api/v1/replication/stream    204 after 0.3 s (nothing new)
   anything else                     404
 
+Environment: FAKE_SCHEMA=N puts "schema": N in GET /replication (unset:
+no "schema", as a hyperfarm older than the check); FAKE_STREAM=schema409
+answers every stream request 409 {"error", "reason": "schema"}, as a
+primary of another schema version does (test_scheduler_repl_schema.sh).
+
 Every answer carries X-Hyperfarm-Role: primary and X-Hyperfarm-Term: 1.
 Appends {"method", "path", "mode"} per request to OUT.jsonl. Prints
 "ready".
 """
 import hashlib
 import json
+import os
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,12 +77,17 @@ class H(BaseHTTPRequestHandler):
         if path == "/api/v1/replication":
             body = {"role": "primary", "term": 1, "lsn": lsn, "cluster": cluster, "primary": None, "peers": [],
                     "mode": "sync", "state": "none", "standby": None, "ring_first_lsn": lsn + 1}
+            if os.environ.get("FAKE_SCHEMA"):
+                body["schema"] = int(os.environ["FAKE_SCHEMA"])
             self.send(200, json.dumps(body).encode())
         elif mode:
             hdrs = [("X-Hyperfarm-LSN", str(lsn)), ("X-Hyperfarm-Cluster", cluster)]
             if mode != "nohash":
                 hdrs.append(("X-Hyperfarm-Sha256", good_sha))
             self.send(200, bad_bytes if mode == "corrupt" else good_bytes, "application/vnd.sqlite3", hdrs)
+        elif path == "/api/v1/replication/stream" and os.environ.get("FAKE_STREAM") == "schema409":
+            self.send(409, json.dumps({"error": "this primary's database is at schema version 999",
+                                       "reason": "schema"}).encode())
         elif path == "/api/v1/replication/stream":
             time.sleep(0.3)
             self.send(204, b"", "application/octet-stream", [("X-Hyperfarm-LSN", str(lsn))])

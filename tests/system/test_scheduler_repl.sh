@@ -20,12 +20,15 @@
 #   5. 409 for another cluster, a standby ahead; 400 without after;
 #   6. a request with a higher X-Hyperfarm-Term fences the primary: that
 #      request and later writes answer 503 role fenced, GETs needing the
-#      core too, /healthz and /api/v1/replication still answer.
+#      core too, /healthz and /api/v1/replication still answer;
+#   7. REPLICATION_SYNC, REPLICATION_DEGRADED and FENCED are rows of the
+#      events table, in that order.
 source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm-scheduler
+command -v sqlite3 >/dev/null || hf_fail "sqlite3 (the command-line shell) is required"
 hf_setup
 
-hf_start_scheduler --standby-timeout 2
+hf_start_scheduler --standby-timeout 3   # section 3 leaves about 1 s of margin under load
 now_ms() { date +%s%3N; }
 reg() { curl -sS -m 10 -o /dev/null -w '%{http_code}' -X POST "$HF_URL/api/v1/agents" \
   -d "{\"name\": \"$1\", \"slots\": 1, \"host\": \"127.0.0.1\"}"; }
@@ -81,7 +84,7 @@ hf_log "ok: a write was held until acknowledged ($ms1 ms), frames from $((L + 1)
 # ---- 4. degrade and come back ---------------------------------------------------
 t0=$(now_ms); c=$(reg a2); ms=$(( $(now_ms) - t0 ))
 [[ $c == 201 ]] || hf_fail "register a2 answered $c"
-(( ms >= 500 && ms < 4000 )) || hf_fail "a write with a silent standby took $ms ms (--standby-timeout 2)"
+(( ms >= 500 && ms < 5000 )) || hf_fail "a write with a silent standby took $ms ms (--standby-timeout 3)"
 repl | hf_jq_assert '.state == "degraded" and ([.peers[] | select(.kind == "standby")][0].state == "lost")' \
   "degraded after the standby went silent, the standby lost among the peers"
 curl -fsS -m 5 "$HF_URL/metrics" >"$HF_TMP/metrics"
@@ -118,4 +121,14 @@ grep -qi '^X-Hyperfarm-Role: fenced' "$HF_TMP/h2" || hf_fail "/healthz of a fenc
 repl | hf_jq_assert '.role == "fenced"' "the status says fenced"
 grep -q 'fenced, every write refused' "$HF_TMP/scheduler.log" || hf_fail "the fencing is not logged"
 hf_log "ok: fenced by a higher term"
+
+# ---- 7. the operator events are rows of the events table ------------------------
+ev() { sqlite3 -readonly "$HF_DB" "SELECT count(*) FROM events WHERE type = '$1' AND experiment_id IS NULL"; }
+hf_wait_for 5 eval '(( $(ev FENCED) == 1 ))' || hf_fail "no FENCED events row ($(ev FENCED))"
+(( $(ev REPLICATION_DEGRADED) == 1 )) || hf_fail "REPLICATION_DEGRADED rows: $(ev REPLICATION_DEGRADED)"
+(( $(ev REPLICATION_SYNC) == 1 )) || hf_fail "REPLICATION_SYNC rows (back after the degrade; not the first sync): $(ev REPLICATION_SYNC)"
+order=$(sqlite3 -readonly "$HF_DB" "SELECT group_concat(type, ' ') FROM (SELECT type FROM events WHERE type IN
+  ('REPLICATION_SYNC', 'REPLICATION_DEGRADED', 'FENCED') ORDER BY time, id)")
+[[ $order == *"REPLICATION_DEGRADED REPLICATION_SYNC"*FENCED ]] || hf_fail "the operator events' order: $order"
+hf_log "ok: operator events as rows: $order"
 hf_stop_scheduler

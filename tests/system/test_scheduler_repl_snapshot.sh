@@ -56,6 +56,7 @@ curl -fsS -m 30 "${A[@]}" -D "$HF_TMP/g.h" -o "$HF_TMP/good.db" "$P/api/v1/repli
 hdr() { tr -d '\r' <"$1" | awk -F': ' -v k="$2" 'tolower($1) == k {print $2}'; }
 CL=$(hdr "$HF_TMP/g.h" x-hyperfarm-cluster) L=$(hdr "$HF_TMP/g.h" x-hyperfarm-lsn)
 GOOD_SHA=$(sha256sum "$HF_TMP/good.db" | cut -c1-64)
+SCHEMA=$(repl "$P" | jq -r .schema)   # what a standby of this binary follows
 [[ $(hdr "$HF_TMP/g.h" x-hyperfarm-sha256) == "$GOOD_SHA" ]] || hf_fail "the small snapshot's hash is not its header's"
 hf_kill_pid "$PID_P"
 sqlite3 "$P_DB" "CREATE TABLE pad(b BLOB);
@@ -105,7 +106,7 @@ b[len(b) // 2] ^= 0x5A   # one byte changed in transit
 open(sys.argv[2], "wb").write(b)
 EOF
 BAD_SHA=$(sha256sum "$HF_TMP/bad.db" | cut -c1-64)
-python3 "$HF_REPO/tests/system/fake_primary.py" "${ports[2]}" "$HF_TMP/good.db" "$HF_TMP/bad.db" "$CL" "$L" \
+FAKE_SCHEMA=$SCHEMA python3 "$HF_REPO/tests/system/fake_primary.py" "${ports[2]}" "$HF_TMP/good.db" "$HF_TMP/bad.db" "$CL" "$L" \
   corrupt,nohash,good "$HF_TMP/fake.jsonl" >"$HF_TMP/fake.log" 2>&1 &
 hf_track "$!"
 hf_wait_http "$F/api/v1/replication" 10 || hf_fail "the fake primary did not start"
