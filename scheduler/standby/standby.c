@@ -319,7 +319,7 @@ static int take_answer(loop_state *L, const uint8_t *buf, size_t n, char *err, s
 {
     fetch_ctx x = {.L = L, .err = err, .errlen = errlen};
     int rc, nf = standby_frames_check(buf, n, L->lsn, L->term, err, errlen);
-    if (nf < 0) return nf == HF_ESTATE ? HF_ECORRUPT : nf;
+    if (nf < 0) return nf == HF_ESTATE ? HF_ECORRUPT : nf;   /* HF_ETOOBIG: the caller bootstraps */
     if ((rc = frames_objects(L, buf, n, fetch_one, &x))) return rc;
     if ((rc = standby_apply_frames(L->db, buf, n, err, errlen))) return rc;
     if (x.deferred && (rc = frames_objects(L, buf, n, fetch_late, &x))) return rc;
@@ -338,12 +338,24 @@ static int take_answer(loop_state *L, const uint8_t *buf, size_t n, char *err, s
 typedef struct answer_buf {
     char  *p;
     size_t n, cap;
+    int    too_big;     /* a frame over STANDBY_FRAME_MAX: stop reading, bootstrap */
 } answer_buf;
+
+/* The first frame's header says its length (the primary sends a frame
+ * over REPL_STREAM_MAX alone, first): one over STANDBY_FRAME_MAX ends
+ * the download at once instead of after it. */
+static int first_too_big(const answer_buf *a)
+{
+    if (a->n < STANDBY_FRAME_HDR) return 0;
+    const uint8_t *h = (const uint8_t *)a->p + 20;
+    uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    return len > STANDBY_FRAME_MAX;
+}
 
 static int answer_sink(void *ud, const void *p, size_t n)
 {
     answer_buf *a = ud;
-    if (a->n + n > STREAM_ANSWER_MAX) return HF_ETOOBIG;
+    if (a->n + n > STREAM_ANSWER_MAX) { a->too_big = 1; return HF_ETOOBIG; }
     if (a->n + n > a->cap) {
         size_t cap = a->cap ? a->cap : 64u << 10;
         while (cap < a->n + n) cap *= 2;
@@ -354,6 +366,7 @@ static int answer_sink(void *ud, const void *p, size_t n)
     }
     memcpy(a->p + a->n, p, n);
     a->n += n;
+    if (a->n - n < STANDBY_FRAME_HDR && first_too_big(a)) { a->too_big = 1; return HF_ETOOBIG; }
     return 0;
 }
 
@@ -380,12 +393,21 @@ static int stream_once(loop_state *L)
                         .stall_bytes = 1, .stall_s = STREAM_STALL_S};
     int rc = hf_http_stream_run(L->sc, &s, err, sizeof err);
     long status = s.status;
-    if (rc) {
+    if (ab.too_big) {
+        /* One transaction larger than the stream carries to a standby (a
+         * huge delete): the snapshot holds it. */
+        hf_warn("standby: the frame after lsn %lld is over %u MiB: bootstrapping from a snapshot instead",
+                (long long)L->lsn, STANDBY_FRAME_MAX >> 20);
+        rc = 1;
+    } else if (rc) {
         hf_debug("standby: %s", err);
         rc = HF_ECONN;
     } else if (status == 200) {
         rc = take_answer(L, (const uint8_t *)ab.p, ab.n, err, sizeof err);
-        if (rc == HF_ECORRUPT) hf_warn("standby: %s", err);
+        if (rc == HF_ETOOBIG) {   /* a frame over the bound after smaller ones */
+            hf_warn("standby: %s: bootstrapping from a snapshot instead", err);
+            rc = HF_ECORRUPT;
+        } else if (rc == HF_ECORRUPT) hf_warn("standby: %s", err);
         else if (rc) hf_warn("standby: %s (retrying)", err);
         rc = rc == HF_ECORRUPT ? 1 : rc ? HF_ECONN : 0;
     } else if (status == 409 && answer_reason_is(s.answer, "schema")) {

@@ -42,9 +42,11 @@ typedef struct standby_frame {
 } standby_frame;
 
 /* Decode the frame at *off of buf (n bytes) and advance *off past it.
- * RET 1 with *f filled; 0 at the end (*off == n); HF_EPARSE for a
- * truncated header or body, a length over STANDBY_FRAME_MAX, flags != 0,
- * or an lsn/term that does not fit an int64_t. */
+ * RET 1 with *f filled; 0 at the end (*off == n); HF_ETOOBIG for a
+ * well-formed header whose length is over STANDBY_FRAME_MAX (one
+ * transaction larger than a standby takes through the stream: it
+ * bootstraps, the snapshot holds it); HF_EPARSE for a truncated header or
+ * body, flags != 0, or an lsn/term that does not fit an int64_t. */
 int standby_frame_next(const uint8_t *buf, size_t n, size_t *off, standby_frame *f);
 
 /* Check a whole answer: frames consecutive from after+1, every term equal

@@ -46,7 +46,8 @@ int standby_frame_next(const uint8_t *buf, size_t n, size_t *off, standby_frame 
     const uint8_t *p = buf + *off;
     uint64_t lsn = be64(p), term = be64(p + 8);
     uint32_t flags = be32(p + 16), len = be32(p + 20);
-    if (lsn > INT64_MAX || term > INT64_MAX || flags || len > STANDBY_FRAME_MAX) return HF_EPARSE;
+    if (lsn > INT64_MAX || term > INT64_MAX || flags) return HF_EPARSE;
+    if (len > STANDBY_FRAME_MAX) return HF_ETOOBIG;
     if (n - *off - STANDBY_FRAME_HDR < len) return HF_EPARSE;
     f->lsn = (int64_t)lsn;
     f->term = (int64_t)term;
@@ -143,6 +144,11 @@ int standby_frames_check(const uint8_t *buf, size_t n, int64_t after, int64_t te
         after = f.lsn;
         if (count == INT32_MAX) break;
         count++;
+    }
+    if (rc == HF_ETOOBIG) {
+        snprintf(err, errlen, "the frame after lsn %lld is larger than a standby takes (%u MiB)", (long long)after,
+                 STANDBY_FRAME_MAX >> 20);
+        return HF_ETOOBIG;
     }
     if (rc < 0) {
         snprintf(err, errlen, "malformed frame after %d frames (offset %zu of %zu)", count, off, n);

@@ -26,7 +26,9 @@ body), BAD the same bytes with one changed. Answers:
 Environment: FAKE_SCHEMA=N puts "schema": N in GET /replication (unset:
 no "schema", as a hyperfarm older than the check); FAKE_STREAM=schema409
 answers every stream request 409 {"error", "reason": "schema"}, as a
-primary of another schema version does (test_scheduler_repl_schema.sh).
+primary of another schema version does (test_scheduler_repl_schema.sh);
+FAKE_STREAM=toobig answers 200 with a frame header LSN+1 whose length is
+64 MiB + 1 (then 1000 bytes of it: a standby must stop at the header).
 
 Every answer carries X-Hyperfarm-Role: primary and X-Hyperfarm-Term: 1.
 Appends {"method", "path", "mode"} per request to OUT.jsonl. Prints
@@ -88,6 +90,10 @@ class H(BaseHTTPRequestHandler):
         elif path == "/api/v1/replication/stream" and os.environ.get("FAKE_STREAM") == "schema409":
             self.send(409, json.dumps({"error": "this primary's database is at schema version 999",
                                        "reason": "schema"}).encode())
+        elif path == "/api/v1/replication/stream" and os.environ.get("FAKE_STREAM") == "toobig":
+            hdr = (lsn + 1).to_bytes(8, "big") + (1).to_bytes(8, "big") + (0).to_bytes(4, "big") + \
+                ((64 << 20) + 1).to_bytes(4, "big")
+            self.send(200, hdr + b"\0" * 1000, "application/octet-stream", [("X-Hyperfarm-LSN", str(lsn + 1))])
         elif path == "/api/v1/replication/stream":
             time.sleep(0.3)
             self.send(204, b"", "application/octet-stream", [("X-Hyperfarm-LSN", str(lsn))])

@@ -17,7 +17,10 @@
 #      (its primary was upgraded) stops applying and starts again without
 #      moving its replica aside or bootstrapping again;
 #   4. no migration after the replication's own (0015) uses the clock or
-#      randomness, since each side runs it separately.
+#      randomness, since each side runs it separately;
+#   5. a frame over the standby's bound (64 MiB: one huge transaction) is
+#      not retried forever: the standby stops reading at its header and
+#      bootstraps, the snapshot holding that transaction.
 source "$(dirname "$0")/lib.sh"
 hf_need hyperfarm-scheduler
 hf_setup
@@ -122,3 +125,16 @@ for f in "$HF_REPO"/schema/*.sql; do
   fi
 done
 hf_log "ok: migrations after 0015 use neither the clock nor randomness"
+
+# ---- 5. a frame over the bound: bootstrap, not an endless retry
+rm -rf "$HF_TMP/s"; mkdir -p "$HF_TMP/s"
+fake "$V" toobig
+: >"$HF_TMP/S.log"
+standby
+hf_wait_for 30 grep -q "the frame after lsn $L is over 64 MiB: bootstrapping from a snapshot instead" "$HF_TMP/S.log" ||
+  hf_fail "the standby did not take the oversized frame for a bootstrap: $(tail -5 "$HF_TMP/S.log")"
+hf_wait_for 30 eval '(( $(snapshots) >= 2 ))' || hf_fail "no second snapshot after the oversized frame ($(snapshots))"
+compgen -G "$S_DB.diverged-*" >/dev/null || hf_fail "the replica that could not follow was not moved aside"
+hf_kill_pid "$PID_S"
+hf_kill_pid "$PID_F"
+hf_log "ok: an oversized frame makes the standby bootstrap"

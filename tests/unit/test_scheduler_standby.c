@@ -91,7 +91,6 @@ static void test_frames(void **st)
         {1, 0, 10, 10, 5},                  /* body cut short */
         {1, 0, 0, 0, 30},                   /* header cut short (cut beyond: see below) */
         {1, 1, 0, 0, 0},                    /* flags */
-        {1, 0, STANDBY_FRAME_MAX + 1, 0, 0},  /* over the bound */
         {(uint64_t)INT64_MAX + 1, 0, 0, 0, 0},  /* lsn */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -102,6 +101,20 @@ static void test_frames(void **st)
         else if (bad[i].cut) m -= bad[i].cut;
         assert_int_equal(standby_frame_next(buf, m, &off, &f), HF_EPARSE);
     }
+    /* A well-formed header over the bound: HF_ETOOBIG (the standby
+     * bootstraps instead), also after frames that were fine. */
+    size_t m = 0;
+    off = 0;
+    put_frame(buf, &m, 5, 2, 0, 5, "T\x01\x01t", 5);
+    put_frame(buf, &m, 6, 2, 0, STANDBY_FRAME_MAX + 1, NULL, 0);
+    assert_int_equal(standby_frame_next(buf, m, &off, &f), 1);
+    assert_int_equal(standby_frame_next(buf, m, &off, &f), HF_ETOOBIG);
+    assert_int_equal(standby_frames_check(buf, m, 4, 2, err, sizeof err), HF_ETOOBIG);
+    assert_non_null(strstr(err, "after lsn 5 is larger than a standby takes"));
+    m = 0;
+    put_frame(buf, &m, 5, 2, 0, STANDBY_FRAME_MAX, NULL, 0);   /* at the bound: only cut short */
+    off = 0;
+    assert_int_equal(standby_frame_next(buf, m, &off, &f), HF_EPARSE);
 }
 
 static sqlite3 *open_db(const char *name)
