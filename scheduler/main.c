@@ -326,6 +326,13 @@ static int setup_store(app *p, sched_options *o)
     return 0;
 }
 
+/* The purge of a deleted experiment removed checkpoint rows (sched.h):
+ * their objects go when no other row names them. */
+static void release_objects(void *ctx, const char (*hashes)[SCHED_HASH_LEN + 1], size_t n)
+{
+    ckretain_release(ctx, hashes, n);
+}
+
 /* The core (loaded from the store), its doorbell, the API and the cron. */
 static int setup_core(app *p, const sched_options *o)
 {
@@ -343,6 +350,7 @@ static int setup_core(app *p, const sched_options *o)
     if (!p->ev || sched_new(&sc, p->st, p->ev, &p->s, err, sizeof err)) { hf_error("core: %s", err); return -1; }
     if (!(p->bell = doorbell_new())) { hf_error("out of memory"); return -1; }
     sched_set_doorbell(p->s, ring_agent, p->bell);
+    sched_set_release(p->s, release_objects, p->cret);
     api_config ac = {.listen = o->listen, .web_dir = o->web, .tls_cert = o->tls_cert, .tls_key = o->tls_key,
                      .threads = (int)o->threads, .bell = p->bell, .max_conns_per_ip = (int)o->max_conns_per_ip,
                      .request_timeout_s = (int)o->request_timeout, .header_timeout_s = (int)o->header_timeout,
@@ -362,6 +370,7 @@ static void app_stop(app *p)
     provision_stop();   /* before the core it queries */
     cron_stop(p->cr);
     if (p->s) sched_set_doorbell(p->s, NULL, NULL);
+    if (p->s) sched_set_release(p->s, NULL, NULL);
     events_close_all(p->ev);
     api_stop(p->a);   /* answers parked long-polls first */
     backup_service_stop();   /* after the API (its handlers queue backups), before the stores */

@@ -113,18 +113,16 @@ enum MHD_Result api_h_exp_get(api_call *k)
     return api_reply(k, rc, "experiment", 200, out);
 }
 
-/* DELETE /api/v1/experiments/{id}: rows in one transaction (409 while it
- * runs), then the objects no row names any more. */
+/* DELETE /api/v1/experiments/{id}: gone at once (409 while it runs); its
+ * rows are purged by the tick in bounded transactions, which then frees
+ * the objects no row names any more (sched_experiment_delete). The
+ * answer's checkpoint_bytes: what its checkpoints held. */
 enum MHD_Result api_h_exp_delete(api_call *k)
 {
-    char (*objs)[CKSTORE_HASH_LEN + 1] = NULL;
-    size_t n = 0;
     ckretain_usage u = {0};
-    if (k->a->cr && (ckretain_usage_of(k->a->cr, k->id, &u) || ckretain_objects_of(k->a->cr, k->id, &objs, &n)))
+    if (k->a->cr && ckretain_usage_of(k->a->cr, k->id, &u))
         return api_send_err(k->c, 500, NULL, "cannot list the experiment's checkpoints");
     int rc = sched_experiment_delete_as(k->a->s, k->id, k->user, &k->e);
-    if (rc == 0 && k->a->cr) ckretain_release(k->a->cr, (const char(*)[CKSTORE_HASH_LEN + 1])objs, n);
-    free(objs);
     if (rc) return api_send_rc(k->c, rc, &k->e, "experiment");
     return api_send_json(k->c, 200, json_pack("{sIsbsI}", "id", (json_int_t)k->id, "deleted", 1,
                                               "checkpoint_bytes", (json_int_t)u.bytes));

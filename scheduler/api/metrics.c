@@ -89,12 +89,15 @@ int metrics_render(hf_buf *b, const sched_stats *st)
             "hyperfarm_agents{state=\"alive\"} %lld\nhyperfarm_agents{state=\"lost\"} %lld\n"
             "# HELP hyperfarm_experiments_active Experiments in state ACTIVE.\n"
             "# TYPE hyperfarm_experiments_active gauge\nhyperfarm_experiments_active %lld\n"
+            "# HELP hyperfarm_experiments_purging Deleted experiments whose rows are still being removed.\n"
+            "# TYPE hyperfarm_experiments_purging gauge\nhyperfarm_experiments_purging %lld\n"
             "# HELP hyperfarm_heartbeat_lag_seconds Longest time since an alive agent's last heartbeat.\n"
             "# TYPE hyperfarm_heartbeat_lag_seconds gauge\nhyperfarm_heartbeat_lag_seconds %.3f\n"
             "# HELP hyperfarm_ingest_reports_per_second Metric reports ingested per second (last interval).\n"
             "# TYPE hyperfarm_ingest_reports_per_second gauge\nhyperfarm_ingest_reports_per_second %.1f\n",
             (long long)st->queued, (long long)st->agents_alive, (long long)st->agents_lost,
-            (long long)st->experiments_active, st->max_heartbeat_lag_s, metrics_ingest_rate());
+            (long long)st->experiments_active, (long long)st->experiments_purging, st->max_heartbeat_lag_s,
+            metrics_ingest_rate());
     if (rc == 0) rc = hf_buf_printf(b, "# HELP hyperfarm_http_requests_total HTTP requests by status class.\n"
                                        "# TYPE hyperfarm_http_requests_total counter\n");
     for (int i = 1; i < 6 && rc == 0; i++)
@@ -118,6 +121,9 @@ int metrics_render(hf_buf *b, const sched_stats *st)
     if (rc == 0) rc = COUNTER(b, "hyperfarm_searcher_stops_total", "Early stops decided by searchers.",
                               metrics.searcher_stops);
     if (rc == 0) rc = COUNTER(b, "hyperfarm_store_errors_total", "Failed store transactions.", metrics.store_errors);
+    if (rc == 0)
+        rc = COUNTER(b, "hyperfarm_purged_rows_total", "Rows of deleted experiments removed by the purge.",
+                     metrics.purged_rows);
     if (rc == 0)
         rc = COUNTER(b, "hyperfarm_checkpoint_store_full_total",
                      "Uploads (checkpoints, contexts) refused because the checkpoint store's disk is full.",

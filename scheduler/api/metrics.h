@@ -40,6 +40,7 @@ typedef struct metrics_counters {
     _Atomic uint64_t searcher_stops;
     _Atomic uint64_t store_errors;
     _Atomic uint64_t checkpoint_store_full;  /* uploads refused with 507: the store's disk is full */
+    _Atomic uint64_t purged_rows;          /* rows of deleted experiments removed (sched_purge.c) */
     _Atomic int64_t  checkpoint_objects;   /* gauges: the checkpoint store (ckstore.h), set at scrape time */
     _Atomic int64_t  checkpoint_bytes;
     metrics_hist     request_latency;      /* seconds */

@@ -64,14 +64,18 @@ int sched_experiment_get(sched *s, int64_t id, json_t **out);
  * sched_experiment_delete) marks it archived: hidden from the default list;
  * its checkpoints are then dropped by the retention pass (ckretain.h). */
 int sched_experiment_action(sched *s, int64_t id, const char *action, json_t **out, hf_jerr *e);
-/* Delete experiment id with its trials, metrics, logs, allocations,
- * checkpoint rows and events, in one transaction. Refused (HF_ESTATE, e
- * says why) while it runs: it must be COMPLETED or CANCELED, or PAUSED,
- * with no trial placed on an agent. The checkpoint objects its rows named
- * are freed by the caller afterwards (ckretain_release). RET 0,
- * HF_ENOTFOUND, HF_ESTATE, HF_E* of the store. The delete itself stays
- * in the events table (type DELETED, no experiment id, the user who asked:
- * _as; NULL = the scheduler). */
+/* Delete experiment id. Refused (HF_ESTATE, e says why) while it runs:
+ * it must be COMPLETED, FAILED or CANCELED, or PAUSED, with no trial
+ * placed on an agent. One small transaction makes it disappear (gone from
+ * the model: every call answers HF_ENOTFOUND for it and its trials, and
+ * it is never loaded again) and queues its rows for the purge, which
+ * removes its trials, metrics, logs, allocations, checkpoint rows, events
+ * and webhooks in bounded transactions from the tick (sched_tick,
+ * store/purge.h; docs/scheduler.md "Deleting an experiment") and frees the
+ * checkpoint objects they named through the release hook
+ * (sched_set_release). RET 0, HF_ENOTFOUND, HF_ESTATE, HF_E* of the store.
+ * The delete itself stays in the events table (type DELETED, no
+ * experiment id, the user who asked: _as; NULL = the scheduler). */
 int sched_experiment_delete(sched *s, int64_t id, hf_jerr *e);
 int sched_experiment_delete_as(sched *s, int64_t id, const char *user, hf_jerr *e);
 /* body {"max_trials": N} (new total, > current) or {"add_trials": K}. */
@@ -186,8 +190,26 @@ int sched_agent_take_assign(sched *s, int64_t agent_id, json_t **assign);
 #define SCHED_PUSH_RESEND_MS 1000
 
 /* Cron: expire silent agents, time out unacknowledged assignments, run a
- * dispatch pass. Called every ~100 ms by cron.c. */
+ * dispatch pass; then, in a transaction of its own, one batch of the
+ * purge of deleted experiments (sched_experiment_delete, store/purge.h):
+ * at most SCHED_PURGE_ROWS rows, SCHED_PURGE_BYTES bytes of row data (the
+ * bound of its replication frame) and SCHED_PURGE_US of work, to which
+ * its COMMIT adds a few milliseconds (the pages it dirtied go to the WAL):
+ * about 10 ms under the core lock per tick. Called every ~100 ms by
+ * cron.c. */
+#define SCHED_PURGE_ROWS  10000
+#define SCHED_PURGE_BYTES (4 << 20)
+#define SCHED_PURGE_US    8000
 void sched_tick(sched *s);
+/* The purge deleted checkpoint rows: release(ctx, hashes, n) is called,
+ * without the core lock, once their deletion is committed and durable,
+ * so that the objects no other row names are freed (main.c passes
+ * ckretain_release). NULL (the default): they stay until the start-up
+ * collection of unnamed objects (ckretain.h). It must not call into the
+ * core. */
+#define SCHED_HASH_LEN 64   /* hex characters of a SHA-256 (CKSTORE_HASH_LEN) */
+void sched_set_release(sched *s, void (*release)(void *ctx, const char (*hashes)[SCHED_HASH_LEN + 1], size_t n),
+                       void *ctx);
 /* The burst of a submission is placed in chunks (docs/scheduler.md, "Cold
  * dispatch"): kick(ctx) is called, under the core lock, after a commit
  * whose pass stopped at a chunk's end; the thread it wakes then calls
@@ -204,6 +226,7 @@ typedef struct sched_stats {
     int64_t queued;
     int64_t agents_alive, agents_lost;
     int64_t experiments_active;
+    int64_t experiments_purging;   /* deleted, rows still being removed */
     double  max_heartbeat_lag_s;
 } sched_stats;
 extern const char *const sched_trial_state_names[8];

@@ -273,8 +273,11 @@ int sched_experiment_delete_as(sched *s, int64_t id, const char *user, hf_jerr *
     experiment *x = exp_find(s, id);
     if (!x) { rc = HF_ENOTFOUND; goto end; }
     if ((rc = exp_check_idle(x, "deleting it", e))) goto end;
+    /* One small transaction: the experiment is queued for the purge of
+     * its rows (the tick's bounded batches, sched_purge.c) and leaves the
+     * model; an experiment in the queue is never loaded again. */
     txn_begin(s);
-    row_exp_delete(s, id);
+    row_exp_purge_queue(s, id);
     /* its own events go with it; who deleted it stays (no experiment id) */
     snprintf(d, sizeof d, "experiment %lld (%.500s) deleted", (long long)id, x->name ? x->name : "");
     row_event(s, 0, 0, "DELETED", d);
@@ -282,6 +285,7 @@ int sched_experiment_delete_as(sched *s, int64_t id, const char *user, hf_jerr *
     rc = txn_end(s);   /* on failure the model is reloaded: the experiment stays */
     if (rc == 0 && (x = exp_find(s, id)) != NULL) {
         exp_forget(s, x);
+        s->npurge++;
         s->dispatch_dirty = 1;
     }
 end:

@@ -21,6 +21,8 @@
  *   sched_txn.c      transactions, group commit of heartbeats, events and
  *                    doorbells published after the commit
  *   sched_views.c    JSON views and the read-only public calls
+ *   sched_purge.c    the purge of deleted experiments' rows, a bounded
+ *                    transaction per tick (store/purge.h)
  *   sched_state.c    the trial/experiment state machine: the tables of
  *                    legal transitions, state changes, kills, rank exits,
  *                    restarts
@@ -48,6 +50,7 @@
  *   2  sched_load.c                        -> 0-1
  *   3  sched_txn.c                         -> 0-2 (reload after a failure)
  *   4  sched_views.c                       -> 0
+ *      sched_purge.c                       -> 0-3
  *   5  sched_state.c                       -> 0-4
  *   6  sched_report.c, sched_token.c       -> 0-5
  *   7  sched_ckpt.c                        -> 0-6
@@ -89,6 +92,7 @@
 #include "scheduler/core/placement.h"
 #include "scheduler/core/sched.h"
 #include "scheduler/search/search.h"
+#include "scheduler/store/purge.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -280,6 +284,19 @@ struct sched {
     struct sched_posted { int64_t time; char type[32]; char detail[224]; } posted[SCHED_POSTED_MAX];
     int             nposted;
     uint64_t        posted_dropped;
+    /* Deleted experiments whose rows are still being removed (sched_purge.c;
+     * docs/scheduler.md "Deleting an experiment"): how many wait in
+     * purge_queue (none is in the model), where the purge of the first
+     * stands, when a batch may run again after a failed one, the first
+     * batch's time and the rows deleted so far (for the log line at its
+     * end), and the hook that frees the checkpoint objects of the rows a
+     * batch deleted (sched_set_release). */
+    int64_t         npurge;
+    purge_cursor    purge_cur;
+    int64_t         purge_retry_mono;
+    int64_t         purge_t0_mono, purge_rows;
+    void          (*release)(void *ctx, const char (*hashes)[SCHED_HASH_LEN + 1], size_t n);
+    void           *release_ctx;
 };
 
 /* ---------- small predicates ---------- */
@@ -383,6 +400,10 @@ int txn_end(sched *s);
 int txn_end_grouped(sched *s);
 /* Drop a transaction that a validation error ended (nothing to publish). */
 void txn_abort(sched *s);
+/* End a transaction that changed rows the model does not hold (the purge
+ * of deleted experiments): commit, or on failure roll back without the
+ * reload txn_end does (memory holds nothing of those rows). RET 0 or HF_E*. */
+int txn_end_rows(sched *s);
 /* Queue an SSE event (data stolen) published after the commit. */
 void txn_emit(sched *s, const char *type, json_t *data);
 /* Has the events hub a subscriber (would txn_emit publish)? A hot caller
@@ -400,9 +421,10 @@ void row_event_at(sched *s, int64_t time_ms, int64_t exp_id, int64_t trial_id, c
 /* RET the new experiment's id, 0 when the insert failed (s->txn_rc set). */
 int64_t row_exp_insert(sched *s, const experiment *x, const char *config_text);
 void row_exp_update(sched *s, const experiment *x);
-/* Delete experiment id's rows and every row of its trials (metrics, logs,
- * allocations, checkpoints, events, trials). */
-void row_exp_delete(sched *s, int64_t id);
+/* Queue experiment id for the purge of its rows (purge_queue, schema
+ * 0016; store/purge.h), after keeping the largest experiment and trial
+ * ids in id_floor (schema 0010: ids are never handed out again). */
+void row_exp_purge_queue(sched *s, int64_t id);
 int64_t row_trial_insert(sched *s, const trial *t);
 void row_trial_update(sched *s, const trial *t);
 /* Description and tags of x; notes of t (0008_workflow). */
@@ -471,6 +493,15 @@ int sched_load(sched *s, char *err, size_t errlen);
 /* Rebuild x's searcher and median rule for its current max_trials and
  * replay its history into them (after /extend). RET 0 or HF_ENOMEM. */
 int sched_searcher_rebuild(sched *s, experiment *x);
+
+/* ---------- sched_purge.c ---------- */
+
+/* One bounded batch of the purge of deleted experiments (store/purge.h),
+ * in its own transaction (txn_end_rows), when any wait: called by the
+ * tick WITHOUT the core lock, which it takes for the batch alone; the
+ * checkpoint objects of the rows the batch deleted are released after the
+ * commit is durable, the lock released (sched_set_release). */
+void exp_purge_step(sched *s);
 
 /* ---------- sched_state.c ---------- */
 

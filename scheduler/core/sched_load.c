@@ -3,9 +3,10 @@
  * at start and after a failed transaction (txn_end), in steps: the
  * experiments (each rebuilt from its stored config), the agents, the
  * trials, the live allocations of current attempts (which rebuild agent
- * capacity and the live index), then each experiment's searcher by replay
- * (docs/scheduler.md, "Restart"); and the core's construction (sched_new,
- * which loads, and sched_free).
+ * capacity and the live index), the count of deleted experiments whose
+ * rows wait for the purge (sched_purge.c; never loaded), then each
+ * experiment's searcher by replay (docs/scheduler.md, "Restart"); and the
+ * core's construction (sched_new, which loads, and sched_free).
  *
  * Invariants: records are appended in id order (the statements order by
  * id), so the model's binary searches hold; agents that were alive get a
@@ -239,6 +240,10 @@ int sched_load(sched *s, char *err, size_t errlen)
     if (rc == 0) rc = load_agents(s, now_mono);
     if (rc == 0) rc = load_trials(s, now_mono);
     if (rc == 0) rc = load_allocations(s, now_mono);
+    /* Deleted experiments (left out above) whose rows the tick purges;
+     * the purge starts over from its first step (store/purge.h). */
+    if (rc == 0) rc = purge_queued(store_db(s->st), &s->npurge);
+    s->purge_cur = (purge_cursor){0};
     if (rc) {
         snprintf(err, errlen, "loading state: %s", hf_strerror(rc));
         return rc;

@@ -112,22 +112,17 @@ void row_exp_update(sched *s, const experiment *x)
     row_exec(s, st);
 }
 
-void row_exp_delete(sched *s, int64_t id)
+void row_exp_purge_queue(sched *s, int64_t id)
 {
-    /* Rare (a user's delete): prepared on each call, not kept in store.c. */
+    /* Rare (a user's delete): prepared on each call, not kept in store.c.
+     * The rows themselves go later, in bounded batches (store/purge.h). */
     static const char *const sql[] = {
         /* remember the largest ids first: they are never handed out again */
         "INSERT INTO id_floor(name,id) VALUES('experiments',coalesce((SELECT max(id) FROM experiments),0)) "
         "ON CONFLICT(name) DO UPDATE SET id=max(id,excluded.id)",
         "INSERT INTO id_floor(name,id) VALUES('trials',coalesce((SELECT max(id) FROM trials),0)) "
         "ON CONFLICT(name) DO UPDATE SET id=max(id,excluded.id)",
-        "DELETE FROM metrics WHERE trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
-        "DELETE FROM logs WHERE trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
-        "DELETE FROM allocations WHERE trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
-        "DELETE FROM checkpoints WHERE trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
-        "DELETE FROM events WHERE experiment_id=?1 OR trial_id IN (SELECT id FROM trials WHERE experiment_id=?1)",
-        "DELETE FROM trials WHERE experiment_id=?1",
-        "DELETE FROM experiments WHERE id=?1",
+        "INSERT INTO purge_queue(experiment_id,queued_at) VALUES(?1,?2)",
     };
     for (size_t i = 0; i < sizeof sql / sizeof sql[0] && !s->txn_rc; i++) {
         sqlite3_stmt *st = NULL;
@@ -135,7 +130,10 @@ void row_exp_delete(sched *s, int64_t id)
             s->txn_rc = HF_EDB;
             break;
         }
-        sqlite3_bind_int64(st, 1, id);
+        if (sqlite3_bind_parameter_count(st) == 2) {
+            sqlite3_bind_int64(st, 1, id);
+            sqlite3_bind_int64(st, 2, hf_wall_ms());
+        }
         row_exec(s, st);
         sqlite3_finalize(st);
     }

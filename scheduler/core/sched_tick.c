@@ -4,7 +4,9 @@
  * intervals to the number of agents, declares agents silent past
  * agent_timeout_ms LOST (their ranks end), fails assignments never
  * acknowledged within assign_timeout_ms, and runs a dispatch pass at
- * least once a second. One transaction per tick.
+ * least once a second. One transaction per tick, then one bounded batch
+ * of the purge of deleted experiments in a transaction of its own
+ * (sched_purge.c).
  */
 #include "scheduler/core/sched_int.h"
 
@@ -135,4 +137,7 @@ void sched_tick(sched *s)
     dispatch_pass(s);
     txn_end(s);
     sched_unlock(s);
+    /* A deleted experiment's rows, a bounded batch per tick (its own
+     * transaction: the lock is released in between for whoever waits). */
+    exp_purge_step(s);
 }

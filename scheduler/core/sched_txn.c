@@ -143,6 +143,24 @@ int txn_end(sched *s)
     return 0;
 }
 
+int txn_end_rows(sched *s)
+{
+    HF_ASSERT(sched_lock_held(s));
+    HF_ASSERT(!s->grp_open);   /* txn_begin ended any group: no heartbeat's work is in here */
+    int rc = s->txn_rc;   /* a failed statement was logged where it ran */
+    if (rc == 0 && (rc = store_commit(s->st)))
+        hf_error("store commit failed (%s): %s; rolled back", hf_strerror(rc), store_last_error());
+    if (rc) {
+        atomic_fetch_add(&metrics.store_errors, 1);
+        store_rollback(s->st);
+        s->txn_rc = 0;
+    }
+    json_array_clear(s->pending);
+    s->nrings = 0;
+    txn_ended(s, rc);
+    return rc;
+}
+
 /* How transaction number g (ended) went: 0, its error, or HF_EDB when it is
  * older than every remembered failure and failures were forgotten since. */
 static int txn_outcome(const sched *s, uint64_t g)

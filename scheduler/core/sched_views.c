@@ -364,6 +364,7 @@ void sched_get_stats(sched *s, sched_stats *o)
         if (x->state == E_ACTIVE) o->experiments_active++;
     }
     o->queued = o->trials_by_state[T_QUEUED];
+    o->experiments_purging = s->npurge;
     for (size_t i = 0; i < s->nagents; i++) {
         agent *a = s->agents[i];
         if (a->alive) {

@@ -179,7 +179,10 @@ int webhook_list(webhook_svc *w, json_t **out)
         "(SELECT o.last_status FROM webhook_outbox o WHERE o.hook_id=h.id AND o.attempts>0 "
         "  ORDER BY coalesce(o.delivered_at,o.next_at) DESC LIMIT 1),"
         "(SELECT o.last_error FROM webhook_outbox o WHERE o.hook_id=h.id AND o.delivered_at IS NULL AND o.attempts>0 "
-        "  ORDER BY o.id LIMIT 1) FROM webhooks h ORDER BY h.id";
+        "  ORDER BY o.id LIMIT 1) FROM webhooks h "
+        /* a deleted experiment's hooks wait for the purge (store/purge.h): gone already */
+        "WHERE h.experiment_id IS NULL OR h.experiment_id NOT IN (SELECT experiment_id FROM purge_queue) "
+        "ORDER BY h.id";
     sqlite3_stmt *st = NULL;
     int rc = HF_EDB, src;
     json_t *arr = json_array();

@@ -410,10 +410,13 @@ int ckretain_sweep(ckretain *cr, int force)
     cr->stats.sweeps++;
     pthread_mutex_unlock(&cr->mu);
     /* The experiments to decide, copied out first: each is decided in its
-     * own transaction. */
+     * own transaction. A deleted one waiting for the purge of its rows
+     * (store/purge.h) is left to the purge. */
     if (sqlite3_prepare_v2(cr->db, "SELECT e.id, e.state, e.config, e.archived FROM experiments e WHERE EXISTS "
                                    "(SELECT 1 FROM trials t JOIN checkpoints c ON c.trial_id=t.id "
-                                   "WHERE t.experiment_id=e.id AND c.state='stored') ORDER BY e.id", -1, &st, NULL) != SQLITE_OK) {
+                                   "WHERE t.experiment_id=e.id AND c.state='stored') "
+                                   "AND e.id NOT IN (SELECT experiment_id FROM purge_queue) ORDER BY e.id",
+                           -1, &st, NULL) != SQLITE_OK) {
         rc = HF_EDB;
         goto end;
     }
@@ -483,8 +486,10 @@ int ckretain_gc_orphans(ckretain *cr, int64_t grace_ms, int64_t *objects, int64_
 
 /* ---------- usage ---------- */
 
+/* A deleted experiment waiting for the purge (store/purge.h) has none. */
 #define USAGE_SQL "SELECT e, COUNT(*), SUM(size) FROM (SELECT DISTINCT t.experiment_id AS e, c.sha256, c.size " \
-                  "FROM checkpoints c JOIN trials t ON t.id=c.trial_id WHERE c.state='stored' %s) GROUP BY e ORDER BY e"
+                  "FROM checkpoints c JOIN trials t ON t.id=c.trial_id WHERE c.state='stored' " \
+                  "AND t.experiment_id NOT IN (SELECT experiment_id FROM purge_queue) %s) GROUP BY e ORDER BY e"
 
 static int usage_query(ckretain *cr, int64_t xid, ckretain_usage **out, size_t *n)
 {

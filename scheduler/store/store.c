@@ -77,7 +77,8 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_TRIAL_NOTES] = "UPDATE trials SET notes=? WHERE id=?",
     [ST_LOAD_EXPERIMENTS] = "SELECT id,state,config,max_trials,searcher_done,created_at,ended_at,archived,"
                             "description,tags,parent_experiment,submitted_by,warm_history,end_reason "
-                            "FROM experiments ORDER BY id",
+                            /* a deleted experiment waits for the purge of its rows: never loaded */
+                            "FROM experiments WHERE id NOT IN (SELECT experiment_id FROM purge_queue) ORDER BY id",
     [ST_LOAD_AGENTS] = "SELECT id,name,host,slots,gpus,version,state,registered_at,last_heartbeat,"
                        "hb_instance,hb_batch FROM agents ORDER BY id",
     [ST_LOAD_TRIALS] = "SELECT id,experiment_id,idx,state,hparams,budget,parent_trial,attempt,restarts,"

@@ -15,8 +15,10 @@
 #     `delete` without --yes changes nothing;
 #   - archiving frees every byte of the experiment (directory, /metrics),
 #     hides it from the list (?archived=1 shows it);
-#   - deleting an experiment removes its trials and rows and frees its
-#     objects, but not an object another experiment still names;
+#   - deleting an experiment makes it (its trials, their metrics and
+#     checkpoints) 404 and unlisted at once; its trials and rows go within
+#     a few ticks (the purge, /metrics counts them) and then its objects,
+#     but not an object another experiment still names;
 #   - at start, an object no row names is removed once older than the
 #     grace period, a younger one is kept.
 source "$(dirname "$0")/lib.sh"
@@ -157,16 +159,32 @@ hf_log "ok: archive freed A's 5 MiB of its own, kept the shared object, hid A fr
 before=$(store_bytes)
 del=$(hf_cli delete "$C" --yes) || hf_fail "delete failed"
 grep -q "deleted experiment $C (3.00 MiB of checkpoints freed)" <<<"$del" || hf_fail "delete said: $del"
-hf_api GET "/api/v1/experiments/$C"
-hf_assert_eq "$HF_STATUS" 404 "GET of a deleted experiment"
-hf_api GET "/api/v1/trials/$TC"
-hf_assert_eq "$HF_STATUS" 404 "GET of a deleted experiment's trial"
-hf_assert_eq "$(n_objects)" 0 "objects after deleting C"
+# Gone from the API at once; its rows, then its objects, go in the tick's
+# bounded batches (docs/scheduler.md "Deleting an experiment").
+for path in "/api/v1/experiments/$C" "/api/v1/experiments/$C/trials" "/api/v1/trials/$TC" \
+            "/api/v1/trials/$TC/metrics" "/api/v1/trials/$TC/checkpoints"; do
+  hf_api GET "$path"
+  hf_assert_eq "$HF_STATUS" 404 "GET $path of a deleted experiment"
+done
+hf_api DELETE "/api/v1/experiments/$C"
+hf_assert_eq "$HF_STATUS" 404 "DELETE of a deleted experiment"
+hf_get '/api/v1/experiments?archived=1' | jq -e --argjson c "$C" 'all(.experiments[]; .id != $c)' >/dev/null \
+  || hf_fail "the deleted experiment is still listed"
+hf_assert_eq "$(metric_bytes "$C")" none "/metrics of the deleted experiment"
+rows_left() {
+  sqlite3 "$HF_DB" "SELECT (SELECT COUNT(*) FROM experiments WHERE id=$C) + (SELECT COUNT(*) FROM trials WHERE
+    experiment_id=$C) + (SELECT COUNT(*) FROM metrics WHERE trial_id=$TC) + (SELECT COUNT(*) FROM logs WHERE
+    trial_id=$TC) + (SELECT COUNT(*) FROM checkpoints WHERE trial_id=$TC) + (SELECT COUNT(*) FROM events WHERE
+    experiment_id=$C OR trial_id=$TC) + (SELECT COUNT(*) FROM purge_queue)"
+}
+rows_gone() { [[ $(rows_left) == 0 ]]; }
+hf_wait_for 10 rows_gone || hf_fail "rows left of the deleted experiment: $(rows_left)"
+hf_wait_for 10 n_objects_is 0 || hf_fail "objects after deleting C: $(n_objects)"
 hf_assert_eq "$(store_bytes)" 0 "bytes after deleting C (was $before)"
-n=$(sqlite3 "$HF_DB" "SELECT (SELECT COUNT(*) FROM trials WHERE experiment_id=$C) + (SELECT COUNT(*) FROM metrics
-  WHERE trial_id=$TC) + (SELECT COUNT(*) FROM logs WHERE trial_id=$TC) + (SELECT COUNT(*) FROM checkpoints WHERE
-  trial_id=$TC) + (SELECT COUNT(*) FROM events WHERE experiment_id=$C OR trial_id=$TC)")
-hf_assert_eq "$n" 0 "rows left of the deleted experiment"
+m=$(curl -fsS "$HF_URL/metrics")
+grep -qx 'hyperfarm_experiments_purging 0' <<<"$m" || hf_fail "/metrics: $(grep purg <<<"$m")"
+awk '$1 == "hyperfarm_purged_rows_total" && $2 > 0 {f = 1} END {exit !f}' <<<"$m" \
+  || hf_fail "/metrics counted no purged rows: $(grep purg <<<"$m")"
 hf_assert_eq "$(sqlite3 "$HF_DB" "SELECT COUNT(*) FROM events WHERE type='DELETED' AND experiment_id IS NULL
   AND detail LIKE 'experiment $C (%) deleted' AND user_name IS NOT NULL")" 1 "the DELETED event (who deleted it) stays"
 hf_log "ok: delete removed C's rows and freed its objects"
