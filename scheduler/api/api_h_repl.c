@@ -119,17 +119,9 @@ static enum MHD_Result snap_answer(api_call *k)
 /* 503 with Retry-After: another snapshot is being copied. */
 static enum MHD_Result snap_busy(api_call *k, int retry_s)
 {
-    char ra[16];
-    snprintf(ra, sizeof ra, "%d", retry_s);
-    json_t *o = json_pack("{ss}", "error", "another snapshot is being copied (one at a time): retry later");
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!s) return api_send_err(k->c, 500, NULL, "out of memory");
-    const api_hdr h[] = {
-        {"Content-Type", "application/json"}, {"Cache-Control", "no-store"},
-        {"X-Content-Type-Options", "nosniff"}, {"Retry-After", ra}, {NULL, NULL},
-    };
-    return api_queue(k->c, 503, MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE), h);
+    return api_send_json_retry(k->c, 503,
+                               json_pack("{ss}", "error", "another snapshot is being copied (one at a time): retry later"),
+                               retry_s);
 }
 
 /* The copy runs on the snapshot thread (repl.h, "hf-snapshot") while the

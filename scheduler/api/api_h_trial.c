@@ -60,17 +60,7 @@ static enum MHD_Result grep_answer(api_call *k)
 /* 429 with Retry-After: the user's or the pool's search limit. */
 static enum MHD_Result grep_busy(api_call *k, int retry_s)
 {
-    char ra[16];
-    snprintf(ra, sizeof ra, "%d", retry_s);
-    json_t *o = json_pack("{ssss}", "error", k->e.msg, "field", "grep");
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!s) return api_send_err(k->c, 500, NULL, "out of memory");
-    const api_hdr h[] = {
-        {"Content-Type", "application/json"}, {"Cache-Control", "no-store"},
-        {"X-Content-Type-Options", "nosniff"}, {"Retry-After", ra}, {NULL, NULL},
-    };
-    return api_queue(k->c, 429, MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE), h);
+    return api_send_json_retry(k->c, 429, json_pack("{ssss}", "error", k->e.msg, "field", "grep"), retry_s);
 }
 
 /* ?grep=PAT[&regex=1][&icase=1][&after=SEQ][&limit=N] over one trial

@@ -149,6 +149,18 @@ enum MHD_Result api_send_json(struct MHD_Connection *c, unsigned status, json_t 
     return send_json_allow(c, status, v, NULL);
 }
 
+enum MHD_Result api_send_json_retry(struct MHD_Connection *c, unsigned status, json_t *v, int retry_s)
+{
+    char ra[16], *s = dump(v, &status);
+    if (!s) return MHD_NO;
+    snprintf(ra, sizeof ra, "%d", retry_s);
+    const api_hdr h[] = {
+        {"Content-Type", "application/json"}, {"Cache-Control", "no-store"},
+        {"X-Content-Type-Options", "nosniff"}, {"Retry-After", ra}, {NULL, NULL},
+    };
+    return api_queue(c, status, MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE), h);
+}
+
 enum MHD_Result api_send_err(struct MHD_Connection *c, unsigned status, const char *field, const char *fmt, ...)
 {
     char msg[512];

@@ -100,6 +100,9 @@ enum MHD_Result api_send_text(struct MHD_Connection *c, unsigned status, const c
 /* v (stolen) as compact JSON with 15 significant digits; 500 if it cannot
  * be serialized. */
 enum MHD_Result api_send_json(struct MHD_Connection *c, unsigned status, json_t *v);
+/* api_send_json with Retry-After: retry_s (a 429 or a 503 that says when
+ * to come back). */
+enum MHD_Result api_send_json_retry(struct MHD_Connection *c, unsigned status, json_t *v, int retry_s);
 /* {"error": fmt..., "field": field} (field omitted when NULL or ""). */
 enum MHD_Result api_send_err(struct MHD_Connection *c, unsigned status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
