@@ -285,28 +285,16 @@ static int frames_objects(loop_state *L, const uint8_t *buf, size_t n, standby_o
     return r < 0 ? HF_EPARSE : 0;
 }
 
-/* The primary runs another schema version (it was upgraded, or this
- * standby was): stop applying, keep the replica, and start again, so that
- * standby_prepare waits (and says why) until both run one version. */
-static void restart_same(loop_state *L)
+/* Start the process again on its replica: after divergence (aside: the
+ * replica is moved aside first, so the start-up bootstraps), or when the
+ * primary runs another schema version (it was upgraded, or this standby
+ * was: the replica is kept and standby_prepare waits, saying why, until
+ * both run one version). */
+static void restart(loop_state *L, int aside)
 {
-    hf_error("standby: the primary's schema version differs from this binary's: applying stopped, the replica "
-             "kept as it is; restarting to wait for one version on both sides");
     sqlite3_close_v2(L->db);
     L->db = NULL;
-    usleep(500 * 1000);
-    char **v = standby_argv_edit(sb.cfg.argv, sb.cfg.argc, "--no-such-flag", NULL, NULL);
-    if (v) standby_reexec(v);
-    hf_error("standby: cannot re-execute; stopping the apply loop");
-}
-
-/* Divergence: move the replica aside and start again (bootstrap). */
-static void rebootstrap(loop_state *L, const char *why)
-{
-    hf_warn("standby: %s: re-bootstrapping", why);
-    sqlite3_close_v2(L->db);
-    L->db = NULL;
-    standby_move_aside(sb.cfg.db, "diverged", NULL, 0);
+    if (aside) standby_move_aside(sb.cfg.db, "diverged", NULL, 0);
     usleep(500 * 1000);   /* a primary that keeps refusing us is not hammered */
     char **v = standby_argv_edit(sb.cfg.argv, sb.cfg.argc, "--no-such-flag", NULL, NULL);
     if (v) standby_reexec(v);
@@ -346,10 +334,10 @@ typedef struct answer_buf {
  * the download at once instead of after it. */
 static int first_too_big(const answer_buf *a)
 {
-    if (a->n < STANDBY_FRAME_HDR) return 0;
-    const uint8_t *h = (const uint8_t *)a->p + 20;
-    uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-    return len > STANDBY_FRAME_MAX;
+    size_t off = 0;
+    standby_frame f;
+    /* the header's bound is checked before the body is looked for */
+    return a->n >= STANDBY_FRAME_HDR && standby_frame_next((const uint8_t *)a->p, a->n, &off, &f) == HF_ETOOBIG;
 }
 
 static int answer_sink(void *ud, const void *p, size_t n)
@@ -551,8 +539,17 @@ static void loop_main(hf_thread *t, void *arg)
         if (promote_asked()) { promote_now(&L); if (!L.db) break; continue; }
         int64_t t0 = hf_mono_ms();
         int rc = stream_once(&L);
-        if (rc == 1) { rebootstrap(&L, "the replica cannot follow the primary's stream"); break; }
-        if (rc == 2) { restart_same(&L); break; }
+        if (rc == 1) {
+            hf_warn("standby: the replica cannot follow the primary's stream: re-bootstrapping");
+            restart(&L, 1);
+            break;
+        }
+        if (rc == 2) {
+            hf_error("standby: the primary's schema version differs from this binary's: applying stopped, the "
+                     "replica kept as it is; restarting to wait for one version on both sides");
+            restart(&L, 0);
+            break;
+        }
         if (rc == HF_ECONN && !hf_thread_stopping(t) && !promote_asked()) primary_lost(&L, t, t0);
         else if (rc == 0) L.logged_ms = 0;
     }
