@@ -22,12 +22,15 @@
 #
 # On one machine the standby would take the primary's CPU, which on its
 # own server it never does: with SB_PIN=1 (the default where there are 2
-# CPUs or more) the primary runs on CPU 0 alone and the standby and the
+# to 7 CPUs) the primary runs on CPU 0 alone and the standby and the
 # load generator share the others, in both modes of part a, so "alone"
 # and "sync" give the primary the same CPU and differ only by the
-# replication (capture, streaming, the wait). SB_PIN=0: no pinning, every
-# process on every CPU (the standby's apply then competes with the
-# primary: the 2-core figures of docs/operations.md §8 show both).
+# replication (capture, streaming, the wait). SB_PIN=3 (the default from
+# 8 CPUs): each process its own cores, as on three servers — the primary
+# the first quarter of the CPUs, the standby the second, the load
+# generator the other half. SB_PIN=0: no pinning, every process on every
+# CPU (the standby's apply then competes with the primary: the 2-core
+# figures of docs/operations.md §8 show both).
 #
 # `bench/run standby` runs it. Environment: HF_BIN (default ./bin),
 # SB_AGENTS (ingestion agents, 10), SB_REPORTS (reports per trial, 600),
@@ -44,11 +47,19 @@ per_hb=${SB_PER_HB:-100}
 LG=$HF_BIN/bench/loadgen
 [[ -x $LG && -x $HF_BIN/hyperfarm-scheduler ]] || { echo "standby: SKIP: build first (make)"; exit 2; }
 ncpu=$(nproc)
-pin=${SB_PIN:-$(( ncpu >= 2 ? 1 : 0 ))}
-# pin_to ROLE: the taskset prefix for primary | other (empty: no pinning)
+pin=${SB_PIN:-$(( ncpu >= 8 ? 3 : ncpu >= 2 ? 1 : 0 ))}
+(( pin == 3 && ncpu < 4 )) && pin=1
+q=$(( ncpu / 4 ))
+# pin_to ROLE: the taskset prefix for primary | standby | loadgen (empty: no pinning)
 pin_to() {
   (( pin )) || return 0
-  if [[ $1 == primary ]]; then echo "taskset -c 0"; else echo "taskset -c 1-$((ncpu - 1))"; fi
+  if (( pin == 3 )); then
+    case $1 in
+      primary) echo "taskset -c 0-$((q - 1))" ;;
+      standby) echo "taskset -c $q-$((2 * q - 1))" ;;
+      *) echo "taskset -c $((2 * q))-$((ncpu - 1))" ;;
+    esac
+  elif [[ $1 == primary ]]; then echo "taskset -c 0"; else echo "taskset -c 1-$((ncpu - 1))"; fi
 }
 tmp=$(mktemp -d "${SB_TMP:-/tmp}/hf-standby-XXXXXX")
 pids=()
@@ -94,7 +105,7 @@ run_a() {   # MODE: none | sync
   start_sched "p-$mode" primary || return 1
   purl=$URL; ppid=$SPID
   if [[ $mode == sync ]]; then
-    start_sched "s-$mode" other --standby-of "$purl" || return 1
+    start_sched "s-$mode" standby --standby-of "$purl" || return 1
     for ((i = 0; i < 300; i++)); do
       repl "$purl" 2>/dev/null | jq -e '.state == "sync"' >/dev/null && break
       sleep 0.1
@@ -102,7 +113,7 @@ run_a() {   # MODE: none | sync
     repl "$purl" | jq -e '.state == "sync"' >/dev/null || { echo "standby: the primary never reached sync: $(repl "$purl")"; return 1; }
   fi
   echo "standby: $mode: ingestion, $agents agents x 8 trials x $reports reports ($per_hb per heartbeat) ..."
-  $(pin_to other) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents "$agents" --slots 8 \
+  $(pin_to loadgen) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents "$agents" --slots 8 \
     --trials $((agents * 8)) --reports "$reports" --per-hb "$per_hb" --values 1 --hb-ms 0 --threads 4 --probe-hz 5 \
     --max-seconds 90 --name-prefix "ing-$mode" >"$tmp/ing-$mode" 2>&1
   [[ -n $(field "$tmp/ing-$mode" reports_per_s) ]] || { tail -20 "$tmp/ing-$mode"; return 1; }
@@ -110,7 +121,7 @@ run_a() {   # MODE: none | sync
   p50[$mode]=$(field "$tmp/ing-$mode" hb_p50_ms)
   p99[$mode]=$(field "$tmp/ing-$mode" hb_p99_ms)
   echo "standby: $mode: paced agents (100 x 2 slots, a heartbeat every 250 ms) ..."
-  $(pin_to other) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 100 --slots 2 --trials 200 \
+  $(pin_to loadgen) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 100 --slots 2 --trials 200 \
     --reports 40 --per-hb 1 --values 4 --hb-ms 250 --threads 4 --probe-hz 5 --max-seconds 60 \
     --name-prefix "paced-$mode" >"$tmp/paced-$mode" 2>&1
   pp99[$mode]=$(field "$tmp/paced-$mode" hb_p99_ms)
@@ -124,7 +135,8 @@ run_a() {   # MODE: none | sync
   stop_all
 }
 if [[ -z ${SB_SKIP_A:-} ]]; then
-  if (( pin )); then echo "standby: pinned: the primary on CPU 0, the standby and the load generator on CPUs 1-$((ncpu - 1)) (SB_PIN=0: not)"
+  if (( pin == 3 )); then echo "standby: pinned: the primary on CPUs 0-$((q - 1)), the standby on $q-$((2 * q - 1)), the load generator on $((2 * q))-$((ncpu - 1)) (SB_PIN=0: not)"
+  elif (( pin )); then echo "standby: pinned: the primary on CPU 0, the standby and the load generator on CPUs 1-$((ncpu - 1)) (SB_PIN=0: not)"
   else echo "standby: not pinned: the primary, the standby and the load generator share all $ncpu CPUs"; fi
   if run_a none && run_a sync; then
     echo
