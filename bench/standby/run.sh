@@ -34,7 +34,8 @@
 #
 # `bench/run standby` runs it. Environment: HF_BIN (default ./bin),
 # SB_AGENTS (ingestion agents, 10), SB_REPORTS (reports per trial, 600),
-# SB_PER_HB (100), SB_TMP (default /tmp: the disk under test), SB_SKIP_A /
+# SB_PER_HB (100), SB_TMP (default /tmp: the disk under test), SB_KEEP (set:
+# keep its directory, logs included), SB_SKIP_A /
 # SB_SKIP_B (set: skip that part), SB_FAILOVER_AFTER (3), SB_RUNS (3).
 # Exit 0 when all ran, 2 when something could not run.
 set -uo pipefail
@@ -68,7 +69,10 @@ stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   pids=()
 }
-cleanup() { stop_all; rm -rf "$tmp"; }
+cleanup() {
+  stop_all
+  if [[ -n ${SB_KEEP:-} ]]; then echo "standby: kept $tmp (the schedulers' logs and databases)"; else rm -rf "$tmp"; fi
+}
 trap cleanup EXIT
 rc=0
 

@@ -113,6 +113,7 @@ struct store {
     int             ckpt_wanted;
     int64_t         ckpt_runs, ckpt_fails;
     int             sync;                  /* STORE_SYNC_FULL or STORE_SYNC_NORMAL */
+    int             version;               /* user_version after the migrations (fixed from then on) */
     /* The group flush (store_set_sync FULL): "hf-flush" fsyncs the WAL
      * (the writer's own sqlite3_file, through the VFS) after commits. */
     hf_thread      *flush_thread;
@@ -351,6 +352,7 @@ int store_open(const char *path, store **out, char *err, size_t errlen)
     }
     rc = migrate(s->db, err, errlen);
     if (rc) goto end;
+    s->version = user_version(s->db);
     if (!(s->repl = repl_conn_new(s->db))) { rc = HF_ENOMEM; goto end; }   /* after the migrations: not replicated */
     for (int i = 0; i < ST__COUNT; i++) {
         if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) != SQLITE_OK) {
@@ -387,7 +389,9 @@ void store_close(store *s)
 sqlite3 *store_db(store *s) { return s->db; }
 const char *store_path(const store *s) { return s->path; }
 const char *store_errmsg(store *s) { return sqlite3_errmsg(s->db); }
-int store_version(store *s) { return user_version(s->db); }
+/* Read from HTTP threads without the core's lock, so never the writer
+ * connection (SQLITE_OPEN_NOMUTEX): only migrations change it, at open. */
+int store_version(store *s) { return s->version; }
 
 int store_schema_newest(void)
 {

@@ -71,7 +71,8 @@ const char *store_last_error(void);
 int store_rc(int sqlite_rc);
 /* Last error message of the writer connection. */
 const char *store_errmsg(store *s);
-/* Schema version currently applied. */
+/* Schema version applied (by store_open's migrations; fixed from then
+ * on). Safe from any thread: it does not touch the writer connection. */
 int store_version(store *s);
 /* The newest schema version this binary's embedded migrations reach: what
  * store_open brings every database to. A standby follows only a primary

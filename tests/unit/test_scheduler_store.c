@@ -17,6 +17,8 @@
 #include "scheduler/store/store.h"
 #include "tests/unit/unit_fixture.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +133,51 @@ static void test_health(void **state)
     store_close(s);
 }
 
+/* store_version is asked from HTTP threads (GET /replication, every
+ * standby stream request) while the core commits on the writer: it must
+ * not touch the writer connection (opened SQLITE_OPEN_NOMUTEX, so two
+ * threads on it corrupt its heap; a primary crashed so under a streaming
+ * standby). Readers ask it throughout a thousand commits. */
+static _Atomic int version_stop;
+static store *version_store;
+
+static void *version_reader(void *arg)
+{
+    long *bad = arg;
+    int want = store_schema_newest();
+    while (!atomic_load(&version_stop))
+        if (store_version(version_store) != want) (*bad)++;
+    return NULL;
+}
+
+static void test_version_while_writing(void **state)
+{
+    (void)state;
+    char p2[320], err[256];
+    snprintf(p2, sizeof p2, "%s/version.db", dir);
+    assert_int_equal(store_open(p2, &version_store, err, sizeof err), 0);
+    assert_int_equal(store_version(version_store), store_schema_newest());
+    assert_int_equal(sqlite3_exec(store_db(version_store), "CREATE TABLE t(x INTEGER, y TEXT)", NULL, NULL, NULL),
+                     SQLITE_OK);
+    pthread_t th[2];
+    long bad[2] = {0, 0};
+    atomic_store(&version_stop, 0);
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, version_reader, &bad[i]), 0);
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(store_begin(version_store), 0);
+        char sql[160];
+        snprintf(sql, sizeof sql, "INSERT INTO t VALUES (%d, printf('%%.*c', %d, 'x'))", i, 1 + i % 300);
+        assert_int_equal(sqlite3_exec(store_db(version_store), sql, NULL, NULL, NULL), SQLITE_OK);
+        assert_int_equal(store_commit(version_store), 0);
+    }
+    atomic_store(&version_stop, 1);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    assert_int_equal(bad[0] + bad[1], 0);
+    assert_int_equal(one_int(store_db(version_store), "SELECT count(*) FROM t"), 1000);
+    store_close(version_store);
+    version_store = NULL;
+}
+
 static const char *exp_json =
     "{\"name\":\"restart\",\"objective\":{\"metric\":\"val_acc\",\"goal\":\"maximize\"},"
     "\"searcher\":{\"name\":\"random\",\"max_trials\":4,\"max_concurrent_trials\":4,\"seed\":7},"
@@ -211,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_rc_mapping),
         cmocka_unit_test(test_health),
+        cmocka_unit_test(test_version_while_writing),
         cmocka_unit_test(test_core_reload),
         cmocka_unit_test(test_sent_assignment_survives_restart),
     };
