@@ -5,18 +5,22 @@
  * process as a primary.
  *
  * The loop long-polls GET /api/v1/replication/stream?cluster=C&term=T&
- * after=L, where L is the replica's repl_state.lsn (the primary's LSN
- * bump is inside every changeset, so the row says what was applied). For
- * an answer it checks the frames (consecutive from L+1, the standby's
- * term), fetches the objects their changesets insert into checkpoints and
- * contexts, applies every frame in one BEGIN IMMEDIATE ... COMMIT with
- * triggers off (the triggers' own changes are in the changesets), and the
- * next request's after= acknowledges it: an ack implies the rows are
- * fsynced (synchronous=FULL) and the objects held. A conflict (the
- * replica is not the primary's past), a 409 or a 410 is divergence: the
- * database is moved aside and the process re-executes itself, and the
- * start-up path bootstraps afresh. Replacing the file under the open
- * readers of the API is never done in place.
+ * after=L, where L is the last LSN it holds durably: the replica's
+ * repl_state.lsn (the primary's LSN bump is inside every changeset, so
+ * the row says what was applied) or, past it, the last frame of its
+ * spool (standby_spool.c). For an answer it checks the frames
+ * (consecutive from L+1, the standby's term), fetches the objects their
+ * changesets insert into checkpoints and contexts, appends the answer to
+ * the spool and fdatasyncs it, and the next request's after= acknowledges
+ * it: an ack implies the frames are on the standby's disk and the objects
+ * held. The thread "hf-sb-apply" applies the spool behind it, whole
+ * answers in one BEGIN IMMEDIATE ... COMMIT with triggers off (the
+ * triggers' own changes are in the changesets), on its own connection.
+ * A promotion applies the whole spool first. A conflict (the replica is
+ * not the primary's past), a 409 or a 410 is divergence: the database is
+ * moved aside (the spool removed) and the process re-executes itself,
+ * and the start-up path bootstraps afresh. Replacing the file under the
+ * open readers of the API is never done in place.
  *
  * While the primary is silent (no answer: refused, a connect timeout of
  * STREAM_CONNECT_MS, or STREAM_STALL_S without a byte), the loop retries
@@ -24,9 +28,11 @@
  * each retry, logging "primary silent N ms; V of L live agents agree"
  * once a second.
  *
- * The loop's connection is its own (no session: a standby records
- * nothing); the API reads through the store's pooled readers. State the
- * API reads (figures, the promotion handshake) is guarded by st_mu.
+ * The loop's connection (reads: the witness rule; the promotion's
+ * write once the apply thread is stopped) and the apply thread's are
+ * their own (no session: a standby records nothing); the API reads
+ * through the store's pooled readers. State the API reads (figures, the
+ * promotion handshake) is guarded by st_mu.
  */
 #include "scheduler/standby/standby.h"
 #include "scheduler/store/store.h"
@@ -55,6 +61,8 @@
 #define LOST_LOG_MS       1000    /* ... and the "primary silent" info line this often */
 #define STREAM_ANSWER_MAX ((size_t)STANDBY_FRAME_MAX + (16u << 20))   /* <= 8 MiB of frames, or one large one */
 #define BOOTSTRAPS_ENV    "HYPERFARM_STANDBY_BOOTSTRAPS"   /* carried across a re-exec */
+#define APPLY_MAX         ((size_t)8 << 20)   /* the apply thread's transaction: up to this much of the spool */
+#define APPLY_RETRY_MS    500     /* after a failed apply that is not divergence (a full disk) */
 
 static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -66,6 +74,7 @@ static struct {
     int64_t        new_term;     /* st_mu */
     char           promote_by[64];
     int64_t        applied_lsn, last_answer_ms, last_commit_wall, bootstraps;   /* st_mu */
+    atomic_int     apply_failed; /* the apply thread's divergence (HF_ECORRUPT) or a broken spool */
     int            url;          /* the index of the URL the loop streams from (st_mu) */
 } sb;
 
@@ -122,6 +131,10 @@ static int bootstrap(const standby_config *cfg, hf_http *c, char *err, size_t er
     int64_t n = 0;
     if ((rc = standby_move_aside(cfg->db, "diverged", NULL, 0))) {
         snprintf(err, errlen, "cannot move %s aside: %s", cfg->db, hf_strerror(rc));
+        return rc;
+    }
+    if ((rc = standby_spool_remove(cfg->db))) {   /* its frames belong to the replica moved aside */
+        snprintf(err, errlen, "cannot remove the spool of %s: %s", cfg->db, hf_strerror(rc));
         return rc;
     }
     hf_info("standby: bootstrapping %s from %s", cfg->db, hf_http_base(c));
@@ -245,12 +258,27 @@ typedef struct loop_state {
     int64_t      logged_ms;     /* when the last "primary silent" line was logged */
     sqlite3     *db;
     standby_cols cols;
-    int64_t      term, lsn;
+    int64_t      term, lsn;     /* lsn: the replica's at start; then read the apply thread's */
+    int64_t      recv;          /* the last LSN spooled: the stream's after= */
     char         cluster[80];
+    standby_spool *sp;
+    struct apply_state *A;      /* the apply thread's, while it runs */
 } loop_state;
 
+/* The apply thread's own: its connection and object client. */
+typedef struct apply_state {
+    hf_thread     *th;
+    sqlite3       *db;
+    hf_http       *c;
+    standby_cols   cols;
+    standby_spool *sp;
+    int64_t        term;
+    _Atomic int64_t lsn;        /* applied */
+} apply_state;
+
 typedef struct fetch_ctx {
-    loop_state *L;
+    hf_http    *c;
+    sqlite3    *db;             /* fetch_late: the replica the sizes are read from */
     int         deferred;       /* objects without a size in their change */
     int         rc;
     char       *err;
@@ -261,7 +289,7 @@ static int fetch_one(void *ud, const standby_object *o)
 {
     fetch_ctx *x = ud;
     if (o->size < 0) { x->deferred++; return 0; }
-    return x->rc = standby_fetch_object(x->L->c, sb.cfg.ck_dir, o, x->err, x->errlen);
+    return x->rc = standby_fetch_object(x->c, sb.cfg.ck_dir, o, x->err, x->errlen);
 }
 
 /* After the commit: the objects whose size only the applied rows say. */
@@ -270,18 +298,19 @@ static int fetch_late(void *ud, const standby_object *o)
     fetch_ctx *x = ud;
     if (o->size >= 0) return 0;
     standby_object s = *o;
-    s.size = standby_apply_object_size(x->L->db, o->sha256);
-    return x->rc = standby_fetch_object(x->L->c, sb.cfg.ck_dir, &s, x->err, x->errlen);
+    s.size = standby_apply_object_size(x->db, o->sha256);
+    return x->rc = standby_fetch_object(x->c, sb.cfg.ck_dir, &s, x->err, x->errlen);
 }
 
 /* Walk the objects of every frame of buf with fn. RET 0 or HF_E*. */
-static int frames_objects(loop_state *L, const uint8_t *buf, size_t n, standby_object_fn *fn, fetch_ctx *x)
+static int frames_objects(const standby_cols *cols, const uint8_t *buf, size_t n, standby_object_fn *fn,
+                          fetch_ctx *x)
 {
     size_t off = 0;
     standby_frame f;
     int r, rc;
     while ((r = standby_frame_next(buf, n, &off, &f)) == 1)
-        if ((rc = standby_changeset_objects(f.data, (int)f.len, &L->cols, fn, x))) return x->rc ? x->rc : rc;
+        if ((rc = standby_changeset_objects(f.data, (int)f.len, cols, fn, x))) return x->rc ? x->rc : rc;
     return r < 0 ? HF_EPARSE : 0;
 }
 
@@ -294,32 +323,132 @@ static void restart(loop_state *L, int aside)
 {
     sqlite3_close_v2(L->db);
     L->db = NULL;
-    if (aside) standby_move_aside(sb.cfg.db, "diverged", NULL, 0);
+    if (aside) {
+        standby_move_aside(sb.cfg.db, "diverged", NULL, 0);
+        standby_spool_remove(sb.cfg.db);   /* frames of the lineage it could not follow */
+    }
     usleep(500 * 1000);   /* a primary that keeps refusing us is not hammered */
     char **v = standby_argv_edit(sb.cfg.argv, sb.cfg.argc, "--no-such-flag", NULL, NULL);
     if (v) standby_reexec(v);
     hf_error("standby: cannot re-execute; stopping the apply loop");
 }
 
-/* One 200 answer: check, fetch, apply, fetch late. RET 0, HF_ECORRUPT
- * (divergence), other HF_E* (retry). */
+/* One 200 answer: check, fetch its objects, spool it (durable: what the
+ * next request acknowledges). RET 0, HF_ECORRUPT (divergence), other
+ * HF_E* (retry). */
 static int take_answer(loop_state *L, const uint8_t *buf, size_t n, char *err, size_t errlen)
 {
-    fetch_ctx x = {.L = L, .err = err, .errlen = errlen};
-    int rc, nf = standby_frames_check(buf, n, L->lsn, L->term, err, errlen);
+    fetch_ctx x = {.c = L->c, .err = err, .errlen = errlen};
+    int rc, nf = standby_frames_check(buf, n, L->recv, L->term, err, errlen);
     if (nf < 0) return nf == HF_ESTATE ? HF_ECORRUPT : nf;   /* HF_ETOOBIG: the caller bootstraps */
-    if ((rc = frames_objects(L, buf, n, fetch_one, &x))) return rc;
-    if ((rc = standby_apply_frames(L->db, buf, n, err, errlen))) return rc;
-    if (x.deferred && (rc = frames_objects(L, buf, n, fetch_late, &x))) return rc;
+    if ((rc = frames_objects(&L->cols, buf, n, fetch_one, &x))) return rc;
+    if ((rc = standby_spool_append(L->sp, buf, n, L->recv + nf))) {
+        snprintf(err, errlen, "cannot write the spool: %s", hf_strerror(rc));
+        return rc;
+    }
+    L->recv += nf;
+    hf_debug("standby: spooled %d frames, lsn %lld", nf, (long long)L->recv);
+    return 0;
+}
+
+/* The apply thread's step: the frames of buf after its LSN (a record
+ * may begin at or below it only after a crash between the apply's commit
+ * and the spool's mark), applied in one transaction, then the objects
+ * only the applied rows size. RET 0, HF_ECORRUPT (divergence), HF_E*. */
+static int apply_answer(apply_state *A, const uint8_t *buf, size_t n, char *err, size_t errlen)
+{
+    size_t off = 0, start = 0;
+    standby_frame f;
+    int r, nf = 0;
+    int64_t lsn = atomic_load(&A->lsn);
+    while ((r = standby_frame_next(buf, n, &off, &f)) == 1) {
+        if (f.lsn <= lsn) start = off;
+        else nf++;
+    }
+    if (r < 0) { snprintf(err, errlen, "a malformed frame in the spool"); return HF_ECORRUPT; }
+    if (!nf) return 0;
+    fetch_ctx x = {.c = A->c, .db = A->db, .err = err, .errlen = errlen};
+    int rc;
+    if ((rc = standby_apply_frames(A->db, buf + start, n - start, err, errlen))) return rc;
+    /* the receiver fetched the objects whose size the changes carry */
+    if ((rc = frames_objects(&A->cols, buf + start, n - start, fetch_late, &x))) return rc;
     int64_t t, l;
     char cl[80];
-    if (standby_apply_state(L->db, &t, &l, cl, sizeof cl) == 0) L->lsn = l;
+    if (standby_apply_state(A->db, &t, &l, cl, sizeof cl) == 0) atomic_store(&A->lsn, l);
     pthread_mutex_lock(&st_mu);
-    sb.applied_lsn = L->lsn;
+    sb.applied_lsn = atomic_load(&A->lsn);
     sb.last_commit_wall = hf_wall_ms();
     pthread_mutex_unlock(&st_mu);
-    hf_debug("standby: applied %d frames, lsn %lld", nf, (long long)L->lsn);
+    hf_debug("standby: applied %d frames, lsn %lld", nf, (long long)atomic_load(&A->lsn));
     return 0;
+}
+
+static void apply_main(hf_thread *t, void *arg)
+{
+    apply_state *A = arg;
+    char err[512];
+    while (!hf_thread_stopping(t)) {
+        uint8_t *buf = NULL;
+        size_t n = 0;
+        int64_t mark = 0;
+        int rc = standby_spool_take(A->sp, 200, APPLY_MAX, &buf, &n, &mark);
+        if (rc == 0 && n) rc = apply_answer(A, buf, n, err, sizeof err);
+        else if (rc) snprintf(err, sizeof err, "reading the spool: %s", hf_strerror(rc));
+        free(buf);
+        if (rc == 0) {
+            if (n) standby_spool_applied(A->sp, mark);
+            continue;
+        }
+        if (rc == HF_ECORRUPT || rc == HF_EPARSE) {
+            hf_warn("standby: %s", err);
+            atomic_store(&sb.apply_failed, HF_ECORRUPT);
+            atomic_store(&sb.cancel, 1);   /* cut the stream's long-poll short: the loop restarts */
+            if (sb.th) hf_thread_kick(sb.th);
+            return;
+        }
+        hf_warn("standby: %s (retrying)", err);
+        hf_thread_wait(t, APPLY_RETRY_MS);
+    }
+}
+
+/* Start the apply thread on its own connection. RET 0 or HF_E*. */
+static int apply_start(loop_state *L, char *err, size_t errlen)
+{
+    apply_state *A = calloc(1, sizeof *A);
+    if (!A) return HF_ENOMEM;
+    int rc = standby_apply_open(sb.cfg.db, &A->db, &A->cols, err, errlen);
+    if (!rc && !(A->c = client_for(&sb.cfg, L->url, FETCH_TIMEOUT_MS))) rc = HF_ENOMEM;
+    if (!rc) {
+        hf_http_set_cancel(A->c, &sb.cancel);
+        A->sp = L->sp;
+        A->term = L->term;
+        atomic_store(&A->lsn, L->lsn);
+        rc = hf_thread_start(&A->th, "hf-sb-apply", apply_main, A);
+    }
+    if (rc) {
+        hf_http_free(A->c);
+        sqlite3_close_v2(A->db);
+        free(A);
+        return rc;
+    }
+    L->A = A;
+    return 0;
+}
+
+/* Stop it (drain: once the spool is applied, or it failed). */
+static void apply_stop(loop_state *L, int drain)
+{
+    apply_state *A = L->A;
+    if (!A) return;
+    while (drain && standby_spool_pending(L->sp) && !atomic_load(&sb.apply_failed) && !hf_thread_stopping(sb.th))
+        usleep(2 * 1000);
+    standby_spool_wake(L->sp);
+    hf_thread_stop_join(A->th);
+    L->lsn = atomic_load(&A->lsn);
+    hf_http_free(A->c);
+    sqlite3_close_v2(A->db);
+    free(A);
+    L->A = NULL;
 }
 
 /* The stream answer's sink: append to a growing buffer. */
@@ -376,7 +505,7 @@ static int stream_once(loop_state *L)
     char path[300], err[512];
     answer_buf ab = {0};
     snprintf(path, sizeof path, "/api/v1/replication/stream?cluster=%s&term=%lld&after=%lld&schema=%d", L->cluster,
-             (long long)L->term, (long long)L->lsn, store_schema_newest());
+             (long long)L->term, (long long)L->recv, store_schema_newest());
     hf_http_stream s = {.method = "GET", .path = path, .body_fd = -1, .sink = answer_sink, .sink_ud = &ab,
                         .stall_bytes = 1, .stall_s = STREAM_STALL_S};
     int rc = hf_http_stream_run(L->sc, &s, err, sizeof err);
@@ -385,7 +514,7 @@ static int stream_once(loop_state *L)
         /* One transaction larger than the stream carries to a standby (a
          * huge delete): the snapshot holds it. */
         hf_warn("standby: the frame after lsn %lld is over %u MiB: bootstrapping from a snapshot instead",
-                (long long)L->lsn, STANDBY_FRAME_MAX >> 20);
+                (long long)L->recv, STANDBY_FRAME_MAX >> 20);
         rc = 1;
     } else if (rc) {
         hf_debug("standby: %s", err);
@@ -426,7 +555,18 @@ static void promote_now(loop_state *L)
     pthread_mutex_lock(&st_mu);
     snprintf(by, sizeof by, "%s", sb.promote_by);
     pthread_mutex_unlock(&st_mu);
-    int rc = standby_apply_promote(L->db, by, &t, err, sizeof err);
+    /* Everything acknowledged is in the replica before the new term:
+     * the spool applied to its end. */
+    apply_stop(L, 1);
+    int rc;
+    if (atomic_load(&sb.apply_failed)) {
+        snprintf(err, sizeof err, "the spool could not be applied (see above); the replica stops at lsn %lld",
+                 (long long)L->lsn);
+        rc = HF_ECORRUPT;
+    } else {
+        rc = standby_apply_promote(L->db, by, &t, err, sizeof err);
+    }
+    if (rc == 0) standby_spool_remove(sb.cfg.db);   /* applied: a primary keeps none */
     pthread_mutex_lock(&st_mu);
     sb.promote = rc ? -1 : 2;
     sb.new_term = t;
@@ -524,27 +664,44 @@ static void loop_main(hf_thread *t, void *arg)
     loop_state L = {0};
     char err[512];
     if (standby_apply_open(sb.cfg.db, &L.db, &L.cols, err, sizeof err) ||
-        standby_apply_state(L.db, &L.term, &L.lsn, L.cluster, sizeof L.cluster)) {
+        standby_apply_state(L.db, &L.term, &L.lsn, L.cluster, sizeof L.cluster) ||
+        standby_spool_open(sb.cfg.db, L.lsn, L.term, &L.sp, err, sizeof err)) {
         hf_error("standby: %s", err);
         goto end;
     }
+    L.recv = standby_spool_last(L.sp);
     if (loop_clients(&L, 0)) goto end;
     pthread_mutex_lock(&st_mu);
     sb.applied_lsn = L.lsn;
     sb.last_answer_ms = hf_mono_ms();
     pthread_mutex_unlock(&st_mu);
-    hf_info("standby: applying the stream of %s from lsn %lld (term %lld)", sb.cfg.urls[0], (long long)L.lsn,
-            (long long)L.term);
+    atomic_store(&sb.apply_failed, 0);
+    hf_info("standby: following the stream of %s from lsn %lld (term %lld; applied %lld)", sb.cfg.urls[0],
+            (long long)L.recv, (long long)L.term, (long long)L.lsn);
     while (!hf_thread_stopping(t)) {
+        if (atomic_load(&sb.apply_failed)) {
+            apply_stop(&L, 0);
+            hf_warn("standby: the replica cannot apply the primary's stream: re-bootstrapping");
+            restart(&L, 1);
+            break;
+        }
         if (promote_asked()) { promote_now(&L); if (!L.db) break; continue; }
+        if (!L.A && apply_start(&L, err, sizeof err)) {
+            hf_error("standby: cannot start the apply thread: %s", err);
+            hf_thread_wait(t, APPLY_RETRY_MS);
+            continue;
+        }
         int64_t t0 = hf_mono_ms();
         int rc = stream_once(&L);
+        if (atomic_load(&sb.apply_failed)) continue;
         if (rc == 1) {
+            apply_stop(&L, 0);
             hf_warn("standby: the replica cannot follow the primary's stream: re-bootstrapping");
             restart(&L, 1);
             break;
         }
         if (rc == 2) {
+            apply_stop(&L, 1);   /* what was received is applied; the replica then waits as it is */
             hf_error("standby: the primary's schema version differs from this binary's: applying stopped, the "
                      "replica kept as it is; restarting to wait for one version on both sides");
             restart(&L, 0);
@@ -554,6 +711,8 @@ static void loop_main(hf_thread *t, void *arg)
         else if (rc == 0) L.logged_ms = 0;
     }
 end:
+    apply_stop(&L, 0);
+    standby_spool_close(L.sp);
     hf_http_free(L.c);
     hf_http_free(L.sc);
     sqlite3_close_v2(L.db);

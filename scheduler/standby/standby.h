@@ -10,8 +10,11 @@
  *                     changeset inserts (pure functions on untrusted bytes)
  *   standby_boot.c    bootstrap: snapshot download, verification, durable
  *                     rename, object fetch; moving a database aside
- *   standby.c         the apply loop (thread "hf-standby"), promotion and
- *                     the re-exec that ends a standby's life
+ *   standby.c         the stream loop (thread "hf-standby"), the apply
+ *                     thread ("hf-sb-apply"), promotion and the re-exec
+ *                     that ends a standby's life
+ *   standby_spool.c   the spool: answers durable (and acknowledged)
+ *                     before they are applied
  *   failover.c        the witness votes and the automatic-promotion rule
  *   standby_peers.c   a primary's peer check (thread "hf-peers"), fencing
  *
@@ -130,6 +133,39 @@ int64_t standby_apply_object_size(struct sqlite3 *db, const char *sha256);
 /* Promotion's one transaction: term = term + 1 and a repl_terms row
  * (start_lsn = lsn, by). RET 0 with *term (the new one), HF_EDB; err. */
 int standby_apply_promote(struct sqlite3 *db, const char *by, int64_t *term, char *err, size_t errlen);
+
+/* ---------- standby_spool.c ---------- */
+
+/* The spool DB.spool: stream answers made durable before they are
+ * applied (docs/scheduler.md, "Standby and failover"). One appender
+ * thread, one taker thread. */
+typedef struct standby_spool standby_spool;
+
+/* Open (create) db's spool for a replica at lsn applied in term: keeps
+ * the records whose frames follow applied consecutively in term (those at
+ * or below it were applied), truncates a torn, corrupt or foreign tail.
+ * RET 0 with *sp, HF_E*; err. */
+int standby_spool_open(const char *db, int64_t applied, int64_t term, standby_spool **sp, char *err, size_t errlen);
+/* The LSN of the last frame spooled (the replica's LSN when none is). */
+int64_t standby_spool_last(standby_spool *sp);
+/* Append one checked answer (n bytes of frames, the last one last_lsn)
+ * and fdatasync it. RET 0 or HF_E* (nothing counts as spooled then). */
+int standby_spool_append(standby_spool *sp, const uint8_t *buf, size_t n, int64_t last_lsn);
+/* The records not yet applied, waiting up to wait_ms for one: their
+ * bodies (whole records, at least one, up to max bytes) in *buf
+ * (malloc'd; *len 0: none) and in *mark what standby_spool_applied takes
+ * once they are applied. RET 0, HF_ECORRUPT (synced bytes fail their
+ * hash), HF_E*. */
+int standby_spool_take(standby_spool *sp, int wait_ms, size_t max, uint8_t **buf, size_t *len, int64_t *mark);
+void standby_spool_applied(standby_spool *sp, int64_t mark);
+/* Is anything spooled not yet applied? */
+int standby_spool_pending(standby_spool *sp);
+/* Wake a taker waiting in standby_spool_take (and no more waits). */
+void standby_spool_wake(standby_spool *sp);
+void standby_spool_close(standby_spool *sp);
+/* Remove db's spool (with the replica it belongs to). RET 0 or HF_E*. */
+int standby_spool_remove(const char *db);
+void standby_spool_path(const char *db, char *out, size_t outlen);
 
 /* ---------- standby.c ---------- */
 

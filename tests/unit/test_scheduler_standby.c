@@ -16,7 +16,9 @@
  *     when recent, long enough lost and of the standby's term; agents not
  *     live (LOST, or last seen over a minute before the newest) do not
  *     count; no live agent, no promotion;
- *   - the re-exec's argument edit.
+ *   - the re-exec's argument edit;
+ *   - the spool: order, reopen, a torn or corrupt tail, applied records
+ *     skipped, another term dropped, emptied once applied.
  */
 #define SQLITE_ENABLE_SESSION 1
 #define SQLITE_ENABLE_PREUPDATE_HOOK 1
@@ -31,7 +33,11 @@
 #include "unit_fixture.h"
 
 #include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char dir[256];
 static int setup(void **st) { (void)st; return unit_tmpdir(dir, sizeof dir, "standby"); }
@@ -331,6 +337,147 @@ static void test_vote_decide(void **st)
     sqlite3_close(db);
 }
 
+/* The spool (standby_spool.c): appended answers come back whole and in
+ * order, survive a reopen, a torn or corrupt last record is dropped at
+ * open, records already applied are skipped, a spool of another term or
+ * one that does not follow the replica is dropped, and an applied spool
+ * over its bound is emptied. */
+static size_t spool_size(const char *db)
+{
+    char p[400];
+    struct stat sb;
+    standby_spool_path(db, p, sizeof p);
+    return stat(p, &sb) ? (size_t)-1 : (size_t)sb.st_size;
+}
+
+static void spool_cut(const char *db, size_t size)
+{
+    char p[400];
+    standby_spool_path(db, p, sizeof p);
+    assert_int_equal(truncate(p, (off_t)size), 0);
+}
+
+static void spool_poke(const char *db, size_t at)
+{
+    char p[400];
+    standby_spool_path(db, p, sizeof p);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, (long)at, SEEK_SET), 0);
+    int c = fgetc(f);
+    assert_int_equal(fseek(f, (long)at, SEEK_SET), 0);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+}
+
+static void test_spool(void **st)
+{
+    (void)st;
+    char db[300], err[256];
+    snprintf(db, sizeof db, "%s/replica.db", dir);
+    static uint8_t a[256], b[256], c[256];
+    size_t na = 0, nb = 0, nc = 0;
+    put_frame(a, &na, 1, 1, 0, 5, "T\x01\x01p", 5);
+    put_frame(a, &na, 2, 1, 0, 5, "T\x01\x01q", 5);
+    put_frame(b, &nb, 3, 1, 0, 5, "T\x01\x01r", 5);
+    put_frame(c, &nc, 4, 1, 0, 5, "T\x01\x01s", 5);
+    standby_spool *sp = NULL;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    int64_t mark = 0;
+
+    /* empty: nothing pending, the last LSN is the replica's */
+    assert_int_equal(standby_spool_open(db, 0, 1, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_last(sp), 0);
+    assert_false(standby_spool_pending(sp));
+    assert_int_equal(standby_spool_take(sp, 0, 1 << 20, &buf, &n, &mark), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(standby_spool_append(sp, a, na, 2), 0);
+    assert_int_equal(standby_spool_append(sp, b, nb, 3), 0);
+    assert_int_equal(standby_spool_last(sp), 3);
+    assert_true(standby_spool_pending(sp));
+    /* both records in one take, in order; max below the second: the first alone */
+    assert_int_equal(standby_spool_take(sp, 0, 1 << 20, &buf, &n, &mark), 0);
+    assert_int_equal(n, na + nb);
+    assert_memory_equal(buf, a, na);
+    assert_memory_equal(buf + na, b, nb);
+    free(buf);
+    assert_int_equal(standby_spool_take(sp, 0, na, &buf, &n, &mark), 0);
+    assert_int_equal(n, na);
+    free(buf);
+    standby_spool_close(sp);
+
+    /* reopened: the same two records, nothing applied yet */
+    assert_int_equal(standby_spool_open(db, 0, 1, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_last(sp), 3);
+    assert_int_equal(standby_spool_take(sp, 0, 1 << 20, &buf, &n, &mark), 0);
+    assert_int_equal(n, na + nb);
+    free(buf);
+    /* a third record torn by a crash: dropped at open, then appended again */
+    assert_int_equal(standby_spool_append(sp, c, nc, 4), 0);
+    size_t full = spool_size(db);
+    standby_spool_close(sp);
+    spool_cut(db, full - 3);
+    assert_int_equal(standby_spool_open(db, 0, 1, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_last(sp), 3);
+    assert_int_equal(spool_size(db), full - 16 - nc);
+    assert_int_equal(standby_spool_append(sp, c, nc, 4), 0);
+    assert_int_equal(spool_size(db), full);
+    standby_spool_close(sp);
+    /* one flipped byte in the last record's body: its hash fails, it goes */
+    spool_poke(db, full - 2);
+    assert_int_equal(standby_spool_open(db, 0, 1, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_last(sp), 3);
+    assert_int_equal(spool_size(db), full - 16 - nc);
+    assert_int_equal(standby_spool_append(sp, c, nc, 4), 0);
+    standby_spool_close(sp);
+
+    /* the replica applied through lsn 2: the first record is skipped */
+    assert_int_equal(standby_spool_open(db, 2, 1, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_last(sp), 4);
+    assert_int_equal(standby_spool_take(sp, 0, 1 << 20, &buf, &n, &mark), 0);
+    assert_int_equal(n, nb + nc);
+    assert_memory_equal(buf, b, nb);
+    free(buf);
+    standby_spool_applied(sp, mark);
+    assert_false(standby_spool_pending(sp));
+    standby_spool_close(sp);
+    /* applied through 4: nothing pending; through 6 (past the spool): the same */
+    assert_int_equal(standby_spool_open(db, 4, 1, &sp, err, sizeof err), 0);
+    assert_false(standby_spool_pending(sp));
+    standby_spool_close(sp);
+    assert_int_equal(standby_spool_open(db, 6, 1, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_last(sp), 6);
+    assert_false(standby_spool_pending(sp));
+    standby_spool_close(sp);
+    /* another term: the records past the replica are not its past */
+    assert_int_equal(standby_spool_open(db, 1, 2, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_last(sp), 1);
+    assert_false(standby_spool_pending(sp));
+    standby_spool_close(sp);
+    assert_int_equal(standby_spool_remove(db), 0);
+    assert_int_equal(spool_size(db), (size_t)-1);
+    assert_int_equal(standby_spool_remove(db), 0);   /* none: fine */
+
+    /* an applied spool over its bound (16 MiB) is emptied */
+    size_t big = (17u << 20) + 24;
+    uint8_t *g = calloc(1, big);
+    assert_non_null(g);
+    size_t ng = 0;
+    put_frame(g, &ng, 1, 1, 0, (uint32_t)(big - 24), NULL, 0);
+    ng += big - 24;   /* a body of zeros (calloc) */
+    assert_int_equal(standby_spool_open(db, 0, 1, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_append(sp, g, ng, 1), 0);
+    assert_int_equal(standby_spool_take(sp, 0, 1 << 20, &buf, &n, &mark), 0);
+    assert_int_equal(n, ng);   /* one record over max still comes whole */
+    free(buf);
+    standby_spool_applied(sp, mark);
+    assert_int_equal(spool_size(db), 0);
+    assert_int_equal(standby_spool_append(sp, b, nb, 3), 0);   /* lsn 2 was never spooled: the caller checks */
+    standby_spool_close(sp);
+    free(g);
+}
+
 static void test_argv_edit(void **st)
 {
     (void)st;
@@ -352,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_vote_binding),
         cmocka_unit_test(test_vote_decide),
         cmocka_unit_test(test_argv_edit),
+        cmocka_unit_test_setup_teardown(test_spool, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
