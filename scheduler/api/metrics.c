@@ -223,10 +223,12 @@ static int render_repl(hf_buf *b)
             "# HELP hyperfarm_replication_waits_total Answers held for the standby's ack.\n"
             "# TYPE hyperfarm_replication_waits_total counter\nhyperfarm_replication_waits_total %lld\n"
             "# HELP hyperfarm_replication_escaped_total Writes committed outside the replication log (a bug).\n"
-            "# TYPE hyperfarm_replication_escaped_total counter\nhyperfarm_replication_escaped_total %lld\n",
+            "# TYPE hyperfarm_replication_escaped_total counter\nhyperfarm_replication_escaped_total %lld\n"
+            "# HELP hyperfarm_replication_logged_metric_rows_total Metric rows the core put in the log itself, not through the session.\n"
+            "# TYPE hyperfarm_replication_logged_metric_rows_total counter\nhyperfarm_replication_logged_metric_rows_total %lld\n",
             (long long)r.term, (long long)r.lsn, (long long)r.acked_lsn, (long long)r.lag_lsn, r.lag_ms / 1000.0,
             (long long)r.degraded_total, r.wait_p99_us / 1e6, r.wait_max_us / 1e6, (long long)r.waits,
-            (long long)repl_escaped_total());
+            (long long)repl_escaped_total(), (long long)repl_metric_rows_logged());
     if (rc == 0)
         rc = hf_buf_printf(b,
             "# HELP hyperfarm_store_flushes_total fsyncs of the WAL by the group flush (docs/scheduler.md \"Durability\").\n"

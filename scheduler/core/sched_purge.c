@@ -21,6 +21,7 @@
  * (an object must never go before the rows that name it are surely gone).
  */
 #include "scheduler/core/sched_int.h"
+#include "scheduler/store/repl.h"
 
 #include "hf_err.h"
 #include "hf_log.h"
@@ -73,6 +74,8 @@ void exp_purge_step(sched *s)
     }
     int64_t was = s->purge_cur.experiment_id;
     txn_begin(s);
+    /* its DELETEs from metrics go through the session (a fresh transaction never logs metrics) */
+    if (s->txn_rc == 0) s->txn_rc = repl_conn_metric_session(store_repl(s->st));
     if (s->txn_rc == 0) s->txn_rc = purge_step(store_db(s->st), &lim, &s->purge_cur, &b);
     int rc = txn_end_rows(s);
     if (rc == 0) {

@@ -11,6 +11,7 @@
  * skipped, so txn_end rolls the whole transaction back.
  */
 #include "scheduler/core/sched_int.h"
+#include "scheduler/store/repl.h"
 
 #include "hf_assert.h"
 #include "hf_err.h"
@@ -286,6 +287,11 @@ void row_metric_insert(sched *s, const trial *t, const char *name, const json_t 
                        double value, int64_t time)
 {
     sqlite3_stmt *st = store_stmt(s->st, ST_METRIC_INSERT);
+    /* With a standby, the row goes to the replication log from here, not
+     * through the session (repl.h, repl_conn_metric_log): asked before the
+     * INSERT, which is the table's first write in the transaction. */
+    repl_conn *rc = store_repl(s->st);
+    int logged = s->txn_rc == 0 && repl_conn_metric_log(rc);
     sqlite3_bind_int64(st, 1, t->id);
     sqlite3_bind_int64(st, 2, t->attempt);
     sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
@@ -294,6 +300,13 @@ void row_metric_insert(sched *s, const trial *t, const char *name, const json_t 
     sqlite3_bind_double(st, 6, value);
     sqlite3_bind_int64(st, 7, time);
     row_exec(s, st);
+    if (logged && s->txn_rc == 0) {
+        repl_metric_row r = {.seq = sqlite3_last_insert_rowid(store_db(s->st)), .trial_id = t->id,
+                             .attempt = t->attempt, .name = name, .has_step = step != NULL,
+                             .step = json_integer_value(step), .has_epoch = epoch != NULL,
+                             .epoch = json_number_value(epoch), .value = value, .time = time};
+        if (repl_conn_metric_row(rc, &r)) s->txn_rc = HF_ENOMEM;
+    }
 }
 
 void row_log_insert(sched *s, const trial *t, const char *stream, const char *line, size_t len, int64_t time)

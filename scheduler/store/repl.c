@@ -67,7 +67,16 @@ struct repl_conn {
     int               uncaptured;  /* this transaction counts in g.uncaptured */
     sqlite3_int64     changes0;    /* sqlite3_total_changes64 at an uncaptured begin */
     int               committing;  /* inside repl_conn_commit: the commit hook expects it */
+    /* metric rows this transaction logs itself (repl_conn_metric_*) */
+    int               metrics_ok;  /* the metrics table has the columns the log writes (checked once) */
+    int               metrics_how; /* this transaction: 0 not yet written, METRICS_LOGGED, METRICS_SESSION */
+    uint8_t          *mbuf;        /* the table section: header, then one INSERT per row */
+    size_t            mlen, mcap;
+    int64_t           mrows;
 };
+
+#define METRICS_LOGGED  1
+#define METRICS_SESSION 2
 
 /* ---------- role, term, hints ---------- */
 
@@ -214,19 +223,47 @@ static int commit_hook(void *arg)
     return 0;
 }
 
+/* The columns of metrics, in order, that repl_conn_metric_row writes
+ * (schema/0001; seq the INTEGER PRIMARY KEY). Another layout (a later
+ * migration) turns the logged path off: the session captures instead. */
+static const char *const metric_cols[] = {"seq", "trial_id", "attempt", "name", "step", "epoch", "value", "time"};
+#define METRIC_NCOL 8
+
+static int metrics_layout_ok(sqlite3 *db)
+{
+    sqlite3_stmt *q = NULL;
+    int n = 0, ok = 1;
+    if (sqlite3_prepare_v2(db, "PRAGMA table_info(metrics)", -1, &q, NULL) != SQLITE_OK) return 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(q, 1);
+        int pk = sqlite3_column_int(q, 5);
+        if (n >= METRIC_NCOL || !name || strcmp(name, metric_cols[n]) || pk != (n == 0)) ok = 0;
+        n++;
+    }
+    sqlite3_finalize(q);
+    return ok && n == METRIC_NCOL;
+}
+
 repl_conn *repl_conn_new(sqlite3 *db)
 {
     repl_conn *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->db = db;
+    c->metrics_ok = metrics_layout_ok(db);
     sqlite3_commit_hook(db, commit_hook, c);
     return c;
 }
 
 int64_t repl_escaped_total(void) { return atomic_load(&g.escaped_total); }
 
+static _Atomic int64_t metric_rows_logged;
+int64_t repl_metric_rows_logged(void) { return atomic_load(&metric_rows_logged); }
+
 static void conn_end(repl_conn *c)
 {
+    c->metrics_how = 0;
+    c->mlen = 0;
+    c->mrows = 0;
     if (c->session) sqlite3session_delete(c->session);
     c->session = NULL;
     if (c->uncaptured) atomic_fetch_sub(&g.uncaptured, 1);
@@ -239,7 +276,122 @@ void repl_conn_free(repl_conn *c)
     sqlite3_commit_hook(c->db, NULL, NULL);
     conn_end(c);
     sqlite3_finalize(c->bump);
+    free(c->mbuf);
     free(c);
+}
+
+/* The session's table filter: metrics is left to the transaction's own
+ * log when it asked for it before its first write there; otherwise the
+ * session has it (and the log may not be used in this transaction). */
+static int table_filter(void *arg, const char *table)
+{
+    repl_conn *c = arg;
+    if (strcmp(table, "metrics")) return 1;
+    if (c->metrics_how == METRICS_LOGGED) return 0;
+    c->metrics_how = METRICS_SESSION;
+    return 1;
+}
+
+int repl_conn_metric_log(repl_conn *c)
+{
+    if (!c || !c->session || !c->metrics_ok || c->metrics_how == METRICS_SESSION) return 0;
+    c->metrics_how = METRICS_LOGGED;
+    return 1;
+}
+
+int repl_conn_metric_session(repl_conn *c)
+{
+    if (!c || !c->session) return 0;
+    if (c->metrics_how == METRICS_LOGGED) return HF_ESTATE;
+    c->metrics_how = METRICS_SESSION;
+    return 0;
+}
+
+static int mgrow(repl_conn *c, size_t more)
+{
+    if (c->mlen + more <= c->mcap) return 0;
+    size_t cap = c->mcap ? c->mcap : 4096;
+    while (cap < c->mlen + more) cap *= 2;
+    uint8_t *g2 = realloc(c->mbuf, cap);
+    if (!g2) return HF_ENOMEM;
+    c->mbuf = g2;
+    c->mcap = cap;
+    return 0;
+}
+
+/* SQLite's varint (sqlite3PutVarint), as changesets use it. */
+static void mput_varint(repl_conn *c, uint64_t v)
+{
+    uint8_t b[10];
+    int n = 0;
+    if (v & ((uint64_t)0xff000000 << 32)) {
+        b[8] = (uint8_t)v;
+        v >>= 8;
+        for (int i = 7; i >= 0; i--) {
+            b[i] = (uint8_t)((v & 0x7f) | 0x80);
+            v >>= 7;
+        }
+        memcpy(c->mbuf + c->mlen, b, 9);
+        c->mlen += 9;
+        return;
+    }
+    do {
+        b[n++] = (uint8_t)((v & 0x7f) | 0x80);
+        v >>= 7;
+    } while (v);
+    b[0] &= 0x7f;
+    for (int i = n - 1; i >= 0; i--) c->mbuf[c->mlen++] = b[i];
+}
+
+static void mput_u64(repl_conn *c, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) c->mbuf[c->mlen++] = (uint8_t)(v >> (8 * i));
+}
+
+static void mput_int(repl_conn *c, int64_t v)
+{
+    c->mbuf[c->mlen++] = SQLITE_INTEGER;
+    mput_u64(c, (uint64_t)v);
+}
+
+static void mput_real(repl_conn *c, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    c->mbuf[c->mlen++] = SQLITE_FLOAT;
+    mput_u64(c, u);
+}
+
+int repl_conn_metric_row(repl_conn *c, const repl_metric_row *r)
+{
+    if (!c || c->metrics_how != METRICS_LOGGED) return HF_ESTATE;
+    size_t nlen = strlen(r->name);
+    /* header once; a row: op, indirect, 7 numbers of 9 bytes, the name */
+    if (mgrow(c, 32 + 7 * 9 + 10 + nlen)) return HF_ENOMEM;
+    if (c->mrows == 0) {
+        c->mbuf[c->mlen++] = 'T';
+        mput_varint(c, METRIC_NCOL);
+        for (int i = 0; i < METRIC_NCOL; i++) c->mbuf[c->mlen++] = i == 0;
+        memcpy(c->mbuf + c->mlen, "metrics", 8);   /* with its NUL */
+        c->mlen += 8;
+    }
+    c->mbuf[c->mlen++] = SQLITE_INSERT;
+    c->mbuf[c->mlen++] = 0;   /* not indirect */
+    mput_int(c, r->seq);
+    mput_int(c, r->trial_id);
+    mput_int(c, r->attempt);
+    c->mbuf[c->mlen++] = SQLITE_TEXT;
+    mput_varint(c, nlen);
+    memcpy(c->mbuf + c->mlen, r->name, nlen);
+    c->mlen += nlen;
+    if (r->has_step) mput_int(c, r->step);
+    else c->mbuf[c->mlen++] = SQLITE_NULL;
+    if (r->has_epoch) mput_real(c, r->epoch);
+    else c->mbuf[c->mlen++] = SQLITE_NULL;
+    mput_real(c, r->value);
+    mput_int(c, r->time);
+    c->mrows++;
+    return 0;
 }
 
 void repl_conn_abort(repl_conn *c)
@@ -264,6 +416,7 @@ int repl_conn_begin(repl_conn *c)
         hf_warn("replication: cannot create a session: %s", sqlite3_errmsg(c->db));
         return HF_ENOMEM;
     }
+    sqlite3session_table_filter(c->session, table_filter, c);
     if (sqlite3session_attach(c->session, NULL) != SQLITE_OK) {
         hf_warn("replication: cannot attach a session: %s", sqlite3_errmsg(c->db));
         conn_end(c);
@@ -296,7 +449,7 @@ static int bump_lsn(repl_conn *c, int64_t *lsn)
 int repl_conn_commit(repl_conn *c, int (*commit)(void *arg), void *arg)
 {
     c->committing = 1;
-    if (!c->session || sqlite3session_isempty(c->session)) {
+    if (!c->session || (sqlite3session_isempty(c->session) && c->mrows == 0)) {
         int rc = commit(arg);
         if (rc == 0 && c->uncaptured && sqlite3_total_changes64(c->db) != c->changes0)
             atomic_store(&g.uncaptured_writes, 1);
@@ -313,6 +466,19 @@ int repl_conn_commit(repl_conn *c, int (*commit)(void *arg), void *arg)
         hf_warn("replication: cannot take the changeset: %s", sqlite3_errmsg(c->db));
         rc = HF_ENOMEM;
     }
+    if (rc == 0 && c->mrows > 0) {
+        /* the logged metric rows: one more table section, after the
+         * session's (a changeset is a sequence of table sections) */
+        void *all = sqlite3_malloc64((sqlite3_uint64)n + c->mlen);
+        if (!all) rc = HF_ENOMEM;
+        else {
+            if (n) memcpy(all, cs, (size_t)n);
+            memcpy((uint8_t *)all + n, c->mbuf, c->mlen);
+            sqlite3_free(cs);
+            cs = all;
+            n += (int)c->mlen;
+        }
+    }
     if (rc == 0) rc = commit(arg);
     if (rc == 0) {
         /* g.lsn before the ring: the append wakes stream polls, and a
@@ -320,6 +486,7 @@ int repl_conn_commit(repl_conn *c, int (*commit)(void *arg), void *arg)
          * stream's "ahead" check (after > repl_lsn()) must not see the
          * old LSN then (a 409 and a needless re-bootstrap). */
         atomic_store(&g.lsn, lsn);
+        atomic_fetch_add(&metric_rows_logged, c->mrows);
         if (atomic_load(&g.started)) repl_ring_append(lsn, atomic_load(&g.term), cs, n);
         else sqlite3_free(cs);
         cs = NULL;

@@ -128,6 +128,32 @@ int  repl_conn_commit(repl_conn *c, int (*commit)(void *arg), void *arg);
 /* The transaction was rolled back (or never began): drop its session. */
 void repl_conn_abort(repl_conn *c);
 
+/* Metric rows logged by the writer itself instead of the session: the
+ * heartbeats' metric INSERTs are most of what the core writes, and the
+ * session would record each row's key at the INSERT and read the row back
+ * at the changeset (about half again the INSERT's own cost). Before the
+ * transaction's first write to metrics, repl_conn_metric_log asks for it:
+ * RET 1 — the session leaves metrics alone in this transaction and every
+ * row inserted there must be passed to repl_conn_metric_row (its changes
+ * go into the frame as one more table section, an INSERT per row, exactly
+ * as the session would write them); 0 — capture is off, the table's
+ * layout is not the one the log writes, or the session already has
+ * metrics in this transaction: insert as usual. A transaction that logs
+ * metrics must not otherwise change that table (repl_conn_metric_session
+ * says whether another write may: the purge asks it). */
+typedef struct repl_metric_row {
+    int64_t     seq, trial_id, attempt, step, time;
+    const char *name;
+    int         has_step, has_epoch;
+    double      epoch, value;
+} repl_metric_row;
+int repl_conn_metric_log(repl_conn *c);
+/* RET 0 or HF_ENOMEM (the transaction must then fail), HF_ESTATE (not asked). */
+int repl_conn_metric_row(repl_conn *c, const repl_metric_row *r);
+/* A write to metrics other than a logged INSERT is coming: RET 0 (the
+ * session captures it), HF_ESTATE (this transaction logs metrics). */
+int repl_conn_metric_session(repl_conn *c);
+
 /* The same for a connection that writes outside the core (checkpoint
  * store, retention, webhooks): BEGIN IMMEDIATE then repl_conn_begin. RET 0
  * or HF_E* (nothing is open then). */
@@ -150,6 +176,8 @@ const char *repl_errmsg(void);
 /* Writes that escaped the log (committed on a repl_conn's connection
  * outside repl_conn_commit while capture was on: a bug, logged). */
 int64_t repl_escaped_total(void);
+/* Metric rows committed through repl_conn_metric_row (/metrics). */
+int64_t repl_metric_rows_logged(void);
 
 /* Turn capture on (idempotent): from now on every transaction that begins
  * is recorded; returns once every transaction that began without a

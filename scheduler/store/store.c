@@ -387,6 +387,7 @@ void store_close(store *s)
 }
 
 sqlite3 *store_db(store *s) { return s->db; }
+struct repl_conn *store_repl(store *s) { return s->repl; }
 const char *store_path(const store *s) { return s->path; }
 const char *store_errmsg(store *s) { return sqlite3_errmsg(s->db); }
 /* Read from HTTP threads without the core's lock, so never the writer

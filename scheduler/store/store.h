@@ -54,6 +54,8 @@ typedef struct store store;
 int  store_open(const char *path, store **out, char *err, size_t errlen);
 void store_close(store *s);
 sqlite3 *store_db(store *s);
+/* The writer's capture context (repl.h), e.g. for repl_conn_metric_log. */
+struct repl_conn *store_repl(store *s);
 const char *store_path(const store *s);
 /* The prepared statement id, reset and with bindings cleared. */
 sqlite3_stmt *store_stmt(store *s, int id);

@@ -213,13 +213,21 @@ static void core_writes(sched *c)
     assert_int_equal(sched_agent_heartbeat(c, agent, b, &out, &je), 0);
     json_decref(out);
     json_decref(b);
+    /* a metric name of the longest kind (64 bytes) beside a short one */
+    char longname[65];
+    memset(longname, 'n', 64);
+    longname[64] = 0;
     for (int step = 0; step < 5; step++) {
-        b = json_pack("{s[{sIsIsi}]s[]s[{sIsIsIs{sf}}]s[{sIsIssss}]}", "running", "trial_id", (json_int_t)trial,
+        b = json_pack("{s[{sIsIsi}]s[]s[{sIsIsIs{sfsf}}]s[{sIsIssss}]}", "running", "trial_id", (json_int_t)trial,
                       "attempt", (json_int_t)attempt, "rank", 0, "events", "metrics", "trial_id", (json_int_t)trial,
-                      "attempt", (json_int_t)attempt, "step", (json_int_t)step, "values", "m", 0.1 * step, "logs",
-                      "trial_id", (json_int_t)trial, "attempt", (json_int_t)attempt, "stream", "stdout", "line",
-                      "epoch done, loss falling");
-        assert_int_equal(sched_agent_heartbeat(c, agent, b, &out, &je), 0);
+                      "attempt", (json_int_t)attempt, "step", (json_int_t)step, "values", "m", 0.1 * step, longname,
+                      -1e300 * step, "logs", "trial_id", (json_int_t)trial, "attempt", (json_int_t)attempt, "stream",
+                      "stdout", "line", "epoch done, loss falling");
+        /* epochs on some reports: 1.5, and an integer one (stored REAL) */
+        if (step % 2) json_object_set_new(json_array_get(json_object_get(b, "metrics"), 0), "epoch",
+                                          step == 1 ? json_real(1.5) : json_integer(3));
+        if (step == 4) json_object_del(json_array_get(json_object_get(b, "metrics"), 0), "step");
+        if (sched_agent_heartbeat(c, agent, b, &out, &je)) fail_msg("heartbeat: %s: %s", je.field, je.msg);
         json_decref(out);
         json_decref(b);
     }
@@ -287,10 +295,13 @@ static void test_capture_apply(void **st)
     assert_int_equal(n, size);
     close(fd);
     close(out);
+    int64_t logged0 = repl_metric_rows_logged();
     core_writes(c);
+    /* the heartbeats' metric rows went through the core's own log */
+    assert_int_equal(repl_metric_rows_logged() - logged0, 10);
     side_writes(s, c);
     int64_t escaped = repl_escaped_total();
-    sched_free(c);
+
     assert_true(repl_lsn() > lsn0 + 10);
     sqlite3 *rep = NULL;
     assert_int_equal(sqlite3_open(copy, &rep), SQLITE_OK);
@@ -306,7 +317,27 @@ static void test_capture_apply(void **st)
     assert_int_equal(unit_one_int(rep, "SELECT count(*) FROM webhooks"), 0);
     assert_true(compare_dbs(live, rep) >= 15);
     assert_int_equal(unit_one_int(rep, "SELECT lsn FROM repl_state"), repl_lsn());
+    assert_int_equal(unit_one_int(rep, "SELECT count(*) FROM metrics"), 10);
+    assert_int_equal(unit_one_int(rep, "SELECT count(*) FROM metrics WHERE epoch IS NOT NULL"), 4);
+    assert_int_equal(unit_one_int(rep, "SELECT count(*) FROM metrics WHERE step IS NULL"), 2);
     assert_int_equal(unit_one_int(rep, "SELECT count(*) FROM logs_fts WHERE line LIKE '%loss fal%'"), 5);
+    /* deleting the experiment: the purge's DELETEs from metrics go
+     * through the session (its own transactions) */
+    hf_jerr je;
+    assert_int_equal(sched_experiment_delete(c, 1, &je), 0);
+    sched_stats ss;
+    for (int k = 0; k < 100; k++) {
+        sched_get_stats(c, &ss);
+        if (ss.experiments_purging == 0) break;
+        sched_tick(c);
+    }
+    sched_get_stats(c, &ss);
+    assert_int_equal(ss.experiments_purging, 0);
+    sched_free(c);
+    int64_t lsn1 = unit_one_int(rep, "SELECT lsn FROM repl_state");
+    assert_int_equal(apply_frames(rep, lsn1), repl_lsn());
+    assert_true(compare_dbs(live, rep) >= 15);
+    assert_int_equal(unit_one_int(rep, "SELECT count(*) FROM metrics"), 0);   /* purged on both */
     assert_int_equal(escaped, 0);
     sqlite3_close(rep);
     sqlite3_close(live);
