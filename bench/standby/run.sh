@@ -34,6 +34,7 @@
 #
 # `bench/run standby` runs it. Environment: HF_BIN (default ./bin),
 # SB_AGENTS (ingestion agents, 10), SB_REPORTS (reports per trial, 600),
+# SB_SKIP_PACED (set: no paced agents; their row says null),
 # SB_PER_HB (100), SB_TMP (default /tmp: the disk under test), SB_KEEP (set:
 # keep its directory, logs included), SB_SKIP_A /
 # SB_SKIP_B (set: skip that part), SB_FAILOVER_AFTER (3), SB_RUNS (3).
@@ -81,7 +82,7 @@ AGT=agt-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 printf 'admin:%s\nagent:%s\n' "$ADM" "$AGT" >"$tmp/tokens"
 chmod 600 "$tmp/tokens"
 field() { sed -n 's/^LOADGEN //p' "$1" | jq -r ".$2"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/) print "-"; else if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
 repl() { curl -fsS -m 3 -H "Authorization: Bearer $ADM" "$1/api/v1/replication"; }
 
 # NAME ARGS...: start a scheduler on a free loopback port in $tmp/NAME;
@@ -124,11 +125,15 @@ run_a() {   # MODE: none | sync
   rps[$mode]=$(field "$tmp/ing-$mode" reports_per_s)
   p50[$mode]=$(field "$tmp/ing-$mode" hb_p50_ms)
   p99[$mode]=$(field "$tmp/ing-$mode" hb_p99_ms)
+  if [[ -n ${SB_SKIP_PACED:-} ]]; then
+    pp99[$mode]=null
+  else
   echo "standby: $mode: paced agents (100 x 2 slots, a heartbeat every 250 ms) ..."
   $(pin_to loadgen) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 100 --slots 2 --trials 200 \
     --reports 40 --per-hb 1 --values 4 --hb-ms 250 --threads 4 --probe-hz 5 --max-seconds 60 \
     --name-prefix "paced-$mode" >"$tmp/paced-$mode" 2>&1
   pp99[$mode]=$(field "$tmp/paced-$mode" hb_p99_ms)
+  fi
   state[$mode]=$(repl "$purl" | jq -c '{state, lsn, standby: (.standby // null | if . then {acked_lsn, lag_ms} else null end)}')
   echo "standby: $mode: replication at the end: ${state[$mode]}"
   if [[ $mode == sync ]] && ! jq -e '.state == "sync"' <<<"${state[$mode]}" >/dev/null; then

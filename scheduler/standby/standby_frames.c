@@ -91,7 +91,10 @@ static int record(const uint8_t *p, size_t n, size_t *i, uint64_t ncol)
     return 0;
 }
 
-int standby_changeset_valid(const void *cs, size_t n)
+/* Walk cs (n bytes) as standby_changeset_valid says; *objects (may be
+ * NULL) is set when a table header names checkpoints or contexts, the
+ * tables whose rows name objects. RET 0 or HF_EPARSE. */
+static int walk(const void *cs, size_t n, int *objects)
 {
     const uint8_t *p = cs;
     size_t i = 0;
@@ -104,6 +107,8 @@ int standby_changeset_valid(const void *cs, size_t n)
             i += (size_t)ncol;
             const uint8_t *z = i < n ? memchr(p + i, 0, n - i) : NULL;
             if (!z) return HF_EPARSE;
+            if (objects && (!strcmp((const char *)p + i, "checkpoints") || !strcmp((const char *)p + i, "contexts")))
+                *objects = 1;
             i = (size_t)(z - p) + 1;
             have_table = 1;
             continue;
@@ -120,6 +125,8 @@ int standby_changeset_valid(const void *cs, size_t n)
     }
     return 0;
 }
+
+int standby_changeset_valid(const void *cs, size_t n) { return walk(cs, n, NULL); }
 
 int standby_frames_check(const uint8_t *buf, size_t n, int64_t after, int64_t term, char *err, size_t errlen)
 {
@@ -197,7 +204,11 @@ int standby_changeset_objects(const void *cs, int len, const standby_cols *cols,
     if (len == 0) return 0;
     /* A changeset's tables start with 'T' ('P' is a patchset, which the
      * primary never sends; SQLite's iterator may spin on a truncated one). */
-    if (((const uint8_t *)cs)[0] != 'T' || standby_changeset_valid(cs, (size_t)len)) return HF_EPARSE;
+    int objects = 0;
+    if (((const uint8_t *)cs)[0] != 'T' || walk(cs, (size_t)len, &objects)) return HF_EPARSE;
+    /* most frames (heartbeats) name no object table: SQLite's iterator,
+     * a call per change, is not needed to learn that */
+    if (!objects) return 0;
     if (sqlite3changeset_start(&it, len, (void *)cs) != SQLITE_OK) return HF_EPARSE;
     int64_t budget = (int64_t)len + 1;   /* every change takes at least one byte */
     while (budget-- > 0 && (src = sqlite3changeset_next(it)) == SQLITE_ROW) {
