@@ -701,7 +701,7 @@ static void loop_main(hf_thread *t, void *arg)
             break;
         }
         if (rc == 2) {
-            apply_stop(&L, 1);   /* what was received is applied; the replica then waits as it is */
+            apply_stop(&L, 0);   /* what is spooled stays, applied at the next start */
             hf_error("standby: the primary's schema version differs from this binary's: applying stopped, the "
                      "replica kept as it is; restarting to wait for one version on both sides");
             restart(&L, 0);
