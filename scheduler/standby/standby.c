@@ -61,7 +61,6 @@
 #define LOST_LOG_MS       1000    /* ... and the "primary silent" info line this often */
 #define STREAM_ANSWER_MAX ((size_t)STANDBY_FRAME_MAX + (16u << 20))   /* <= 8 MiB of frames, or one large one */
 #define BOOTSTRAPS_ENV    "HYPERFARM_STANDBY_BOOTSTRAPS"   /* carried across a re-exec */
-#define APPLY_MAX         ((size_t)8 << 20)   /* the apply thread's transaction: up to this much of the spool */
 #define APPLY_RETRY_MS    500     /* after a failed apply that is not divergence (a full disk) */
 
 static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -149,7 +148,16 @@ static int bootstrap(const standby_config *cfg, hf_http *c, char *err, size_t er
 
 int standby_prepare(const standby_config *cfg, volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
-    int rc = HF_ECONN;
+    int rc = standby_spool_catch_up(cfg->db, err, errlen);
+    if (rc == HF_ECORRUPT) {
+        /* the spool does not apply: the replica is not the stream's past */
+        hf_warn("standby: %s: moving the replica aside", err);
+        standby_move_aside(cfg->db, "diverged", NULL, 0);
+        standby_spool_remove(cfg->db);
+    } else if (rc) {
+        return rc;   /* a disk that cannot be read or written: nothing can be served either */
+    }
+    rc = HF_ECONN;
     const char *env = getenv(BOOTSTRAPS_ENV);
     pthread_mutex_lock(&st_mu);
     sb.bootstraps = env ? strtoll(env, NULL, 10) : 0;
@@ -355,32 +363,24 @@ static int take_answer(loop_state *L, const uint8_t *buf, size_t n, char *err, s
  * may begin at or below it only after a crash between the apply's commit
  * and the spool's mark), applied in one transaction, then the objects
  * only the applied rows size. RET 0, HF_ECORRUPT (divergence), HF_E*. */
+/* The apply thread's step: standby_spool_apply, then the objects only the
+ * applied rows size, then the figures. RET 0, HF_ECORRUPT, HF_E*. */
 static int apply_answer(apply_state *A, const uint8_t *buf, size_t n, char *err, size_t errlen)
 {
-    size_t off = 0, start = 0;
-    standby_frame f;
-    int r, nf = 0;
     int64_t lsn = atomic_load(&A->lsn);
-    while ((r = standby_frame_next(buf, n, &off, &f)) == 1) {
-        if (f.lsn <= lsn) start = off;
-        else nf++;
-    }
-    if (r < 0) { snprintf(err, errlen, "a malformed frame in the spool"); return HF_ECORRUPT; }
-    if (!nf) return 0;
-    fetch_ctx x = {.c = A->c, .db = A->db, .err = err, .errlen = errlen};
-    int rc;
-    if ((rc = standby_apply_frames(A->db, buf + start, n - start, err, errlen))) return rc;
+    size_t start = 0;
+    int nf = standby_spool_apply(A->db, buf, n, &lsn, &start, err, errlen);
+    if (nf <= 0) return nf;
+    atomic_store(&A->lsn, lsn);
     /* the receiver fetched the objects whose size the changes carry */
-    if ((rc = frames_objects(&A->cols, buf + start, n - start, fetch_late, &x))) return rc;
-    int64_t t, l;
-    char cl[80];
-    if (standby_apply_state(A->db, &t, &l, cl, sizeof cl) == 0) atomic_store(&A->lsn, l);
+    fetch_ctx x = {.c = A->c, .db = A->db, .err = err, .errlen = errlen};
+    int rc = frames_objects(&A->cols, buf + start, n - start, fetch_late, &x);
     pthread_mutex_lock(&st_mu);
-    sb.applied_lsn = atomic_load(&A->lsn);
+    sb.applied_lsn = lsn;
     sb.last_commit_wall = hf_wall_ms();
     pthread_mutex_unlock(&st_mu);
-    hf_debug("standby: applied %d frames, lsn %lld", nf, (long long)atomic_load(&A->lsn));
-    return 0;
+    hf_debug("standby: applied %d frames, lsn %lld", nf, (long long)lsn);
+    return rc;
 }
 
 static void apply_main(hf_thread *t, void *arg)
@@ -391,7 +391,7 @@ static void apply_main(hf_thread *t, void *arg)
         uint8_t *buf = NULL;
         size_t n = 0;
         int64_t mark = 0;
-        int rc = standby_spool_take(A->sp, 200, APPLY_MAX, &buf, &n, &mark);
+        int rc = standby_spool_take(A->sp, 200, STANDBY_APPLY_MAX, &buf, &n, &mark);
         if (rc == 0 && n) rc = apply_answer(A, buf, n, err, sizeof err);
         else if (rc) snprintf(err, sizeof err, "reading the spool: %s", hf_strerror(rc));
         free(buf);
@@ -701,7 +701,7 @@ static void loop_main(hf_thread *t, void *arg)
             break;
         }
         if (rc == 2) {
-            apply_stop(&L, 0);   /* what is spooled stays, applied at the next start */
+            apply_stop(&L, 1);   /* the replica whole at this version before it is upgraded */
             hf_error("standby: the primary's schema version differs from this binary's: applying stopped, the "
                      "replica kept as it is; restarting to wait for one version on both sides");
             restart(&L, 0);

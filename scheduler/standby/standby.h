@@ -163,6 +163,19 @@ int standby_spool_pending(standby_spool *sp);
 /* Wake a taker waiting in standby_spool_take (and no more waits). */
 void standby_spool_wake(standby_spool *sp);
 void standby_spool_close(standby_spool *sp);
+/* Apply the frames of buf (whole spooled answers) after *lsn to the
+ * replica db in one transaction (frames at or below *lsn skipped: a
+ * record can begin below only after a crash between the apply's commit
+ * and its mark); *lsn becomes the replica's LSN and *start the offset of
+ * the first frame applied. RET the frames applied (0: none new),
+ * HF_ECORRUPT (divergence, a malformed frame), HF_E*; err. */
+int standby_spool_apply(struct sqlite3 *db, const uint8_t *buf, size_t n, int64_t *lsn, size_t *start, char *err,
+                        size_t errlen);
+/* At start, before the replica is read or migrated: apply what db's
+ * spool holds past it, so the replica is whole at its own schema version.
+ * RET 0 (also: no replica), HF_ECORRUPT (it does not apply), HF_E*. */
+int standby_spool_catch_up(const char *db, char *err, size_t errlen);
+#define STANDBY_APPLY_MAX ((size_t)8 << 20)   /* one apply transaction: up to this much of the spool */
 /* Remove db's spool (with the replica it belongs to). RET 0 or HF_E*. */
 int standby_spool_remove(const char *db);
 void standby_spool_path(const char *db, char *out, size_t outlen);

@@ -27,7 +27,9 @@
 
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int exec1(sqlite3 *db, const char *sql, char *err, size_t errlen)
 {
@@ -179,5 +181,70 @@ int standby_apply_promote(sqlite3 *db, const char *by, int64_t *term, char *err,
 fail:
     sqlite3_finalize(q);
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+/* ---------- applying it ---------- */
+
+/* Apply the frames of buf after *lsn to db in one transaction (a record
+ * may begin at or below it only after a crash between the apply's commit
+ * and the spool's mark); *lsn becomes the replica's. RET the number of
+ * frames applied (0: none were new), HF_ECORRUPT (divergence, a
+ * malformed frame), HF_E*. */
+int standby_spool_apply(sqlite3 *db, const uint8_t *buf, size_t n, int64_t *lsn, size_t *start, char *err,
+                        size_t errlen)
+{
+    size_t off = 0;
+    standby_frame f;
+    int r, nf = 0, rc;
+    *start = 0;
+    while ((r = standby_frame_next(buf, n, &off, &f)) == 1) {
+        if (f.lsn <= *lsn) *start = off;
+        else nf++;
+    }
+    if (r < 0) { snprintf(err, errlen, "a malformed frame in the spool"); return HF_ECORRUPT; }
+    if (!nf) return 0;
+    if ((rc = standby_apply_frames(db, buf + *start, n - *start, err, errlen))) return rc;
+    int64_t t, l;
+    char cl[80];
+    if (standby_apply_state(db, &t, &l, cl, sizeof cl) == 0) *lsn = l;
+    return nf;
+}
+
+/* At start, before anything reads or migrates the replica: apply what
+ * its spool holds past it (acknowledged, not applied when the process
+ * ended), so the replica is whole at its own schema version — an
+ * upgraded binary then migrates a complete replica, never applies old
+ * frames to a new schema. RET 0 or HF_E* (err). */
+int standby_spool_catch_up(const char *db, char *err, size_t errlen)
+{
+    int64_t term = 0, lsn = 0;
+    char cl[80];
+    if (access(db, F_OK) != 0) return 0;
+    sqlite3 *h = NULL;
+    standby_cols cols;
+    standby_spool *sp = NULL;
+    int rc = standby_apply_open(db, &h, &cols, err, errlen);
+    if (!rc && standby_apply_state(h, &term, &lsn, cl, sizeof cl)) {   /* not a replica (yet): nothing to apply */
+        sqlite3_close_v2(h);
+        return 0;
+    }
+    if (!rc) rc = standby_spool_open(db, lsn, term, &sp, err, errlen);
+    int64_t from = lsn;
+    while (!rc && standby_spool_pending(sp)) {
+        uint8_t *buf = NULL;
+        size_t n = 0, start = 0;
+        int64_t mark = 0;
+        rc = standby_spool_take(sp, 0, STANDBY_APPLY_MAX, &buf, &n, &mark);
+        if (!rc && n) {
+            int nf = standby_spool_apply(h, buf, n, &lsn, &start, err, errlen);
+            rc = nf < 0 ? nf : 0;
+        }
+        free(buf);
+        if (!rc) standby_spool_applied(sp, mark);
+    }
+    if (!rc && lsn > from) hf_info("standby: applied lsn %lld..%lld from the spool", (long long)from + 1, (long long)lsn);
+    standby_spool_close(sp);
+    sqlite3_close_v2(h);
     return rc;
 }

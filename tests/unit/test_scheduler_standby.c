@@ -478,6 +478,70 @@ static void test_spool(void **st)
     free(g);
 }
 
+/* One primary transaction (sql) under a session: its changeset. */
+static void *session_txn(sqlite3 *prim, const char *sql, int *len)
+{
+    sqlite3_session *ses;
+    void *cs = NULL;
+    assert_int_equal(sqlite3session_create(prim, "main", &ses), SQLITE_OK);
+    assert_int_equal(sqlite3session_attach(ses, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(prim, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(prim, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(prim, "UPDATE repl_state SET lsn = lsn + 1 WHERE id = 1", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3session_changeset(ses, len, &cs), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(prim, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3session_delete(ses);
+    return cs;
+}
+
+/* At start the replica takes what its spool holds past it
+ * (standby_spool_catch_up): two records applied, the replica at their
+ * LSN, nothing pending; again: nothing to do; a spooled frame that
+ * conflicts is divergence. */
+static void test_spool_catch_up(void **st)
+{
+    (void)st;
+    char path[512], err[256];
+    sqlite3 *prim = open_db("p.db"), *rep = open_db("r.db");
+    sqlite3_close(rep);
+    snprintf(path, sizeof path, "%s/r.db", dir);
+    assert_int_equal(standby_spool_catch_up(path, err, sizeof err), 0);   /* no spool: nothing */
+    int l1 = 0, l2 = 0;
+    void *c1 = session_txn(prim, "INSERT INTO t(v) VALUES ('one')", &l1);
+    void *c2 = session_txn(prim, "INSERT INTO t(v) VALUES ('two'); INSERT INTO t(v) VALUES ('three')", &l2);
+    static uint8_t f1[4096], f2[4096], f3[4096];
+    size_t n1 = 0, n2 = 0, n3 = 0;
+    put_frame(f1, &n1, 1, 1, 0, (uint32_t)l1, c1, (size_t)l1);
+    put_frame(f2, &n2, 2, 1, 0, (uint32_t)l2, c2, (size_t)l2);
+    put_frame(f3, &n3, 3, 1, 0, (uint32_t)l1, c1, (size_t)l1);   /* 'one' again: a conflict */
+    standby_spool *sp = NULL;
+    assert_int_equal(standby_spool_open(path, 0, 1, &sp, err, sizeof err), 0);
+    assert_int_equal(standby_spool_append(sp, f1, n1, 1), 0);
+    assert_int_equal(standby_spool_append(sp, f2, n2, 2), 0);
+    standby_spool_close(sp);
+    assert_int_equal(standby_spool_catch_up(path, err, sizeof err), 0);
+    rep = NULL;
+    assert_int_equal(sqlite3_open(path, &rep), SQLITE_OK);
+    assert_int_equal(one(rep, "SELECT lsn FROM repl_state"), 2);
+    assert_int_equal(one(rep, "SELECT COUNT(*) FROM t"), 3);
+    assert_int_equal(one(rep, "SELECT COUNT(*) FROM tlog"), 3);   /* the primary trigger's rows, not doubled */
+    sqlite3_close(rep);
+    assert_int_equal(standby_spool_open(path, 2, 1, &sp, err, sizeof err), 0);
+    assert_false(standby_spool_pending(sp));
+    assert_int_equal(standby_spool_append(sp, f3, n3, 3), 0);
+    standby_spool_close(sp);
+    assert_int_equal(standby_spool_catch_up(path, err, sizeof err), HF_ECORRUPT);
+    assert_non_null(strstr(err, "diverged"));
+    rep = NULL;
+    assert_int_equal(sqlite3_open(path, &rep), SQLITE_OK);
+    assert_int_equal(one(rep, "SELECT lsn FROM repl_state"), 2);   /* rolled back */
+    sqlite3_close(rep);
+    sqlite3_free(c1);
+    sqlite3_free(c2);
+    sqlite3_close(prim);
+}
+
 static void test_argv_edit(void **st)
 {
     (void)st;
@@ -500,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_vote_decide),
         cmocka_unit_test(test_argv_edit),
         cmocka_unit_test_setup_teardown(test_spool, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spool_catch_up, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
