@@ -1,7 +1,8 @@
 /*
  * standby_apply.c — the standby's writes to its replica (docs/scheduler.md,
- * "Standby and failover"): applying the primary's changesets, and the one
- * transaction of a promotion.
+ * "Standby and failover"): applying the primary's changesets (from the
+ * spool: standby_spool_apply, and at start standby_spool_catch_up), and
+ * the one transaction of a promotion.
  *
  * The connection is the apply loop's alone (thread "hf-standby"): WAL,
  * synchronous=FULL (an acknowledged LSN is on disk), triggers off (the
