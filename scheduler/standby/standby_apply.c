@@ -4,12 +4,13 @@
  * spool: standby_spool_apply, and at start standby_spool_catch_up), and
  * the one transaction of a promotion.
  *
- * The connection is the apply loop's alone (thread "hf-standby"): WAL,
- * synchronous=FULL (an acknowledged LSN is on disk), triggers off (the
+ * Each connection opened here is one thread's alone (the apply thread
+ * "hf-sb-apply"; "hf-standby" for promotion; the start-up's catch-up):
+ * WAL, synchronous=FULL (an applied LSN is on disk), triggers off (the
  * changes their firing made on the primary are in the changesets
  * already: firing them again would double them), foreign keys off (a
  * changeset is ordered by table, not by dependency; the primary checked
- * them). Each answer of the stream is one transaction: the changesets are
+ * them). Each take of the spool (whole answers) is one transaction: the changesets are
  * applied with SQLITE_CHANGESETAPPLY_NOSAVEPOINT inside our BEGIN
  * IMMEDIATE, and any conflict aborts and rolls everything back — the
  * replica is not the primary's past, which only a new bootstrap mends.
