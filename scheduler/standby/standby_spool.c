@@ -35,6 +35,7 @@
 #include "hf_err.h"
 #include "hf_file.h"
 #include "hf_log.h"
+#include "hf_time.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -262,11 +263,7 @@ int standby_spool_take(standby_spool *sp, int wait_ms, size_t max, uint8_t **buf
     *len = 0;
     pthread_mutex_lock(&sp->mu);
     if (sp->taken >= sp->end && wait_ms > 0 && !sp->closing) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += wait_ms / 1000;
-        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        struct timespec ts = hf_deadline(CLOCK_MONOTONIC, wait_ms);   /* sp->cv is on the monotonic clock */
         pthread_cond_timedwait(&sp->cv, &sp->mu, &ts);
     }
     off_t from = sp->taken, end = sp->end;
