@@ -20,23 +20,12 @@
 #endif
 #include "scheduler/standby/standby.h"
 
+#include "hf_be.h"
 #include "hf_err.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
-
-static uint64_t be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 int standby_frame_next(const uint8_t *buf, size_t n, size_t *off, standby_frame *f)
 {
@@ -44,8 +33,8 @@ int standby_frame_next(const uint8_t *buf, size_t n, size_t *off, standby_frame 
     if (*off == n) return 0;
     if (n - *off < STANDBY_FRAME_HDR) return HF_EPARSE;
     const uint8_t *p = buf + *off;
-    uint64_t lsn = be64(p), term = be64(p + 8);
-    uint32_t flags = be32(p + 16), len = be32(p + 20);
+    uint64_t lsn = hf_be_get(p, 8), term = hf_be_get(p + 8, 8);
+    uint32_t flags = (uint32_t)hf_be_get(p + 16, 4), len = (uint32_t)hf_be_get(p + 20, 4);
     if (lsn > INT64_MAX || term > INT64_MAX || flags) return HF_EPARSE;
     if (len > STANDBY_FRAME_MAX) return HF_ETOOBIG;
     if (n - *off - STANDBY_FRAME_HDR < len) return HF_EPARSE;

@@ -32,6 +32,7 @@
  */
 #include "scheduler/standby/standby.h"
 
+#include "hf_be.h"
 #include "hf_err.h"
 #include "hf_file.h"
 #include "hf_log.h"
@@ -74,18 +75,6 @@ static uint64_t fnv1a64(const uint8_t *p, size_t n)
     return h;
 }
 
-static void put_be(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = v << 8 | p[i];
-    return v;
-}
-
 static int read_at(int fd, void *buf, size_t n, off_t off)
 {
     size_t got = 0;
@@ -109,12 +98,12 @@ static int read_record(int fd, off_t off, off_t size, uint32_t *len, uint8_t **b
     if (size - off < SPOOL_REC_HDR) return 0;
     int rc = read_at(fd, h, sizeof h, off);
     if (rc) return rc;
-    uint32_t n = (uint32_t)get_be(h + 4, 4);
-    if (get_be(h, 4) != SPOOL_MAGIC || n == 0 || n > SPOOL_REC_MAX || size - off - SPOOL_REC_HDR < (off_t)n) return 0;
+    uint32_t n = (uint32_t)hf_be_get(h + 4, 4);
+    if (hf_be_get(h, 4) != SPOOL_MAGIC || n == 0 || n > SPOOL_REC_MAX || size - off - SPOOL_REC_HDR < (off_t)n) return 0;
     uint8_t *b = malloc(n);
     if (!b) return HF_ENOMEM;
     if ((rc = read_at(fd, b, n, off + SPOOL_REC_HDR))) { free(b); return rc; }
-    if (fnv1a64(b, n) != get_be(h + 8, 8)) { free(b); return 0; }
+    if (fnv1a64(b, n) != hf_be_get(h + 8, 8)) { free(b); return 0; }
     *len = n;
     if (body) *body = b;
     else free(b);
@@ -223,9 +212,9 @@ int standby_spool_append(standby_spool *sp, const uint8_t *buf, size_t n, int64_
 {
     if (n == 0 || n > SPOOL_REC_MAX) return HF_EINVAL;
     uint8_t h[SPOOL_REC_HDR];
-    put_be(h, SPOOL_MAGIC, 4);
-    put_be(h + 4, n, 4);
-    put_be(h + 8, fnv1a64(buf, n), 8);
+    hf_be_put(h, SPOOL_MAGIC, 4);
+    hf_be_put(h + 4, n, 4);
+    hf_be_put(h + 8, fnv1a64(buf, n), 8);
     pthread_mutex_lock(&sp->mu);
     off_t at = sp->end;
     sp->appending = 1;

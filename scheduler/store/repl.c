@@ -33,6 +33,7 @@
 #include "scheduler/store/repl.h"
 #include "scheduler/store/repl_int.h"
 
+#include "hf_be.h"
 #include "hf_err.h"
 #include "hf_log.h"
 
@@ -345,7 +346,8 @@ static void mput_varint(repl_conn *c, uint64_t v)
 
 static void mput_u64(repl_conn *c, uint64_t v)
 {
-    for (int i = 7; i >= 0; i--) c->mbuf[c->mlen++] = (uint8_t)(v >> (8 * i));
+    hf_be_put(c->mbuf + c->mlen, v, 8);
+    c->mlen += 8;
 }
 
 static void mput_int(repl_conn *c, int64_t v)

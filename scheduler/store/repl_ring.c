@@ -29,6 +29,7 @@
  */
 #include "scheduler/store/repl_int.h"
 
+#include "hf_be.h"
 #include "hf_err.h"
 #include "hf_log.h"
 #include "hf_thread.h"
@@ -280,17 +281,12 @@ end:
     return rc;
 }
 
-static void put_be(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
-}
-
 void repl_frame_header(uint8_t hdr[REPL_FRAME_HDR], int64_t lsn, int64_t term, uint32_t len)
 {
-    put_be(hdr, (uint64_t)lsn, 8);
-    put_be(hdr + 8, (uint64_t)term, 8);
-    put_be(hdr + 16, 0, 4);
-    put_be(hdr + 20, len, 4);
+    hf_be_put(hdr, (uint64_t)lsn, 8);
+    hf_be_put(hdr + 8, (uint64_t)term, 8);
+    hf_be_put(hdr + 16, 0, 4);
+    hf_be_put(hdr + 20, len, 4);
 }
 
 /* Copy the frames from LSN from on, up to max bytes (at least one).
