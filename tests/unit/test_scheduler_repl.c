@@ -835,6 +835,7 @@ static void test_standby_list(void **st)
     int64_t l1 = repl_lsn();
     repl_standby_ack(l1, "10.0.0.1");
     big_txn(s, 10);
+    usleep(2 * 1000);   /* "last seen" is in ms: two acks in one ms would not be ordered */
     repl_standby_ack(l1, "10.0.0.2");   /* behind what was current when it connected */
     repl_status_get(&r);
     assert_int_equal(r.nstandbys, 2);
@@ -864,6 +865,7 @@ static void test_standby_list(void **st)
     for (int i = 0; i < REPL_STANDBYS_MAX; i++) {
         char a[32];
         snprintf(a, sizeof a, "10.0.1.%d", i);
+        usleep(2 * 1000);   /* each seen after the last: the one silent longest is replaced */
         repl_standby_ack(repl_lsn(), a);
     }
     repl_status_get(&r);
