@@ -185,9 +185,9 @@ $(BENCH_BIN): $(BIN)/bench/%: $(O)/bench/%.o $(LIB_trainer)
 # again after it, for the symbols it needs).
 $(filter $(BIN)/bench/search_%,$(BENCH_BIN)): $(O)/libscheduler.a
 $(filter $(BIN)/bench/search_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
-# bench/purge_*.c and repl_*.c drive the scheduler's core and store directly: libscheduler too.
-$(filter $(BIN)/bench/purge_% $(BIN)/bench/repl_%,$(BENCH_BIN)): $(O)/libscheduler.a
-$(filter $(BIN)/bench/purge_% $(BIN)/bench/repl_%,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
+# bench/purge_*.c, repl_*.c and cold_core.c drive the scheduler's core and store directly: libscheduler too.
+$(filter $(BIN)/bench/purge_% $(BIN)/bench/repl_% $(BIN)/bench/cold_core,$(BENCH_BIN)): $(O)/libscheduler.a
+$(filter $(BIN)/bench/purge_% $(BIN)/bench/repl_% $(BIN)/bench/cold_core,$(BENCH_BIN)): LDLIBS := $(O)/libcommon.a $(LDLIBS)
 # bench/search_bbob: the BBOB functions (bench/search/bbob.c, also Optuna's side through ctypes).
 $(BIN)/bench/search_bbob: $(O)/bench/search/bbob.o
 # bench/ckpt_*.c drive the agent's checkpoint transfers: libagent too.

@@ -38,11 +38,8 @@
 /* The newest stored checkpoint of trial id. RET 1 (found), 0, or -1 (DB). */
 static int newest_of(sched *s, int64_t id, ckpt_ref *out)
 {
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *st = store_stmt(s->st, ST_CKPT_NEWEST);
     int found = -1;
-    if (sqlite3_prepare_v2(store_db(s->st), "SELECT sha256,size,name,step,agent_id FROM checkpoints WHERE trial_id=? "
-                                             "AND state='stored' ORDER BY id DESC LIMIT 1", -1, &st, NULL) != SQLITE_OK)
-        goto end;
     sqlite3_bind_int64(st, 1, id);
     int src = sqlite3_step(st);
     if (src == SQLITE_DONE) found = 0;
@@ -61,7 +58,7 @@ static int newest_of(sched *s, int64_t id, ckpt_ref *out)
     found = 1;
 end:
     if (found < 0) hf_error("checkpoints of trial %lld: %s", (long long)id, sqlite3_errmsg(store_db(s->st)));
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return found;
 }
 

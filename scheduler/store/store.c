@@ -75,6 +75,10 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_ALLOC_RELEASE] = "UPDATE allocations SET released_at=? WHERE trial_id=? AND attempt=? AND released_at IS NULL",
     [ST_EXP_META] = "UPDATE experiments SET description=?,tags=? WHERE id=?",
     [ST_TRIAL_NOTES] = "UPDATE trials SET notes=? WHERE id=?",
+    /* Run for every assignment of a trial that ran before or has a parent,
+     * pushed ones included: prepared once, not per call. */
+    [ST_CKPT_NEWEST] = "SELECT sha256,size,name,step,agent_id FROM checkpoints WHERE trial_id=? "
+                       "AND state='stored' ORDER BY id DESC LIMIT 1",
     [ST_LOAD_EXPERIMENTS] = "SELECT id,state,config,max_trials,searcher_done,created_at,ended_at,archived,"
                             "description,tags,parent_experiment,submitted_by,warm_history,end_reason "
                             /* a deleted experiment waits for the purge of its rows: never loaded */

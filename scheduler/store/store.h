@@ -41,6 +41,7 @@ enum store_stmt_id {
     ST_AGENT_INSERT, ST_AGENT_UPDATE, ST_AGENT_HB, ST_AGENT_BATCH,
     ST_ALLOC_INSERT, ST_ALLOC_UPDATE, ST_ALLOC_RELEASE,
     ST_EXP_META, ST_TRIAL_NOTES,   /* 0008_workflow: PATCH of experiments and trials */
+    ST_CKPT_NEWEST,            /* a trial's newest stored checkpoint (scheduler/core/sched_ckpt.c) */
     /* Loading the core at start (scheduler/core/sched_load.c): */
     ST_LOAD_EXPERIMENTS, ST_LOAD_AGENTS, ST_LOAD_TRIALS, ST_LOAD_ALLOCATIONS, ST_LOAD_REPORTS,
     ST_LOAD_REPORTS_NAMED,     /* reports of a JSON list of metric names (several objectives, constraints) */
