@@ -20,6 +20,8 @@
 #define TPE_MAX_STEPS 1e6     /* integers modelled by their mass up to this many */
 #define TPE_SPREAD_EXP 0.2     /* multivariate bandwidth x (spread / uniform's)^this (spread_factor) */
 #define TPE_SPREAD_MIN 0.6     /* ... at least this fraction of Scott's rule */
+#define TPE_LOCAL_BW_DIMS 2    /* multivariate with spread_bw: at most this many numeric dimensions
+                                * take the neighbour rule's bandwidths (kde_build) */
 #define TPE_UNIFORM_SD 0.28867513459481287   /* sqrt(1/12) */
 #define TPE_BRANCH_PRIOR 3.0  /* a branch parameter's prior weight x this (tpe_branches) */
 
@@ -136,7 +138,17 @@ static double spread_factor(const double *x, const double *w, size_t n, size_t n
  * multivariate: one Scott-rule bandwidth 0.2 * n^(-1/(nd+4)) for every
  * numeric dimension (BOHB's and Optuna's multivariate choice), with
  * o->spread_bw and nd > 1 times spread_factor of that dimension; otherwise
- * the univariate neighbour rule. Both are clipped to [1/min(100, m+1), 1]
+ * the univariate neighbour rule. With o->spread_bw (the tpe searcher, one
+ * objective) a group of at most TPE_LOCAL_BW_DIMS numeric dimensions keeps
+ * the joint components (a candidate takes all its coordinates from one
+ * observation) but each component's bandwidths are the neighbour rule's,
+ * narrow where observations crowd and wide where they are isolated:
+ * chosen on issue 29's tuning half (docs/search.md, "Defaults by
+ * evidence"): the 24 two-dimensional problems' median regret x 0.67
+ * (seeds 0..19), x 0.69 (seeds 20..39), x 0.60 at 4 in flight; in 3, 5
+ * and 10 dimensions the same rule was worse (x 1.1 to 2.5), where the
+ * gaps along one axis shrink much faster than the distances between
+ * points. Both are clipped to [1/min(100, m+1), 1]
  * ("magic clip"); the prior component is N(0.5, 1) / uniform categories.
  * Components weigh wt[i] when wt is given (MOTPE), else by age.
  * RET 0 or HF_ENOMEM. */
@@ -159,6 +171,9 @@ static int kde_build(tpe_kde *k, const tpe_dim *dims, size_t nd, const double *x
     for (size_t i = 0; i < m; i++) { k->w[i] /= tot; k->logw[i] = log(k->w[i]); }
     double scott = 0.2 * pow((double)(n ? n : 1), -1.0 / ((double)nd + 4.0));
     double minsg = 1.0 / (double)(m + 1 < 100 ? m + 1 : 100);
+    size_t nnum = 0;
+    for (size_t d = 0; d < nd; d++) nnum += dims[d].kind != DIM_CAT;
+    int local = !o->multivariate || (o->spread_bw && nnum <= TPE_LOCAL_BW_DIMS);
     for (size_t d = 0; d < nd; d++) {
         if (dims[d].kind == DIM_CAT) {
             size_t K = dims[d].K;
@@ -176,7 +191,7 @@ static int kde_build(tpe_kde *k, const tpe_dim *dims, size_t nd, const double *x
         }
         for (size_t i = 0; i < n; i++) k->mu[i * nd + d] = x[i * nd + d];
         k->mu[n * nd + d] = 0.5;
-        if (o->multivariate) {
+        if (!local) {
             double f = o->spread_bw && nd > 1 && n >= 2 ? spread_factor(x, k->w, n, nd, d) : 1.0;
             for (size_t i = 0; i < m; i++) k->sg[i * nd + d] = scott * f;
         }

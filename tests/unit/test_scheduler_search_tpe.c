@@ -647,7 +647,9 @@ static void test_cost_cooling(void **state)
         json_t *a = json_array(), *b = json_array();
         run_cost(costed_cfg, sp, seed, 40, 0, 1, a);
         run_cost(cooled_cfg, sp, seed, 40, 0, 1, b);
-        for (size_t k = 0; k <= 10; k++)      /* the start-up trials and the first model trial: weight 1 */
+        /* the start-up trials (the default 5) and the first model trial,
+         * n = 5: weight 1 (from n = 6 on cooling weighs it 1 - (n - 5) / 35) */
+        for (size_t k = 0; k <= 5; k++)
             assert_true(json_equal(json_array_get(a, k), json_array_get(b, k)));
         differ += !json_equal(a, b);
         json_decref(a); json_decref(b);
@@ -655,7 +657,11 @@ static void test_cost_cooling(void **state)
     print_message("cheap trials 10-19 of 100, 10 seeds: cost_metric %d, cooled %d; runs that cooling changed: %d of 10\n",
                   ce, ke, differ);
     assert_true(ke >= 70 && ce >= 70);      /* early: both follow the cost */
-    assert_true(differ >= 8);
+    /* 9 of 10 with Scott's bandwidths; 4 of 10 since two numeric
+     * dimensions take the neighbour rule's (search_tpe_model.c,
+     * TPE_LOCAL_BW_DIMS): both runs gather on the cheap peak, and the
+     * later, cooled proposals come from the same narrow kernels there */
+    assert_true(differ >= 3);
     search_space_free(sp);
 }
 
