@@ -76,8 +76,10 @@ static void print_peer(FILE *o, const json_t *p)
     if (json_is_string(p)) {
         fprintf(o, "%s\n", clean(json_string_value(p)));
     } else if (!strcmp(kind, "standby")) {
-        fprintf(o, "standby %s: %s, acked lsn %" PRId64 ", last seen %" PRId64 " ms ago\n", clean(jstr(p, "address", "?")),
-                clean(jstr(p, "state", "?")), jint(p, "acked_lsn"), jint(p, "last_seen_ms_ago"));
+        const char *nm = jstr(p, "name", "");   /* host:port; "" from an older standby */
+        fprintf(o, "standby %s%s%s%s: %s, acked lsn %" PRId64 ", last seen %" PRId64 " ms ago\n",
+                clean(jstr(p, "address", "?")), *nm ? " (" : "", clean(nm), *nm ? ")" : "", clean(jstr(p, "state", "?")),
+                jint(p, "acked_lsn"), jint(p, "last_seen_ms_ago"));
     } else if (!strcmp(kind, "peer")) {
         fprintf(o, "peer %s: ", clean(jstr(p, "url", "?")));
         if (json_is_string(json_object_get(p, "error"))) fprintf(o, "no answer (%s)", clean(jstr(p, "error", "")));

@@ -38,6 +38,7 @@
 #include "scheduler/standby/standby.h"
 #include "scheduler/store/repl.h"
 
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +219,19 @@ static int setup_standby_store(app *p, sched_options *o, char *const *argv, int 
     return 0;
 }
 
+/* What a standby calls itself in its stream requests (name=): host:port,
+ * so that the primary lists two standbys behind one address apart. */
+static void standby_name(char *out, size_t len, int port)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1)) snprintf(host, sizeof host, "standby");
+    for (char *c = host; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '.' && *c != '-') *c = '-';
+    char tail[16];
+    int tl = snprintf(tail, sizeof tail, ":%d", port);
+    snprintf(out, len, "%.*s%s", (int)(len - 1 - (size_t)tl), host, tail);
+}
+
 /* A standby's API (read-only: the role gate answers 503 for writes and for
  * the routes that need the core, which a standby does not run) and its
  * apply loop. */
@@ -240,6 +254,7 @@ static int setup_standby_api(app *p, const sched_options *o, char *const *argv, 
     standby_config sc = {.urls = p->urls, .nurls = p->nurls, .token = p->token[0] ? p->token : NULL,
                          .db = o->db, .ck_dir = o->ck_dir, .failover_after_s = o->failover_after,
                          .argv = argv, .argc = argc};
+    standby_name(sc.name, sizeof sc.name, api_port(p->a));
     if (standby_start(&sc)) { hf_error("cannot start the standby's apply thread"); return -1; }
     hf_info("standby of %s (%d URL%s): read-only; automatic promotion %s", p->urls[0], p->nurls,
             p->nurls > 1 ? "s" : "", o->failover_after ? "on" : "off (--failover-after 0)");

@@ -22,6 +22,7 @@
 #include "scheduler/api/auth.h"
 #include "scheduler/standby/standby.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,9 @@ static json_t *peers_json(const repl_status *st)
     if (!a) return NULL;
     for (int i = 0; i < st->nstandbys; i++) {
         const repl_standby_info *b = &st->standbys[i];
-        json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:s}", "kind", "standby", "address", b->address,
-                                           "acked_lsn", (json_int_t)b->acked_lsn, "last_seen_ms_ago",
-                                           (json_int_t)b->last_seen_ms_ago, "state", b->state));
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I, s:s}", "kind", "standby", "address", b->address,
+                                           "name", b->name, "acked_lsn", (json_int_t)b->acked_lsn,
+                                           "last_seen_ms_ago", (json_int_t)b->last_seen_ms_ago, "state", b->state));
     }
     append_all(a, peers_status_json());
     append_all(a, standby_peers_json());
@@ -145,6 +146,16 @@ enum MHD_Result api_h_repl_snapshot(api_call *k)
     return MHD_YES;
 }
 
+/* A standby's name=: 1 to REPL_STANDBY_NAME_MAX of [A-Za-z0-9._:[]-]. */
+static int name_ok(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > REPL_STANDBY_NAME_MAX) return 0;
+    for (const char *p = n; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr(".-_:[]", *p)) return 0;
+    return 1;
+}
+
 /* 409 {"error", "reason"}. */
 static enum MHD_Result conflict(api_call *k, const char *reason, const char *msg)
 {
@@ -165,7 +176,8 @@ static enum MHD_Result stream_answer(api_call *k, int64_t after)
     /* A standby this primary can serve: after=L acknowledges L (not one
      * told 410: it is about to bootstrap, and must not hold writes). */
     char ip[64];
-    if (n >= 0 && !k->rq->repl_polled) repl_standby_ack(after, api_peer_ip(k->c, ip, sizeof ip));
+    if (n >= 0 && !k->rq->repl_polled)
+        repl_standby_ack(after, api_peer_ip(k->c, ip, sizeof ip), api_query_arg(k, "name"));
     if (n == 0 && !k->rq->repl_polled) {
         k->rq->repl_polled = 1;
         k->rq->rw = (repl_waiter){.kind = REPL_W_STREAM, .lsn = after, .wait_ms = STREAM_WAIT_MS,
@@ -204,6 +216,13 @@ enum MHD_Result api_h_repl_stream(api_call *k)
         return api_send_jerr(k->c, 400, &k->e);
     if (term == 0 || after < 0) return api_send_err(k->c, 400, term ? "after" : "term", "term and after are required");
     if (k->rq->repl_polled) return stream_answer(k, after);   /* woken: answer now */
+    /* name=N: what the standby calls itself (host:port), so that two
+     * standbys behind one address are listed apart; shown as sent, so
+     * only a host name's, an address's and a port's characters. */
+    const char *name = api_query_arg(k, "name");
+    if (name && !name_ok(name))
+        return api_send_err(k->c, 400, "name", "name must be 1 to %d of A-Z a-z 0-9 . - _ : [ ] (host:port)",
+                            REPL_STANDBY_NAME_MAX);
     /* schema=V: the standby's binary's schema version. Migrations are not
      * streamed (each side runs its own at start), and SQLite skips a
      * changeset's table whose columns differ from the replica's, so a

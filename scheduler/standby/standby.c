@@ -504,8 +504,8 @@ static int stream_once(loop_state *L)
 {
     char path[300], err[512];
     answer_buf ab = {0};
-    snprintf(path, sizeof path, "/api/v1/replication/stream?cluster=%s&term=%lld&after=%lld&schema=%d", L->cluster,
-             (long long)L->term, (long long)L->recv, store_schema_newest());
+    snprintf(path, sizeof path, "/api/v1/replication/stream?cluster=%s&term=%lld&after=%lld&schema=%d%s%s", L->cluster,
+             (long long)L->term, (long long)L->recv, store_schema_newest(), *sb.cfg.name ? "&name=" : "", sb.cfg.name);
     hf_http_stream s = {.method = "GET", .path = path, .body_fd = -1, .sink = answer_sink, .sink_ud = &ab,
                         .stall_bytes = 1, .stall_s = STREAM_STALL_S};
     int rc = hf_http_stream_run(L->sc, &s, err, sizeof err);

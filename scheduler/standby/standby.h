@@ -192,6 +192,7 @@ typedef struct standby_config {
     int64_t            failover_after_s;   /* 0: manual promotion only */
     char *const       *argv;     /* the process's arguments, for the re-exec */
     int                argc;
+    char               name[64]; /* host:port, the stream requests' name= ("": none) */
 } standby_config;
 
 /* Before the store is opened: make db a replica of the primary, i.e.

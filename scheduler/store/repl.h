@@ -250,10 +250,12 @@ void repl_frame_header(uint8_t hdr[REPL_FRAME_HDR], int64_t lsn, int64_t term, u
 int  repl_stream_read(int64_t after, int wait_ms, size_t max, uint8_t **buf, size_t *len);
 
 /* A stream request arrived from addr (the standby's address as this
- * primary sees it; NULL: ""): the standby holds every LSN <= acked. Marks
- * it connected (now), moves the state and wakes the waiters, and records
- * addr's ack in the list of standbys (repl_status.standbys). */
-void repl_standby_ack(int64_t acked, const char *addr);
+ * primary sees it; NULL: "") with name (what the standby calls itself,
+ * its host and port; NULL: "", an older standby): the standby holds every
+ * LSN <= acked. Marks it connected (now), moves the state and wakes the
+ * waiters, and records its ack in the list of standbys
+ * (repl_status.standbys), one entry per address and name. */
+void repl_standby_ack(int64_t acked, const char *addr, const char *name);
 
 /* The wait before a write's answer: in state sync, block until the
  * standby acknowledged lsn, or until the state degrades (the standby is
@@ -321,9 +323,11 @@ void repl_unpark(repl_waiter *w);
  * request. The log's own state follows whichever asked last: two
  * standbys on one address are one entry. */
 #define REPL_STANDBYS_MAX      8
+#define REPL_STANDBY_NAME_MAX  63   /* a standby's name= (api_h_repl.c checks it) */
 #define REPL_STANDBY_FORGET_S  3600
 typedef struct repl_standby_info {
     char        address[64];
+    char        name[REPL_STANDBY_NAME_MAX + 1];   /* its stream requests' name= ("": none, an older standby) */
     int64_t     acked_lsn;
     int64_t     last_seen_ms_ago;
     const char *state;   /* "lost" (silent for --standby-timeout), "catching_up" (its ack below the LSN

@@ -19,9 +19,10 @@
  * of catching_up/sync, and nothing waits. Only in sync does repl_wait
  * block, and never longer than --standby-timeout.
  *
- * Beside the log's one state, r.sb lists every standby address that asked
- * for the stream lately, each with its own ack and state (GET
- * /api/v1/replication "peers"): the log follows whichever asked last.
+ * Beside the log's one state, r.sb lists every standby that asked for
+ * the stream lately, by address and name (its host and port, so that two
+ * standbys behind one address are two), each with its own ack and state
+ * (GET /api/v1/replication "peers"): the log follows whichever asked last.
  *
  * Lock: r.mu guards everything here; the log's repl_mu (repl.c) is held
  * around repl_ring_append, taken before r.mu (never the reverse). The event
@@ -49,6 +50,7 @@
 /* A standby as seen at its stream requests (repl_status.standbys). */
 typedef struct standby_seen {
     char    address[64];
+    char    name[REPL_STANDBY_NAME_MAX + 1];
     int64_t acked, last_seen, target;   /* target: the LSN current when it (re)connected */
 } standby_seen;
 
@@ -79,7 +81,7 @@ static struct {
     int64_t         flushes, flush_commits;
     pthread_cond_t  cv_flush;
     hf_thread      *timer;             /* "hf-repl", from the first park to repl_stop */
-    standby_seen    sb[REPL_STANDBYS_MAX];   /* by address; last_seen 0: a free slot */
+    standby_seen    sb[REPL_STANDBYS_MAX];   /* by address and name; last_seen 0: a free slot */
 } r = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static _Atomic uint64_t commit_seq;   /* the writer's commits, numbered (repl_note_commit) */
@@ -368,14 +370,19 @@ static void degraded_event(void)
     repl_ring_event("REPLICATION_DEGRADED", d);
 }
 
-/* Record addr's request (now, acked) in r.sb: its slot, else a free one,
- * else the one silent longest. Caller holds r.mu. */
-static void standby_seen_note(const char *addr, int64_t acked, int64_t now)
+static int seen_is(const standby_seen *e, const char *addr, const char *name)
+{
+    return e->last_seen && !strcmp(e->address, addr) && !strcmp(e->name, name);
+}
+
+/* Record the request (now, acked) of the standby addr/name in r.sb: its
+ * slot, else a free one, else the one silent longest. Caller holds r.mu. */
+static void standby_seen_note(const char *addr, const char *name, int64_t acked, int64_t now)
 {
     int64_t lost_ms = (int64_t)r.cfg.standby_timeout_s * 1000;
     standby_seen *e = NULL;
     for (int i = 0; i < REPL_STANDBYS_MAX && !e; i++)
-        if (r.sb[i].last_seen && !strcmp(r.sb[i].address, addr)) e = &r.sb[i];
+        if (seen_is(&r.sb[i], addr, name)) e = &r.sb[i];
     if (e && now - e->last_seen >= lost_ms) e->target = r.last;   /* back after being lost */
     for (int i = 0; i < REPL_STANDBYS_MAX && !e; i++)
         if (!r.sb[i].last_seen) e = &r.sb[i];
@@ -384,8 +391,9 @@ static void standby_seen_note(const char *addr, int64_t acked, int64_t now)
         for (int i = 1; i < REPL_STANDBYS_MAX; i++)
             if (r.sb[i].last_seen < e->last_seen) e = &r.sb[i];
     }
-    if (!e->last_seen || strcmp(e->address, addr)) {
+    if (!seen_is(e, addr, name)) {
         snprintf(e->address, sizeof e->address, "%s", addr);
+        snprintf(e->name, sizeof e->name, "%s", name);
         e->target = r.last;
     }
     e->acked = acked;
@@ -409,6 +417,7 @@ static void standby_seen_list(repl_status *st, int64_t now)
         }
         repl_standby_info *o = &st->standbys[k];
         snprintf(o->address, sizeof o->address, "%s", e->address);
+        snprintf(o->name, sizeof o->name, "%s", e->name);
         o->acked_lsn = e->acked;
         o->last_seen_ms_ago = now - e->last_seen;
         o->state = now - e->last_seen >= lost_ms        ? "lost"
@@ -418,12 +427,12 @@ static void standby_seen_list(repl_status *st, int64_t now)
     }
 }
 
-void repl_standby_ack(int64_t acked, const char *addr)
+void repl_standby_ack(int64_t acked, const char *addr, const char *name)
 {
     pthread_mutex_lock(&r.mu);
     ring_init();
     int64_t now = hf_mono_ms();
-    standby_seen_note(addr ? addr : "", acked, now);
+    standby_seen_note(addr ? addr : "", name ? name : "", acked, now);
     int was = r.state;
     r.seen = 1;
     r.last_seen = now;

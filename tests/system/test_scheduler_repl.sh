@@ -106,7 +106,25 @@ hf_log "ok: degraded, later writes free ($ms ms), back to sync"
   hf_fail "ahead: $(cat "$HF_TMP/e")"
 [[ $(curl -sS -m 5 -o /dev/null -w '%{http_code}' "$HF_URL/api/v1/replication/stream?cluster=$CL&term=1") == 400 ]] ||
   hf_fail "no after: not 400"
-hf_log "ok: 409 cluster/ahead, 400"
+for bad in '' 'a%20b' 'x%3Cb%3E' "$(printf 'h%.0s' {1..64})" 'a/b'; do
+  [[ $(curl -sS -m 5 -o "$HF_TMP/e" -w '%{http_code}' "$HF_URL/api/v1/replication/stream?cluster=$CL&term=1&after=0&name=$bad") == 400 ]] &&
+    jq -e '.field == "name"' "$HF_TMP/e" >/dev/null || hf_fail "name=$bad: $(cat "$HF_TMP/e")"
+done
+hf_log "ok: 409 cluster/ahead, 400 (no after; names that are not host:port)"
+
+# ---- 5b. two standbys behind one address: listed apart by their names ----------
+N=$(repl | jq .lsn)
+for nm in sb-one:9001 sb-two:9002; do
+  [[ $(curl -sS -m 5 -o /dev/null -w '%{http_code}' "$HF_URL/api/v1/replication/stream?cluster=$CL&term=1&after=$N&name=$nm") == 20[04] ]] ||
+    hf_fail "the stream with name=$nm"
+done
+repl | hf_jq_assert '[.peers[] | select(.kind == "standby" and .address == "127.0.0.1" and (.name == "sb-one:9001" or .name == "sb-two:9002"))] | length == 2' \
+  "two standbys of one address, two entries"
+"$HF_BIN/hyperfarm" --url "$HF_URL" replication >"$HF_TMP/cli-repl" || hf_fail "hyperfarm replication: $(cat "$HF_TMP/cli-repl")"
+for nm in sb-one:9001 sb-two:9002; do
+  grep -q " standby 127.0.0.1 ($nm): sync" "$HF_TMP/cli-repl" || hf_fail "hyperfarm replication does not list $nm: $(cat "$HF_TMP/cli-repl")"
+done
+hf_log "ok: two standbys behind one address are two entries (API and CLI)"
 
 # ---- 6. fencing ---------------------------------------------------------------
 code=$(curl -sS -m 5 -o "$HF_TMP/e" -w '%{http_code}' -H 'X-Hyperfarm-Term: 7' -X POST "$HF_URL/api/v1/agents" \

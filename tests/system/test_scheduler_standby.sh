@@ -77,6 +77,11 @@ role_is "$P" "primary 1" || hf_fail "the primary says $(repl "$P")"
 start_sched S "$S_PORT" "$S_DB" --checkpoint-dir "$HF_TMP/s/ck" --standby-of "$P"
 role_is "$S" "standby 1" || hf_fail "the standby says $(repl "$S")"
 grep -q "bootstrapping" "$HF_TMP/S.log" || hf_fail "the empty standby did not bootstrap"
+# it names itself host:port in its stream requests (the host name's other
+# characters as "-"): the primary lists it so
+SB_NAME=$(hostname | tr -c 'A-Za-z0-9.\n-' '-'):$S_PORT
+sb_listed() { repl "$P" | jq -e --arg n "$SB_NAME" '[.peers[] | select(.kind == "standby" and .name == $n)] | length == 1' >/dev/null; }
+hf_wait_for 10 sb_listed || hf_fail "the primary does not list the standby as $SB_NAME: $(repl "$P" | jq -c .peers)"
 hf_wait_for 15 same_rows || hf_fail "the standby's rows differ from the primary's: $(diff <(dump "$P_DB") <(dump "$S_DB") | head -5)"
 n_ck=$(sqlite3 -readonly "$S_DB" "SELECT COUNT(*) FROM checkpoints WHERE sha256 IS NOT NULL")
 (( n_ck > 0 )) || hf_fail "the first sweep left no checkpoint to replicate"

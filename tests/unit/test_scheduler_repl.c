@@ -537,7 +537,7 @@ static void test_capture_gap(void **st)
 static void *ack_later(void *arg)
 {
     usleep(150000);
-    repl_standby_ack(*(int64_t *)arg, NULL);
+    repl_standby_ack(*(int64_t *)arg, NULL, NULL);
     return NULL;
 }
 
@@ -579,7 +579,7 @@ static void test_ack_wait(void **st)
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_NONE);
     assert_int_equal(repl_wait(repl_lsn() + 5), 0);   /* none: no wait */
-    repl_standby_ack(repl_lsn(), NULL);
+    repl_standby_ack(repl_lsn(), NULL, NULL);
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_SYNC);
     big_txn(s, 10);
@@ -597,7 +597,7 @@ static void test_ack_wait(void **st)
     atomic_store(&woken, 0);
     assert_int_equal(repl_park(&w, park_nop), 1);
     assert_int_equal(atomic_load(&woken), 0);
-    repl_standby_ack(repl_lsn(), NULL);
+    repl_standby_ack(repl_lsn(), NULL, NULL);
     assert_int_equal(atomic_load(&woken), 1);
     /* no ack within --standby-timeout: degraded, and later writes do not wait */
     big_txn(s, 10);
@@ -614,10 +614,10 @@ static void test_ack_wait(void **st)
     assert_int_equal(repl_wait(repl_lsn()), 0);
     assert_true(hf_mono_ms() - t0 < 100);
     /* the standby comes back and catches up: sync again */
-    repl_standby_ack(repl_lsn() - 1, NULL);
+    repl_standby_ack(repl_lsn() - 1, NULL, NULL);
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_CATCHING_UP);
-    repl_standby_ack(repl_lsn(), NULL);
+    repl_standby_ack(repl_lsn(), NULL, NULL);
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_SYNC);
     /* a parked stream poll is woken by the next commit, or after its wait */
@@ -625,7 +625,7 @@ static void test_ack_wait(void **st)
     atomic_store(&woken, 0);
     assert_int_equal(repl_park(&sw, park_nop), 1);
     repl_set_role(REPL_PRIMARY);
-    repl_standby_ack(repl_lsn(), NULL);
+    repl_standby_ack(repl_lsn(), NULL, NULL);
     big_txn(s, 10);
     assert_int_equal(atomic_load(&woken), 1);
     repl_waiter sw2 = {.kind = REPL_W_STREAM, .lsn = repl_lsn(), .wait_ms = 200, .wake = wake_flag};
@@ -673,9 +673,9 @@ static void test_group_flush(void **st)
 
     /* With a standby in sync that holds the commit, a slow flush keeps the
      * answer held past --standby-timeout without degrading the standby. */
-    repl_standby_ack(repl_lsn(), NULL);
+    repl_standby_ack(repl_lsn(), NULL, NULL);
     big_txn(s, 10);
-    repl_standby_ack(repl_lsn(), NULL);
+    repl_standby_ack(repl_lsn(), NULL, NULL);
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_SYNC);
     repl_waiter w2 = {.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = repl_commit_seq(), .wake = wake_flag};
@@ -683,7 +683,7 @@ static void test_group_flush(void **st)
     assert_int_equal(repl_park(&w2, park_nop), 1);
     for (int i = 0; i < 14; i++) {   /* 1.4 s: the standby keeps asking, the flush does not come */
         usleep(100000);
-        repl_standby_ack(repl_lsn(), NULL);
+        repl_standby_ack(repl_lsn(), NULL, NULL);
     }
     repl_status_get(&r);
     assert_int_equal(r.state, REPL_ST_SYNC);
@@ -695,7 +695,7 @@ static void test_group_flush(void **st)
     /* A failed flush: the held answer is woken as failed, the failure is
      * sticky, a later answer is not held but failed at once. */
     big_txn(s, 10);
-    repl_standby_ack(repl_lsn(), NULL);
+    repl_standby_ack(repl_lsn(), NULL, NULL);
     repl_waiter w3 = {.kind = REPL_W_ACK, .lsn = repl_lsn(), .seq = repl_commit_seq(), .wake = wake_flag};
     atomic_store(&woken, 0);
     assert_int_equal(repl_park(&w3, park_nop), 1);
@@ -818,7 +818,7 @@ static void test_snapshot_service(void **st)
 
 /* ---------- the standbys a primary saw ---------- */
 
-/* One entry per address, the last seen first, each with its own ack and
+/* One entry per address and name, the last seen first, each with its own ack and
  * state: sync once it reached the LSN current when it connected,
  * catching_up before, lost after --standby-timeout of silence (and
  * catching up again when it returns behind); at most REPL_STANDBYS_MAX,
@@ -833,10 +833,10 @@ static void test_standby_list(void **st)
     assert_int_equal(r.nstandbys, 0);
     big_txn(s, 10);
     int64_t l1 = repl_lsn();
-    repl_standby_ack(l1, "10.0.0.1");
+    repl_standby_ack(l1, "10.0.0.1", "");
     big_txn(s, 10);
     usleep(2 * 1000);   /* "last seen" is in ms: two acks in one ms would not be ordered */
-    repl_standby_ack(l1, "10.0.0.2");   /* behind what was current when it connected */
+    repl_standby_ack(l1, "10.0.0.2", "");   /* behind what was current when it connected */
     repl_status_get(&r);
     assert_int_equal(r.nstandbys, 2);
     assert_string_equal(r.standbys[0].address, "10.0.0.2");
@@ -846,32 +846,54 @@ static void test_standby_list(void **st)
     assert_string_equal(r.standbys[1].state, "sync");
     assert_int_equal(r.standbys[1].acked_lsn, l1);
     assert_true(r.standbys[1].last_seen_ms_ago >= r.standbys[0].last_seen_ms_ago);
-    repl_standby_ack(repl_lsn(), "10.0.0.2");
+    repl_standby_ack(repl_lsn(), "10.0.0.2", "");
     usleep(1100 * 1000);
-    repl_standby_ack(repl_lsn(), "10.0.0.2");
+    repl_standby_ack(repl_lsn(), "10.0.0.2", "");
     repl_status_get(&r);
     assert_string_equal(r.standbys[0].state, "sync");
     assert_string_equal(r.standbys[1].address, "10.0.0.1");
     assert_string_equal(r.standbys[1].state, "lost");
     assert_true(r.standbys[1].last_seen_ms_ago >= 1000);
     big_txn(s, 10);
-    repl_standby_ack(l1, "10.0.0.1");   /* back, behind */
+    repl_standby_ack(l1, "10.0.0.1", "");   /* back, behind */
     repl_status_get(&r);
     assert_string_equal(r.standbys[0].address, "10.0.0.1");
     assert_string_equal(r.standbys[0].state, "catching_up");
-    repl_standby_ack(repl_lsn(), "10.0.0.1");
+    repl_standby_ack(repl_lsn(), "10.0.0.1", "");
     repl_status_get(&r);
     assert_string_equal(r.standbys[0].state, "sync");
     for (int i = 0; i < REPL_STANDBYS_MAX; i++) {
         char a[32];
         snprintf(a, sizeof a, "10.0.1.%d", i);
         usleep(2 * 1000);   /* each seen after the last: the one silent longest is replaced */
-        repl_standby_ack(repl_lsn(), a);
+        repl_standby_ack(repl_lsn(), a, "");
     }
     repl_status_get(&r);
     assert_int_equal(r.nstandbys, REPL_STANDBYS_MAX);
     assert_string_equal(r.standbys[0].address, "10.0.1.7");
     for (int i = 0; i < r.nstandbys; i++) assert_non_null(strstr(r.standbys[i].address, "10.0.1."));
+    /* Two standbys behind one address (one host, or one NAT) are two
+     * entries by their names, each with its own ack and state. */
+    int64_t l2 = repl_lsn();
+    big_txn(s, 10);
+    usleep(2 * 1000);
+    repl_standby_ack(repl_lsn(), "10.0.2.1", "sb-a:8080");
+    usleep(2 * 1000);
+    repl_standby_ack(l2, "10.0.2.1", "sb-b:8081");
+    repl_status_get(&r);
+    assert_string_equal(r.standbys[0].address, "10.0.2.1");
+    assert_string_equal(r.standbys[0].name, "sb-b:8081");
+    assert_string_equal(r.standbys[0].state, "catching_up");
+    assert_int_equal(r.standbys[0].acked_lsn, l2);
+    assert_string_equal(r.standbys[1].address, "10.0.2.1");
+    assert_string_equal(r.standbys[1].name, "sb-a:8080");
+    assert_string_equal(r.standbys[1].state, "sync");
+    usleep(2 * 1000);
+    repl_standby_ack(repl_lsn(), "10.0.2.1", "sb-a:8080");   /* the same one again: still two */
+    repl_status_get(&r);
+    assert_string_equal(r.standbys[0].name, "sb-a:8080");
+    assert_string_equal(r.standbys[1].name, "sb-b:8081");
+    assert_string_equal(r.standbys[1].address, "10.0.2.1");
     store_close(s);
 }
 

@@ -129,6 +129,9 @@ test('a fenced scheduler: read-only, a javascript: primary is not linked', async
 test('a degraded primary: banner, controls kept', async () => {
   const page = await pageWith({ role: 'primary', term: 1, lsn: 900, cluster: 'c1', primary: null,
     peers: [{ kind: 'standby', address: '10.0.0.7', acked_lsn: 700, last_seen_ms_ago: 12000, state: 'lost' },
+      // two standbys behind one address, told apart by their names (host:port)
+      { kind: 'standby', address: '10.0.0.8', name: 'sb-a:8080', acked_lsn: 650, last_seen_ms_ago: 13000, state: 'lost' },
+      { kind: 'standby', address: '10.0.0.8', name: 'sb-b:8081', acked_lsn: 640, last_seen_ms_ago: 14000, state: 'lost' },
       { kind: 'peer', url: 'http://127.0.0.1:1', role: null, term: null, error: 'refused', checked_ms_ago: 5,
         answered_ms_ago: null }],
     mode: 'sync', state: 'degraded',
@@ -138,6 +141,8 @@ test('a degraded primary: banner, controls kept', async () => {
   const text = await page.textContent('#repl-banner');
   assert.match(text, /Replication degraded: the standby is lost; last seen 12 s ago/);
   assert.match(text, /Standby 10\.0\.0\.7: lost, acked lsn 700, last seen 12 s ago\./);
+  assert.match(text, /Standby 10\.0\.0\.8 \(sb-a:8080\): lost, acked lsn 650/);
+  assert.match(text, /Standby 10\.0\.0\.8 \(sb-b:8081\): lost, acked lsn 640/);
   for (const s of await states(page, CONTROLS)) assert.ok(!s.disabled, `${s.sel} disabled on a degraded primary`);
   await page.context().close();
 });

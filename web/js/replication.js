@@ -11,7 +11,7 @@
  *   - a banner under the top bar: on a standby (read-only, a link to the
  *     primary it follows, the lag), on a fenced scheduler, and on a
  *     primary whose replication state is "degraded" (its standby is lost;
- *     each standby address it saw lately, with its state and ack);
+ *     each standby it saw lately, by address and name, with its state and ack);
  *   - HF.repl.readOnly(), which HF.whyNot (api.js) consults first, so every
  *     control guarded for viewers is disabled on a standby too, with the
  *     reason as its tooltip; a change of role redraws the page;
@@ -83,10 +83,11 @@
       const sb = s.standby;
       const seen = sb && sb.last_seen_ms_ago != null ? `; last seen ${ms(sb.last_seen_ms_ago)} ago` : '';
       const kids = [`Replication degraded: the standby is lost${seen}. Writes are acknowledged without it until it catches up.`];
-      // every standby address that streamed lately, with its own state
+      // every standby that streamed lately (by address and name: host:port), with its own state
       for (const p of peers(s).filter((q) => q.kind === 'standby')) {
-        kids.push(' ', HF.h('span', { 'data-standby': String(p.address) },
-          `Standby ${p.address}: ${p.state}, acked lsn ${p.acked_lsn}, last seen ${ms(p.last_seen_ms_ago)} ago.`));
+        const who = p.name ? `${p.address} (${p.name})` : String(p.address);
+        kids.push(' ', HF.h('span', { 'data-standby': who },
+          `Standby ${who}: ${p.state}, acked lsn ${p.acked_lsn}, last seen ${ms(p.last_seen_ms_ago)} ago.`));
       }
       return { cls: 'bad', kind: 'degraded', kids };
     }
