@@ -318,10 +318,11 @@ int  repl_park(repl_waiter *w, void (*park)(void *arg));
 void repl_unpark(repl_waiter *w);
 
 /* One standby as the primary saw it (GET /api/v1/replication "peers"):
- * one entry per address that asked for the stream, the newest
+ * one entry per address and name that asked for the stream, the newest
  * REPL_STANDBYS_MAX, each kept REPL_STANDBY_FORGET_S after its last
- * request. The log's own state follows whichever asked last: two
- * standbys on one address are one entry. */
+ * request. The log's own state follows whichever asked last; two
+ * standbys on one address are two entries when they send their names
+ * (an older standby sends none: two of those on one address are one). */
 #define REPL_STANDBYS_MAX      8
 #define REPL_STANDBY_NAME_MAX  63   /* a standby's name= (api_h_repl.c checks it) */
 #define REPL_STANDBY_FORGET_S  3600
