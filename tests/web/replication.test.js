@@ -169,7 +169,7 @@ test('the scheduler stops answering: the page offers the peer that answers', asy
   await page.unroute(`${URL}/api/v1/replication`);
   await page.unroute(`${URL}/api/**`);
   await page.route(`${URL}/**`, (r) => r.abort('connectionrefused'));   // this origin is gone; PEER is not
-  await page.waitForSelector('#repl-banner[data-kind="lost"] a', { timeout: 15000 });
+  await page.waitForSelector('#repl-banner[data-kind="lost"] a', { timeout: 30000 });
   assert.match(await page.textContent('#repl-banner'), /is not answering\. Another scheduler answers at/);
   assert.equal(await page.getAttribute('#repl-banner a', 'href'), `${PEER}/#/experiments/${expId}`);
   await screenshot(page, SHOTS, 'replication-lost.png');

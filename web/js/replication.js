@@ -149,10 +149,18 @@
     return repl.status;
   };
 
-  /* Start polling (app.js, after the first load). */
+  /* Start polling (app.js, after the first load). One poll at a time: a
+   * peers' probe can outlast POLL_MS (PROBE_MS for each peer that does not
+   * answer), and two probes in flight would each write repl.offer, the
+   * later one's (perhaps a peer that timed out under load) last. */
   repl.start = function () {
     repl.started = true;
     clearInterval(repl.timer);
-    repl.timer = setInterval(repl.load, POLL_MS);
+    let busy = false;
+    repl.timer = setInterval(async () => {
+      if (busy) return;
+      busy = true;
+      try { await repl.load(); } finally { busy = false; }
+    }, POLL_MS);
   };
 })(window.HF);
