@@ -54,6 +54,8 @@ enum { PH_OUTBOX, PH_HOOKS, PH_METRICS, PH_LOGS, PH_EVENTS, PH_TRIALS, PH_LAST }
 #define RANGE_TRIALS 256
 static const struct rows_step {
     const char *name, *pick, *del, *range;
+    const char *also;   /* run before del with the same key (its rows counted), or NULL; the pick's
+                         * 4th column is then the rows both delete */
 } rows_steps[] = {
     [PH_OUTBOX] = {"webhook_outbox",
                    "SELECT o.id, 1, 64 + IFNULL(length(o.last_error),0) FROM webhooks h "
@@ -75,10 +77,15 @@ static const struct rows_step {
                  "FROM logs l WHERE l.seq>?3 AND l.seq<=?4 ORDER BY l.seq LIMIT ?2",
                  "DELETE FROM logs WHERE seq=?1",
                  RANGE("logs")},
+    /* An event goes with its outbox rows for every hook, global hooks'
+     * included (those are not the experiment's and PH_OUTBOX leaves them):
+     * an outbox row whose event is gone is never delivered and was counted
+     * as pending forever (schema/0017_outbox_event.sql). */
     [PH_EVENTS] = {"events",
-                   "SELECT id, 1, 64 + length(type) + IFNULL(length(detail),0) + IFNULL(length(user_name),0) "
-                   "FROM events WHERE experiment_id=?1 LIMIT ?2",
-                   "DELETE FROM events WHERE id=?1", NULL},
+                   "SELECT id, 1, 64 + length(type) + IFNULL(length(detail),0) + IFNULL(length(user_name),0) + 64 * n, "
+                   "1 + n FROM (SELECT id, type, detail, user_name, (SELECT count(*) FROM webhook_outbox o "
+                   "WHERE o.event_id=e.id) AS n FROM events e WHERE e.experiment_id=?1 LIMIT ?2)",
+                   "DELETE FROM events WHERE id=?1", NULL, "DELETE FROM webhook_outbox WHERE event_id=?1"},
 };
 
 /* A trial's children, deleted with it (?1 the trial). Metrics and logs
@@ -103,14 +110,19 @@ typedef struct batch_run {
     const char         *what;     /* the step, for the error message */
 } batch_run;
 
-/* Is the batch full for a row of b bytes (0: a row passed over)? Never
+/* Is the batch full for n rows of b bytes (b 0: a row passed over)? Never
  * before it made progress (a row deleted, or passed over). */
-static int batch_full(const batch_run *r, int64_t b)
+static int batch_full_n(const batch_run *r, int64_t b, int64_t n)
 {
     const purge_batch *o = r->out;
     if (o->rows == 0 && r->passed == 0) return 0;
     if (hf_mono_us() - r->t0_us >= r->lim->us) return 1;
-    return b > 0 && o->rows > 0 && (o->rows >= r->lim->rows || o->bytes + b > r->lim->bytes);
+    return b > 0 && o->rows > 0 && (o->rows + n > r->lim->rows || o->bytes + b > r->lim->bytes);
+}
+
+static int batch_full(const batch_run *r, int64_t b)
+{
+    return batch_full_n(r, b, 1);
 }
 
 static int sql_fail(const batch_run *r, int src)
@@ -176,13 +188,15 @@ static int window_of(batch_run *r, const struct rows_step *p, purge_cursor *cur)
 /* One rows_step. RET 0 the step is done, 1 the batch is full, or HF_E*. */
 static int run_rows_step(batch_run *r, const struct rows_step *p, purge_cursor *cur)
 {
-    sqlite3_stmt *pick = NULL, *del = NULL;
-    int64_t key[PICK], bytes[PICK];
+    sqlite3_stmt *pick = NULL, *del = NULL, *also = NULL;
+    int64_t key[PICK], bytes[PICK], nrows[PICK];
     int mine[PICK];
     int rc;
     r->what = p->name;
     if (p->range && !cur->ranged && (rc = window_of(r, p, cur))) return rc == 1 ? 1 : rc;
-    if ((rc = prepare(r, p->pick, &pick)) || (rc = prepare(r, p->del, &del))) goto end;
+    if ((rc = prepare(r, p->pick, &pick)) || (rc = prepare(r, p->del, &del)) ||
+        (p->also && (rc = prepare(r, p->also, &also))))
+        goto end;
     for (;;) {
         int n = 0, src;
         sqlite3_bind_int64(pick, 1, r->out->experiment_id);
@@ -195,14 +209,20 @@ static int run_rows_step(batch_run *r, const struct rows_step *p, purge_cursor *
             key[n] = sqlite3_column_int64(pick, 0);
             mine[n] = sqlite3_column_int(pick, 1);
             bytes[n] = sqlite3_column_int64(pick, 2);
+            nrows[n] = p->also ? sqlite3_column_int64(pick, 3) : 1;
             n++;
         }
         if (n < PICK && src != SQLITE_DONE) { rc = sql_fail(r, src); goto end; }
         sqlite3_reset(pick);
         if (n == 0) { rc = 0; goto end; }
         for (int i = 0; i < n; i++) {
-            if (batch_full(r, mine[i] ? bytes[i] : 0)) { rc = 1; goto end; }
+            if (batch_full_n(r, mine[i] ? bytes[i] : 0, nrows[i])) { rc = 1; goto end; }
             if (mine[i]) {
+                if (also) {
+                    sqlite3_bind_int64(also, 1, key[i]);
+                    if ((rc = exec_reset(r, also))) goto end;
+                    r->out->rows += sqlite3_changes(r->db);
+                }
                 sqlite3_bind_int64(del, 1, key[i]);
                 if ((rc = exec_reset(r, del))) goto end;
                 r->out->rows += sqlite3_changes(r->db) > 0;
@@ -216,6 +236,7 @@ static int run_rows_step(batch_run *r, const struct rows_step *p, purge_cursor *
 end:
     sqlite3_finalize(pick);
     sqlite3_finalize(del);
+    sqlite3_finalize(also);
     return rc;
 }
 

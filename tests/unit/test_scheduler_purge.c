@@ -16,6 +16,8 @@
  *     exactly its checkpoint hashes once no row named them, the gauge of
  *     experiments being purged went back to 0, the counter of purged rows
  *     counts every row, and its ids are not handed out again.
+ *   - schema 0017 on a database an older scheduler purged: a global
+ *     hook's outbox rows whose events are gone are removed, the rest kept.
  *   - the replication log: with capture on, the purge of 16 MiB of log
  *     lines is many frames, none over SCHED_PURGE_BYTES and a margin (with
  *     the whole delete in one transaction, as before the purge, the test
@@ -75,10 +77,31 @@ static int64_t one(sqlite3 *db, const char *fmt, ...)
     return unit_one_int(db, q);
 }
 
+static int64_t rows_own(sqlite3 *db, int64_t x, int64_t first, int64_t last);
+
+/* The events ids fill() gave experiment x's events (they outlive the rows). */
+static struct { int64_t x, lo, hi; } ev_ids[4];
+static int nev_ids;
+static int64_t ev_lo(int64_t x, int hi)
+{
+    for (int i = 0; i < nev_ids; i++)
+        if (ev_ids[i].x == x) return hi ? ev_ids[i].hi : ev_ids[i].lo;
+    fail_msg("no events recorded for experiment %lld", (long long)x);
+    return 0;
+}
+
 /* Every row that belongs to experiment x, in every table the purge
  * empties (its trials found through the trials table while it has them,
- * else through the ids first..last it had). */
+ * else through the ids first..last it had), the global hook's outbox
+ * rows for its events included. */
 static int64_t rows_of(sqlite3 *db, int64_t x, int64_t first, int64_t last)
+{
+    return one(db, "SELECT %lld + (SELECT count(*) FROM webhook_outbox o JOIN webhooks h ON h.id=o.hook_id "
+                   "WHERE h.experiment_id IS NULL AND o.event_id BETWEEN %lld AND %lld)",
+               (long long)rows_own(db, x, first, last), (long long)ev_lo(x, 0), (long long)ev_lo(x, 1));
+}
+
+static int64_t rows_own(sqlite3 *db, int64_t x, int64_t first, int64_t last)
 {
     return one(db,
                "SELECT (SELECT count(*) FROM experiments WHERE id=%1$lld) + "
@@ -151,13 +174,18 @@ static void hash_of(int64_t i, char out[65])
 /* The rows of experiment x: ntrials trials from tid0, npoints metric
  * points interleaved across them, nlogs log lines of line_len bytes, two
  * events, an allocation and a checkpoint per trial (hash_of(trial id)),
- * a webhook with 3 outbox rows and a context row. */
+ * a webhook with 3 outbox rows, a context row, and for each of its
+ * RUNNING events an undelivered outbox row of the global hook (made at
+ * the first call; its trigger queues them; none is due). */
 static void fill(sqlite3 *db, int64_t x, int64_t tid0, int ntrials, int npoints, int nlogs, int line_len)
 {
     sqlite3_stmt *st = NULL;
     char sha[65];
     sql(db, "BEGIN");
     sql(db, "UPDATE experiments SET state='COMPLETED', ended_at=1 WHERE id=%lld", (long long)x);
+    if (one(db, "SELECT count(*) FROM webhooks WHERE experiment_id IS NULL") == 0)
+        sql(db, "INSERT INTO webhooks(url,secret,format,events,experiment_id,created_at) "
+                "VALUES('https://192.0.2.2/global','s','json','[\"trial.*\"]',NULL,1)");
     sql(db, "INSERT OR IGNORE INTO agents(id,name,host,slots,state,registered_at,last_heartbeat) "
             "VALUES(1,'gone','h',1,'LOST',1,1)");
     for (int t = 0; t < ntrials; t++) {
@@ -205,6 +233,16 @@ static void fill(sqlite3 *db, int64_t x, int64_t tid0, int ntrials, int npoints,
         sql(db, "INSERT INTO webhook_outbox(hook_id,event_id,next_at,delivered_at) "
                 "VALUES((SELECT max(id) FROM webhooks),1,1,1)");   /* delivered: no delivery is due */
     sql(db, "INSERT INTO contexts(sha256,size,experiment_id,time) VALUES('%064d',1,%lld,1)", 0, (long long)x);
+    /* the trigger queued the global hook's rows; none is due in this test */
+    sql(db, "UPDATE webhook_outbox SET next_at=9000000000000 WHERE delivered_at IS NULL");
+    assert_int_equal(one(db, "SELECT count(*) FROM webhook_outbox o JOIN events e ON e.id=o.event_id "
+                             "JOIN webhooks h ON h.id=o.hook_id WHERE h.experiment_id IS NULL "
+                             "AND e.experiment_id=%lld", (long long)x), ntrials);
+    ev_ids[nev_ids].x = x;
+    ev_ids[nev_ids].lo = one(db, "SELECT min(id) FROM events WHERE experiment_id=%lld AND type='RUNNING'",
+                             (long long)x);
+    ev_ids[nev_ids++].hi = one(db, "SELECT max(id) FROM events WHERE experiment_id=%lld AND type='RUNNING'",
+                             (long long)x);
     sql(db, "COMMIT");
 }
 
@@ -273,8 +311,9 @@ static void test_purge(void **state)
     assert_int_equal(webhook_open(path, &w, err, sizeof err), 0);
     assert_int_equal(webhook_list(w, &out), 0);
     json_t *hooks = json_object_get(out, "webhooks");
-    assert_int_equal(json_array_size(hooks), 1);   /* B's only */
-    assert_int_equal(json_integer_value(json_object_get(json_array_get(hooks, 0), "experiment_id")), xb);
+    assert_int_equal(json_array_size(hooks), 2);   /* the global hook and B's */
+    assert_true(json_is_null(json_object_get(json_array_get(hooks, 0), "experiment_id")));
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(hooks, 1), "experiment_id")), xb);
     json_decref(out);
     webhook_close(w);
     assert_int_equal(rows_of(db, xa, A_T0, A_T1), a_rows + 1);   /* + its purge_queue row */
@@ -314,6 +353,17 @@ static void test_purge(void **state)
     assert_int_equal(rows_of(db, xa, A_T0, A_T1), 0);
     assert_int_equal(rows_of(db, xb, 1, 3), b_rows);
     assert_int_equal(one(db, "SELECT count(*) FROM events WHERE type='DELETED'"), 1);
+    /* The global hook waits for B's 3 events only: none of A's is pending
+     * (before schema 0017 they stayed, undeliverable, pending forever). */
+    assert_int_equal(one(db, "SELECT count(*) FROM webhook_outbox o WHERE NOT EXISTS (SELECT 1 FROM events e "
+                             "WHERE e.id=o.event_id) AND o.event_id<>1"), 0);
+    assert_int_equal(webhook_open(path, &w, err, sizeof err), 0);
+    assert_int_equal(webhook_list(w, &out), 0);
+    hooks = json_object_get(out, "webhooks");
+    assert_int_equal(json_array_size(hooks), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(hooks, 0), "pending")), 3);
+    json_decref(out);
+    webhook_close(w);
     fk_clean(db);
     assert_int_equal(nreleased, NA);
     assert_int_equal(released_named, 0);
@@ -327,6 +377,37 @@ static void test_purge(void **state)
     /* A was the newest: its ids are never handed out again (id_floor). */
     assert_true(unit_submit(c, EXP("after")) > xa);
     assert_true(one(db, "SELECT id FROM id_floor WHERE name='trials'") >= A_T1);
+    sched_free(c);
+    store_close(s);
+}
+
+/* Schema 0017 on a database an older scheduler purged: the global hook's
+ * outbox rows whose events are gone go (they were pending forever), the
+ * others stay, and the purge's index exists. */
+static void test_orphans_migrated(void **state)
+{
+    (void)state;
+    char path[512];
+    store *s = NULL;
+    sched *c = NULL;
+    snprintf(path, sizeof path, "%s/orphans.db", dir);
+    unit_open_core(path, NULL, &s, &c);
+    sched_free(c);
+    sqlite3 *db = store_db(s);
+    sql(db, "INSERT INTO events(id,time,type) VALUES(5,1,'RUNNING')");
+    sql(db, "INSERT INTO webhooks(id,url,secret,format,events,created_at) VALUES(9,'https://192.0.2.3/','s','json',"
+            "'[\"*\"]',1)");
+    sql(db, "INSERT INTO webhook_outbox(hook_id,event_id,next_at) VALUES(9,5,9000000000000),(9,6,9000000000000),"
+            "(9,7,9000000000000)");
+    /* as a scheduler before 0017 left it */
+    sql(db, "DROP INDEX webhook_outbox_event");
+    sql(db, "PRAGMA user_version=16");
+    store_close(s);
+    unit_open_core(path, NULL, &s, &c);
+    db = store_db(s);
+    assert_int_equal(one(db, "SELECT group_concat(event_id) FROM webhook_outbox"), 5);
+    assert_int_equal(one(db, "SELECT count(*) FROM sqlite_schema WHERE name='webhook_outbox_event'"), 1);
+    assert_true(one(db, "PRAGMA user_version") >= 17);
     sched_free(c);
     store_close(s);
 }
@@ -446,6 +527,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_purge),
+        cmocka_unit_test(test_orphans_migrated),
         cmocka_unit_test(test_frames),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
