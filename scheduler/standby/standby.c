@@ -124,7 +124,7 @@ static hf_http *client_for(const standby_config *cfg, int i, long timeout_ms)
 }
 
 /* Bootstrap cfg->db from c: move it aside, download, fetch objects. */
-static int bootstrap(const standby_config *cfg, hf_http *c, char *err, size_t errlen)
+static int bootstrap(const standby_config *cfg, hf_http *c, int *retry_s, char *err, size_t errlen)
 {
     int rc;
     int64_t n = 0;
@@ -137,7 +137,7 @@ static int bootstrap(const standby_config *cfg, hf_http *c, char *err, size_t er
         return rc;
     }
     hf_info("standby: bootstrapping %s from %s", cfg->db, hf_http_base(c));
-    if ((rc = standby_download_snapshot(c, cfg->db, err, errlen))) return rc;
+    if ((rc = standby_download_snapshot(c, cfg->db, retry_s, err, errlen))) return rc;
     if ((rc = standby_fetch_referenced(c, cfg->db, cfg->ck_dir, &n, err, errlen))) return rc;
     pthread_mutex_lock(&st_mu);
     sb.bootstraps++;
@@ -167,7 +167,7 @@ int standby_prepare(const standby_config *cfg, volatile sig_atomic_t *stop, char
         char role[32], cl[80], mycl[80] = "";
         int64_t t = 0, l = 0, myt = 0, myl = 0;
         if (!c) return HF_ENOMEM;
-        int schema = 0;
+        int schema = 0, retry_s = 0;   /* retry_s: a busy primary's Retry-After, else 1 s */
         rc = primary_status(c, role, sizeof role, &t, &l, cl, sizeof cl, &schema, err, errlen);
         if (!rc && strcmp(role, "primary")) {
             snprintf(err, errlen, "%s is %s, not primary", hf_http_base(c), role);
@@ -189,7 +189,7 @@ int standby_prepare(const standby_config *cfg, volatile sig_atomic_t *stop, char
                         (long long)t);
                 rc = standby_fetch_referenced(c, cfg->db, cfg->ck_dir, NULL, err, errlen);
             } else {
-                rc = bootstrap(cfg, c, err, errlen);
+                rc = bootstrap(cfg, c, &retry_s, err, errlen);
             }
         }
         hf_http_free(c);
@@ -202,11 +202,11 @@ int standby_prepare(const standby_config *cfg, volatile sig_atomic_t *stop, char
                     (long long)myt);
             return 0;
         }
-        if (round % 10 == 0) {
+        if (round % 10 == 0 || retry_s) {
             if (rc == HF_EUNSUP) hf_error("standby: %s; waiting", err);
-            else hf_warn("standby: %s; retrying", err);
+            else hf_warn("standby: %s; retrying in %d s", err, retry_s ? retry_s : 1);
         }
-        for (int i = 0; i < 10 && !*stop; i++) usleep(100 * 1000);
+        for (int i = 0; i < (retry_s ? retry_s : 1) * 10 && !*stop; i++) usleep(100 * 1000);
     }
     snprintf(err, errlen, "stopped");
     return rc ?: HF_ESTATE;

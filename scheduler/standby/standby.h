@@ -93,8 +93,11 @@ int standby_move_aside(const char *db, const char *tag, char *aside, size_t asid
  * db.tmp, hashed as it arrives; its SHA-256 must be the answer's
  * X-Hyperfarm-Sha256 (missing or other: refused, logged with both
  * hashes, nothing renamed); PRAGMA quick_check, fsync, rename, directory
- * fsync. RET 0, HF_ECORRUPT, HF_EEXIST, HF_E*; err. */
-int standby_download_snapshot(hf_http *c, const char *db, char *err, size_t errlen);
+ * fsync. RET 0, HF_ECORRUPT, HF_EEXIST, HF_E*; err. OUT retry_s: on a
+ * 503 with Retry-After (another standby's copy is running), its seconds
+ * (at most STANDBY_RETRY_MAX_S), else left as it was. */
+#define STANDBY_RETRY_MAX_S 60
+int standby_download_snapshot(hf_http *c, const char *db, int *retry_s, char *err, size_t errlen);
 
 /* Fetch into the checkpoint store ck_dir (ck_dir/objects/ab/<hash>) the
  * object o unless present, verified by hf_xfer. A 404 is a warning (the

@@ -84,6 +84,7 @@ typedef struct snap_sink {
     int            rc;
     hf_sha256_ctx *h;
     char           want[HF_SHA256_HEX];   /* "" while the header has not come */
+    int            retry_s;               /* the answer's Retry-After (0: none) */
 } snap_sink;
 
 static int snap_write(void *ud, const void *p, size_t n)
@@ -99,8 +100,13 @@ static int snap_write(void *ud, const void *p, size_t n)
 static void snap_header(void *ud, const char *line)
 {
     snap_sink *k = ud;
-    static const char name[] = "X-Hyperfarm-Sha256:";
-    if (!strncmp(line, "HTTP/", 5)) k->want[0] = 0;
+    static const char name[] = "X-Hyperfarm-Sha256:", retry[] = "Retry-After:";
+    if (!strncmp(line, "HTTP/", 5)) k->want[0] = 0, k->retry_s = 0;
+    if (!strncasecmp(line, retry, sizeof retry - 1)) {   /* seconds; a date is not sent by a primary */
+        long v = strtol(line + sizeof retry - 1, NULL, 10);
+        k->retry_s = v < 1 ? 0 : v > STANDBY_RETRY_MAX_S ? STANDBY_RETRY_MAX_S : (int)v;
+        return;
+    }
     if (strncasecmp(line, name, sizeof name - 1)) return;
     const char *v = line + sizeof name - 1;
     v += strspn(v, " \t");
@@ -143,7 +149,7 @@ static void unlink_sidecars(const char *path)
     unlink(p);
 }
 
-int standby_download_snapshot(hf_http *c, const char *db, char *err, size_t errlen)
+int standby_download_snapshot(hf_http *c, const char *db, int *retry_s, char *err, size_t errlen)
 {
     char tmp[PATH_MAX], hex[HF_SHA256_HEX];
     struct stat sb;
@@ -160,8 +166,14 @@ int standby_download_snapshot(hf_http *c, const char *db, char *err, size_t errl
     hf_http_stream s = {.method = "GET", .path = "/api/v1/replication/snapshot", .body_fd = -1, .sink = snap_write,
                         .sink_ud = &k, .header = snap_header, .header_ud = &k, .stall_bytes = 1, .stall_s = 60};
     rc = hf_http_stream_run(c, &s, err, errlen);
-    if (!rc && (s.status < 200 || s.status > 299))
+    if (!rc && (s.status < 200 || s.status > 299)) {
         rc = hf_xfer_status(s.status, s.answer, s.answer_len, "GET /replication/snapshot", err, errlen);
+        if (s.status == 503 && k.retry_s > 0) {   /* another standby's copy runs: come back when it says */
+            *retry_s = k.retry_s;
+            size_t m = strlen(err);
+            snprintf(err + m, errlen - m, " (Retry-After: %d s)", k.retry_s);
+        }
+    }
     free(s.answer);
     if (rc) goto end;
     hf_sha256_end(k.h, hex);

@@ -19,6 +19,10 @@ body), BAD the same bytes with one changed. Answers:
                                       nohash   GOOD's bytes, no
                                                X-Hyperfarm-Sha256
                                       good     GOOD's bytes and hash
+                                      busy     503 {"error"} with
+                                               Retry-After: 3 (another
+                                               copy runs, as a primary
+                                               answers)
                                     with X-Hyperfarm-LSN and -Cluster
   GET /api/v1/replication/stream    204 after 0.3 s (nothing new)
   anything else                     404
@@ -31,7 +35,8 @@ FAKE_STREAM=toobig answers 200 with a frame header LSN+1 whose length is
 64 MiB + 1 (then 1000 bytes of it: a standby must stop at the header).
 
 Every answer carries X-Hyperfarm-Role: primary and X-Hyperfarm-Term: 1.
-Appends {"method", "path", "mode"} per request to OUT.jsonl. Prints
+Appends {"method", "path", "mode", "t"} per request to OUT.jsonl (t: Unix
+time, seconds). Prints
 "ready".
 """
 import hashlib
@@ -75,13 +80,16 @@ class H(BaseHTTPRequestHandler):
             mode = modes[min(snapshots, len(modes) - 1)]
             snapshots += 1
         with open(out, "a") as f:
-            f.write(json.dumps({"method": "GET", "path": path, "mode": mode}) + "\n")
+            f.write(json.dumps({"method": "GET", "path": path, "mode": mode, "t": time.time()}) + "\n")
         if path == "/api/v1/replication":
             body = {"role": "primary", "term": 1, "lsn": lsn, "cluster": cluster, "primary": None, "peers": [],
                     "mode": "sync", "state": "none", "standby": None, "ring_first_lsn": lsn + 1}
             if os.environ.get("FAKE_SCHEMA"):
                 body["schema"] = int(os.environ["FAKE_SCHEMA"])
             self.send(200, json.dumps(body).encode())
+        elif mode == "busy":
+            self.send(503, b'{"error": "another snapshot is being copied (one at a time): retry later"}',
+                      extra=[("Retry-After", "3")])
         elif mode:
             hdrs = [("X-Hyperfarm-LSN", str(lsn)), ("X-Hyperfarm-Cluster", cluster)]
             if mode != "nohash":

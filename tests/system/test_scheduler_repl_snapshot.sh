@@ -10,9 +10,11 @@
 #      snapshot meanwhile is refused 503 with Retry-After, and the first
 #      arrives whole with its X-Hyperfarm-Sha256;
 #   2. a real standby bootstrapping from tests/system/fake_primary.py
-#      refuses a snapshot whose bytes do not match its X-Hyperfarm-Sha256
-#      and one without the header (a log line naming both hashes; no
-#      database renamed into place), then takes the good one;
+#      waits the Retry-After of a busy primary's 503 (3 s, where it
+#      retries after 1 s otherwise), refuses a snapshot whose bytes do not
+#      match its X-Hyperfarm-Sha256 and one without the header (a log line
+#      naming both hashes; no database renamed into place), then takes
+#      the good one;
 #   3. peers: the standby lists its primary URLs, following the one that
 #      answers (the second); the primary lists its --peers as its peer
 #      check saw them (the standby: role and term; a dead URL: its error)
@@ -107,7 +109,7 @@ open(sys.argv[2], "wb").write(b)
 EOF
 BAD_SHA=$(sha256sum "$HF_TMP/bad.db" | cut -c1-64)
 FAKE_SCHEMA=$SCHEMA python3 "$HF_REPO/tests/system/fake_primary.py" "${ports[2]}" "$HF_TMP/good.db" "$HF_TMP/bad.db" "$CL" "$L" \
-  corrupt,nohash,good "$HF_TMP/fake.jsonl" >"$HF_TMP/fake.log" 2>&1 &
+  busy,corrupt,nohash,good "$HF_TMP/fake.jsonl" >"$HF_TMP/fake.log" 2>&1 &
 hf_track "$!"
 hf_wait_http "$F/api/v1/replication" 10 || hf_fail "the fake primary did not start"
 "$HF_BIN/hyperfarm-scheduler" --listen "127.0.0.1:${ports[1]}" --db "$S_DB" --token-file "$HF_TMP/tokens" \
@@ -122,11 +124,15 @@ grep -q "SHA-256 $BAD_SHA, X-Hyperfarm-Sha256 says $GOOD_SHA" "$HF_TMP/S.log" ||
 grep -q "SHA-256 $GOOD_SHA, no valid X-Hyperfarm-Sha256" "$HF_TMP/S.log" ||
   hf_fail "the refusal of a snapshot without its hash: $(grep refused "$HF_TMP/S.log")"
 hf_wait_http "$S/healthz" 30 || hf_fail "the standby did not start from the good snapshot"
-[[ $(jq -s '[.[] | select(.path == "/api/v1/replication/snapshot")] | map(.mode) | join(",")' -r "$HF_TMP/fake.jsonl") == corrupt,nohash,good ]] ||
+[[ $(jq -s '[.[] | select(.path == "/api/v1/replication/snapshot")] | map(.mode) | join(",")' -r "$HF_TMP/fake.jsonl") == busy,corrupt,nohash,good ]] ||
   hf_fail "the fake served: $(cat "$HF_TMP/fake.jsonl")"
+# after the 503 the standby came back when Retry-After said, not before
+gap=$(jq -s '[.[] | select(.path == "/api/v1/replication/snapshot")] | ((.[1].t - .[0].t) * 1000 | floor)' "$HF_TMP/fake.jsonl")
+(( gap >= 2900 && gap < 10000 )) || hf_fail "the snapshot request after the busy 503 (Retry-After: 3) came after $gap ms"
+grep -q 'Retry-After: 3 s); retrying in 3 s' "$HF_TMP/S.log" || hf_fail "no log line of the busy primary: $(grep -i retry "$HF_TMP/S.log")"
 grep -q "as announced) is $S_DB" "$HF_TMP/S.log" || hf_fail "no bootstrap from the good snapshot in the log"
 hf_assert_eq "$(sqlite3 -readonly "$S_DB" 'SELECT cluster FROM repl_state')" "$CL" "the standby's cluster"
-hf_log "ok: corrupted and unhashed snapshots refused, the good one taken"
+hf_log "ok: a busy primary's Retry-After kept ($gap ms), corrupted and unhashed snapshots refused, the good one taken"
 
 # ---- 3. peers
 following() { repl "$S" | jq -e --arg d "$DEAD" --arg f "$F" '.role == "standby" and .peers ==
