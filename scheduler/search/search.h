@@ -216,7 +216,8 @@ typedef struct search_tpe_obs {
 } search_tpe_obs;
 typedef struct search_tpe_opts {
     double  gamma;             /* fraction of observations that are "good" (at most 25) */
-    int64_t n_candidates;      /* draws from l per choice */
+    int64_t n_candidates;      /* draws from l per choice; 0: by the group's numeric dimensions
+                                * (the tpe searcher's default; search_tpe_model.c tpe_candidates) */
     double  prior_weight;      /* weight of the prior component */
     int     multivariate;      /* 1: one joint kernel over the unconditional parameters */
     int     spread_bw;         /* 1: multivariate bandwidths narrow with the observations' spread

@@ -53,9 +53,9 @@
 #include <string.h>
 
 #define TPE_DEFAULT_STARTUP 5  /* random trials before the model (Optuna: 10) */
-#define TPE_DEFAULT_CANDIDATES 24   /* the tpe searcher's n_ei_candidates (Optuna's 24; ASHA's
-                                     * sampler keeps search_tpe_defaults' 48): with the spread
-                                     * factor, 48 over-exploits (docs/search.md, 2026-11-25) */
+#define TPE_DEFAULT_CANDIDATES 0    /* the tpe searcher's n_ei_candidates: by the group's numeric
+                                     * dimensions, 24 to 96 (search_tpe_model.c tpe_candidates;
+                                     * ASHA's sampler keeps search_tpe_defaults' 48) */
 #define TPE_MO_GAMMA 0.25      /* with several objectives (tpe_configure) */
 #define TPE_MO_CANDIDATES 24
 #define TPE_MO_STARTUP 10

@@ -22,6 +22,8 @@
 #define TPE_SPREAD_MIN 0.6     /* ... at least this fraction of Scott's rule */
 #define TPE_LOCAL_BW_DIMS 2    /* multivariate with spread_bw: at most this many numeric dimensions
                                 * take the neighbour rule's bandwidths (kde_build) */
+#define TPE_CAND_BASE 24       /* n_candidates 0 (tpe_candidates): 3 to 5 numeric dimensions */
+#define TPE_CAND_WIDE 96       /* ... at most TPE_LOCAL_BW_DIMS, and from 10 on */
 #define TPE_UNIFORM_SD 0.28867513459481287   /* sqrt(1/12) */
 #define TPE_BRANCH_PRIOR 3.0  /* a branch parameter's prior weight x this (tpe_branches) */
 
@@ -451,7 +453,29 @@ static double tpe_log_ei(double gam, double r)
 
 /* ---------------------------------------------------------------- choice */
 
-/* Choose values for the parameters dims[0..nd) jointly: n_candidates draws
+/* How many candidates a joint group of nnum numeric dimensions draws:
+ * o->n_candidates when set; else (the tpe searcher's default, one
+ * objective) by nnum, chosen on issue 29's tuning half (docs/search.md,
+ * "Candidates by dimension"): 96 for at most TPE_LOCAL_BW_DIMS numeric
+ * dimensions, whose neighbour-rule kernels are narrow (median regret of
+ * the 24 two-dimensional problems x 0.64 and x 0.89 against 24
+ * candidates, seeds 0..39 and 40..79; x 0.89 at 4 in flight), 24 for 3 to
+ * 5 (there 48 and 96 were worse: 5 dimensions x 1.02 to 1.11), and from
+ * 5 on growing to 96 at 10 (10 dimensions x 0.885 and x 0.887, 4 in
+ * flight x 0.89; Scott's kernels are wide there and a better draw among
+ * more of them pays), the dimensions between on the geometric line
+ * (not measured). Without multivariate (one dimension at a time) 24. */
+static int64_t tpe_candidates(const search_tpe_opts *o, size_t nnum)
+{
+    if (o->n_candidates > 0) return o->n_candidates;
+    if (!o->multivariate || !o->spread_bw) return TPE_CAND_BASE;
+    if (nnum <= TPE_LOCAL_BW_DIMS) return TPE_CAND_WIDE;
+    if (nnum <= 5) return TPE_CAND_BASE;
+    double c = TPE_CAND_BASE * pow((double)TPE_CAND_WIDE / TPE_CAND_BASE, ((double)nnum - 5.0) / 5.0);
+    return c >= TPE_CAND_WIDE ? TPE_CAND_WIDE : (int64_t)lround(c);
+}
+
+/* Choose values for the parameters dims[0..nd) jointly: tpe_candidates draws
  * from l (good), keep the one maximising log l - log g, set them in hp.
  * hps[0..ng) are the good trials, hps[ng..ng+nb) the bad, each in creation
  * order. cost[0..ng+nb) (NULL: none) are their costs: when at least 2 of
@@ -476,7 +500,10 @@ static int tpe_choose(const search_tpe_opts *o, const tpe_dim *dims, size_t nd, 
     if (cost && o->cost_cooled < 1.0 && (rc = costm_build(&cm, dims, nd, hps, cost, ng + nb, o))) goto end;
     double gam = (double)ng / (double)(ng + nb);
     double best = -INFINITY, *bc = c + nd;
-    for (int64_t k = 0; k < o->n_candidates; k++) {
+    size_t nnum = 0;
+    for (size_t d = 0; d < nd; d++) nnum += dims[d].kind != DIM_CAT;
+    int64_t ncand = tpe_candidates(o, nnum);
+    for (int64_t k = 0; k < ncand; k++) {
         kde_sample(&l, dims, rng, c);
         double score = kde_logpdf(&l, dims, c) - kde_logpdf(&g, dims, c);
         if (cm.n) score = tpe_log_ei(gam, score) - (1.0 - o->cost_cooled) * costm_log(&cm, dims, c);
