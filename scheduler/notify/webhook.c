@@ -174,12 +174,10 @@ int webhook_list(webhook_svc *w, json_t **out)
 {
     static const char *const q =
         "SELECT h.id,h.url,h.format,h.events,h.experiment_id,h.created_at,h.created_by,"
-        "(SELECT count(*) FROM webhook_outbox o WHERE o.hook_id=h.id AND o.delivered_at IS NOT NULL),"
-        "(SELECT count(*) FROM webhook_outbox o WHERE o.hook_id=h.id AND o.delivered_at IS NULL),"
-        "(SELECT o.last_status FROM webhook_outbox o WHERE o.hook_id=h.id AND o.attempts>0 "
-        "  ORDER BY coalesce(o.delivered_at,o.next_at) DESC LIMIT 1),"
-        "(SELECT o.last_error FROM webhook_outbox o WHERE o.hook_id=h.id AND o.delivered_at IS NULL AND o.attempts>0 "
-        "  ORDER BY o.id LIMIT 1) FROM webhooks h "
+        /* delivered rows are deleted, counted on the hook (schema/0018_webhook_counts.sql) */
+        "h.delivered,(SELECT count(*) FROM webhook_outbox o WHERE o.hook_id=h.id),h.last_status,"
+        "(SELECT o.last_error FROM webhook_outbox o WHERE o.hook_id=h.id AND o.attempts>0 "
+        "  ORDER BY o.id LIMIT 1),h.last_attempt_at FROM webhooks h "
         /* a deleted experiment's hooks wait for the purge (store/purge.h): gone already */
         "WHERE h.experiment_id IS NULL OR h.experiment_id NOT IN (SELECT experiment_id FROM purge_queue) "
         "ORDER BY h.id";
@@ -198,6 +196,8 @@ int webhook_list(webhook_svc *w, json_t **out)
                                                   ? json_null() : json_integer(sqlite3_column_int64(st, 9)));
         const char *le = (const char *)sqlite3_column_text(st, 10);
         json_object_set_new(h, "last_error", le ? json_string(le) : json_null());
+        json_object_set_new(h, "last_attempt_at", sqlite3_column_type(st, 11) == SQLITE_NULL
+                                                      ? json_null() : json_integer(sqlite3_column_int64(st, 11)));
         json_array_append_new(arr, h);
     }
     if (src != SQLITE_DONE) { rc = store_rc(src); goto end; }

@@ -231,27 +231,47 @@ static int load_due(webhook_svc *w, due *out)
     return n;
 }
 
-/* Record one attempt's outcome. A failed UPDATE (the core's writer busy
- * for over 5 s, a full disk) leaves the row due: it is sent again. */
-static void record(webhook_svc *w, int64_t id, int ok, long status, const char *err, int64_t next_at)
+/* Record one attempt's outcome, in one transaction: the hook's last
+ * status and attempt time; on a 2xx its delivered count goes up and the
+ * row is deleted (schema/0018_webhook_counts.sql: delivered rows are not
+ * kept), otherwise the row's next attempt. A failed transaction (the
+ * core's writer busy for over 5 s, a full disk) leaves the row due: it is
+ * sent again. */
+static void record(webhook_svc *w, int64_t hook_id, int64_t id, int ok, long status, const char *err,
+                   int64_t next_at)
 {
-    sqlite3_stmt *st = NULL;
+    static const char *const hook_sql =
+        "UPDATE webhooks SET delivered=delivered+?2,last_status=?3,last_attempt_at=?4 WHERE id=?1";
+    static const char *const row_sql[2] = {
+        "UPDATE webhook_outbox SET next_at=?2,attempts=attempts+1,last_status=?3,last_error=?4 WHERE id=?1",
+        "DELETE FROM webhook_outbox WHERE id=?1"};
+    sqlite3_stmt *hs = NULL, *rs = NULL;
+    int64_t now = hf_wall_ms();
+    int rc = HF_EDB;
     pthread_mutex_lock(&w->mu);
-    if (sqlite3_prepare_v2(w->db,
-                           ok ? "UPDATE webhook_outbox SET delivered_at=?2,attempts=attempts+1,last_status=?3,"
-                                "last_error=NULL WHERE id=?1"
-                              : "UPDATE webhook_outbox SET next_at=?2,attempts=attempts+1,last_status=?3,"
-                                "last_error=?4 WHERE id=?1",
-                           -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_int64(st, 2, ok ? hf_wall_ms() : next_at);
-        sqlite3_bind_int64(st, 3, status);
-        if (!ok) sqlite3_bind_text(st, 4, err, -1, SQLITE_TRANSIENT);
-        if (repl_step1(w->repl, st) != SQLITE_DONE)
-            hf_warn("webhook: cannot record delivery %lld: %s (it will be sent again)", (long long)id,
-                    repl_errmsg());
+    if (repl_txn_begin(w->repl) == 0) {
+        if (sqlite3_prepare_v2(w->db, hook_sql, -1, &hs, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(w->db, row_sql[ok != 0], -1, &rs, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(hs, 1, hook_id);
+            sqlite3_bind_int(hs, 2, ok != 0);
+            sqlite3_bind_int64(hs, 3, status);
+            sqlite3_bind_int64(hs, 4, now);
+            sqlite3_bind_int64(rs, 1, id);
+            if (!ok) {
+                sqlite3_bind_int64(rs, 2, next_at);
+                sqlite3_bind_int64(rs, 3, status);
+                sqlite3_bind_text(rs, 4, err, -1, SQLITE_TRANSIENT);
+            }
+            if (sqlite3_step(hs) == SQLITE_DONE && sqlite3_step(rs) == SQLITE_DONE) rc = 0;
+        }
+        sqlite3_finalize(hs);
+        sqlite3_finalize(rs);
+        if (rc == 0) rc = repl_txn_commit(w->repl);
+        else repl_txn_rollback(w->repl);
     }
-    sqlite3_finalize(st);
+    if (rc)
+        hf_warn("webhook: cannot record delivery %lld: %s (it will be sent again)", (long long)id,
+                sqlite3_errmsg(w->db));
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -281,7 +301,7 @@ static int round_once(webhook_svc *w)
             pthread_mutex_lock(&w->bo_mu);
             if ((b = bo_find(w, d[i].hook_id, 0))) b->hook_id = 0;
             pthread_mutex_unlock(&w->bo_mu);
-            record(w, d[i].ev.delivery, 1, status, NULL, 0);
+            record(w, d[i].hook_id, d[i].ev.delivery, 1, status, NULL, 0);
         } else {
             atomic_fetch_add(&w->failed, 1);
             int fails = 1;
@@ -297,7 +317,7 @@ static int round_once(webhook_svc *w)
             pthread_mutex_unlock(&w->bo_mu);
             hf_info("webhook %lld: delivery %lld to %s failed (%s); retry in %lld ms", (long long)d[i].hook_id,
                     (long long)d[i].ev.delivery, d[i].url, err, (long long)delay);
-            record(w, d[i].ev.delivery, 0, status, err, hf_wall_ms() + delay);
+            record(w, d[i].hook_id, d[i].ev.delivery, 0, status, err, hf_wall_ms() + delay);
         }
     }
     for (int i = 0; i < n; i++) due_free(&d[i]);

@@ -399,8 +399,11 @@ static void test_orphans_migrated(void **state)
             "'[\"*\"]',1)");
     sql(db, "INSERT INTO webhook_outbox(hook_id,event_id,next_at) VALUES(9,5,9000000000000),(9,6,9000000000000),"
             "(9,7,9000000000000)");
-    /* as a scheduler before 0017 left it */
+    /* as a scheduler before 0017 left it (0018's columns too) */
     sql(db, "DROP INDEX webhook_outbox_event");
+    sql(db, "ALTER TABLE webhooks DROP COLUMN delivered");
+    sql(db, "ALTER TABLE webhooks DROP COLUMN last_status");
+    sql(db, "ALTER TABLE webhooks DROP COLUMN last_attempt_at");
     sql(db, "PRAGMA user_version=16");
     store_close(s);
     unit_open_core(path, NULL, &s, &c);

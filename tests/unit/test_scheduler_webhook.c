@@ -7,7 +7,8 @@
  * Where a hook may point (issue 27: loopback, private, link-local and the
  * scheduler's own addresses refused unless allowed), resolved for real
  * from numeric hosts (no traffic), and a hook that reuses a deleted one's
- * id not inheriting its retry delay, against a real loopback receiver.
+ * id not inheriting its retry delay, against a real loopback receiver,
+ * which also sees that delivered rows are not kept and ids not reused.
  * Delivery over HTTP is tests/system/test_webhooks.sh.
  */
 #include <stdarg.h>
@@ -132,15 +133,21 @@ static void test_spec(void **state)
     }
 }
 
+/* A store at DIR/name.db (made or migrated by store_open). */
+static sqlite3 *open_db(store **st, const char *name)
+{
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/%s.db", dir, name);
+    assert_int_equal(store_open(path, st, err, sizeof err), 0);
+    return store_db(*st);
+}
+
 /* The trigger: which hooks get an outbox row for which event. */
 static void test_outbox_trigger(void **state)
 {
     (void)state;
-    char path[300], err[256];
     store *s = NULL;
-    snprintf(path, sizeof path, "%s/hf.db", dir);
-    assert_int_equal(store_open(path, &s, err, sizeof err), 0);
-    sqlite3 *db = store_db(s);
+    sqlite3 *db = open_db(&s, "hf");
     assert_int_equal(sqlite3_exec(db,
         "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES (1,'a','ACTIVE','{}',1,0),"
         " (2,'b','ACTIVE','{}',1,0);"
@@ -199,8 +206,8 @@ static webhook_svc *open_svc(store **st, const char *name)
 {
     char path[300], err[256];
     webhook_svc *w = NULL;
+    open_db(st, name);
     snprintf(path, sizeof path, "%s/%s.db", dir, name);
-    assert_int_equal(store_open(path, st, err, sizeof err), 0);
     assert_int_equal(webhook_open(path, &w, err, sizeof err), 0);
     return w;
 }
@@ -240,10 +247,12 @@ static void test_url_policy(void **state)
     store_close(st);
 }
 
-/* A loopback receiver answering 200 to every request; counts them. */
+/* A loopback receiver answering 200 to every request; counts them and
+ * keeps the largest X-Hyperfarm-Delivery seen. */
 typedef struct receiver {
     int fd, port;
     atomic_int hits, stop;
+    atomic_llong max_delivery;
     pthread_t th;
 } receiver;
 
@@ -267,6 +276,9 @@ static void *recv_main(void *arg)
             if (n >= sizeof buf - 1) break;
         }
         static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        const char *dh = strcasestr(buf, "x-hyperfarm-delivery:");
+        long long id = dh ? atoll(dh + 21) : 0;
+        if (id > atomic_load(&r->max_delivery)) atomic_store(&r->max_delivery, id);
         if (write(c, ok, sizeof ok - 1) < 0) { /* the hook records the failure */ }
         close(c);
         atomic_fetch_add(&r->hits, 1);
@@ -306,6 +318,26 @@ static int64_t now_ms(void)
 static json_t *spec_body(const char *url)
 {
     return json_pack("{ss}", "url", url);
+}
+
+/* A webhook service on DIR/name.db with one hook ("*") to a real loopback
+ * receiver r, loopback allowed. */
+static webhook_svc *open_hooked(store **st, const char *name, receiver *r)
+{
+    webhook_svc *w = open_svc(st, name);
+    receiver_start(r);
+    char url[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", r->port);
+    webhook_set_policy(w, 1, 0);
+    hf_jerr e;
+    assert_int_equal(webhook_url_check(w, url, &e), 0);
+    webhook_spec sp;
+    json_t *body = spec_body(url), *out = NULL;
+    assert_int_equal(webhook_spec_parse(body, &sp, &e), 0);
+    assert_int_equal(webhook_create(w, &sp, &out), 0);
+    json_decref(out);
+    json_decref(body);
+    return w;
 }
 
 /* Hook 1 fails (nothing listens on its port) until its backoff is 4 s;
@@ -379,21 +411,9 @@ static void test_delivery_checked(void **state)
 {
     (void)state;
     store *st = NULL;
-    webhook_svc *w = open_svc(&st, "deliver");
-    sqlite3 *db = store_db(st);
     receiver r = {0};
-    receiver_start(&r);
-    char url[96];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", r.port);
-    webhook_set_policy(w, 1, 0);
-    hf_jerr e;
-    assert_int_equal(webhook_url_check(w, url, &e), 0);
-    webhook_spec sp;
-    json_t *body = spec_body(url), *out = NULL;
-    assert_int_equal(webhook_spec_parse(body, &sp, &e), 0);
-    assert_int_equal(webhook_create(w, &sp, &out), 0);
-    json_decref(out);
-    json_decref(body);
+    webhook_svc *w = open_hooked(&st, "deliver", &r);
+    sqlite3 *db = store_db(st);
     webhook_set_policy(w, 0, 0);   /* as if the name now pointed at a private address */
     assert_int_equal(sqlite3_exec(db, "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES "
                                       "(1,'a','ACTIVE','{}',1,0); INSERT INTO events(time,experiment_id,type) VALUES "
@@ -415,6 +435,83 @@ static void test_delivery_checked(void **state)
     store_close(st);
 }
 
+/* A delivered row is not kept (schema/0018_webhook_counts.sql): it is
+ * counted on its hook, with the last status and attempt time, and a later
+ * delivery gets a new id although the table was empty (receivers
+ * deduplicate on X-Hyperfarm-Delivery). */
+static void test_delivered_not_kept(void **state)
+{
+    (void)state;
+    store *st = NULL;
+    receiver r = {0};
+    webhook_svc *w = open_hooked(&st, "kept", &r);
+    sqlite3 *db = store_db(st);
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES "
+                                      "(1,'a','ACTIVE','{}',1,0); INSERT INTO events(time,experiment_id,type) VALUES "
+                                      "(1,1,'PAUSED'),(2,1,'ACTIVE'),(3,1,'PAUSED')",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    int64_t end = now_ms() + 5000;
+    while ((atomic_load(&r.hits) < 3 || unit_one_int(db, "SELECT count(*) FROM webhook_outbox")) && now_ms() < end)
+        usleep(20000);
+    assert_int_equal(atomic_load(&r.hits), 3);
+    assert_int_equal(atomic_load(&r.max_delivery), 3);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox"), 0);
+    json_t *out = NULL;
+    assert_int_equal(webhook_list(w, &out), 0);
+    json_t *h = json_array_get(json_object_get(out, "webhooks"), 0);
+    assert_int_equal(json_integer_value(json_object_get(h, "delivered")), 3);
+    assert_int_equal(json_integer_value(json_object_get(h, "pending")), 0);
+    assert_int_equal(json_integer_value(json_object_get(h, "last_status")), 200);
+    assert_true(json_integer_value(json_object_get(h, "last_attempt_at")) > 0);
+    json_decref(out);
+    /* the next delivery is number 4, not 1 again */
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO events(time,experiment_id,type) VALUES(4,1,'ACTIVE')", NULL, NULL,
+                                  NULL), SQLITE_OK);
+    end = now_ms() + 5000;
+    while (atomic_load(&r.hits) < 4 && now_ms() < end) usleep(20000);
+    assert_int_equal(atomic_load(&r.hits), 4);
+    assert_int_equal(atomic_load(&r.max_delivery), 4);
+    webhook_close(w);
+    receiver_stop(&r);
+    store_close(st);
+}
+
+/* Schema 0018 on a database an older scheduler wrote: delivered rows are
+ * counted on their hook and deleted, the pending one stays, and the next
+ * row's id is above every id handed out before, the deleted newest one
+ * included. */
+static void test_counts_migrated(void **state)
+{
+    (void)state;
+    store *st = NULL;
+    sqlite3 *db = open_db(&st, "counts");
+    assert_int_equal(sqlite3_exec(db,
+                                  "ALTER TABLE webhooks DROP COLUMN delivered;"
+                                  "ALTER TABLE webhooks DROP COLUMN last_status;"
+                                  "ALTER TABLE webhooks DROP COLUMN last_attempt_at;"
+                                  "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES"
+                                  " (1,'a','ACTIVE','{}',1,0);"
+                                  "INSERT INTO webhooks(id,url,secret,format,events,created_at) VALUES"
+                                  " (9,'https://192.0.2.3/','s','json','[\"*\"]',1);"
+                                  "INSERT INTO webhook_outbox(id,hook_id,event_id,next_at,attempts,delivered_at,"
+                                  "last_status,last_error) VALUES(1,9,1,1,1,10,200,NULL),(2,9,2,1,1,20,200,NULL),"
+                                  "(3,9,3,1,1,30,200,NULL),(4,9,4,9000000000000,2,NULL,500,'x'),"
+                                  "(5,9,5,1,1,50,204,NULL);"
+                                  "PRAGMA user_version=17",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    store_close(st);
+    db = open_db(&st, "counts");
+    assert_int_equal(unit_one_int(db, "SELECT group_concat(id) FROM webhook_outbox"), 4);
+    assert_int_equal(unit_one_int(db, "SELECT delivered FROM webhooks WHERE id=9"), 4);
+    assert_int_equal(unit_one_int(db, "SELECT last_status FROM webhooks WHERE id=9"), 500);
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO events(time,experiment_id,type) VALUES(6,1,'PAUSED')", NULL, NULL,
+                                  NULL), SQLITE_OK);
+    assert_int_equal(unit_one_int(db, "SELECT max(id) FROM webhook_outbox"), 6);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('webhook_outbox_due',"
+                                      "'webhook_outbox_hook','webhook_outbox_event','events_webhooks')"), 4);
+    store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +523,8 @@ int main(void)
         cmocka_unit_test(test_url_policy),
         cmocka_unit_test(test_backoff_not_inherited),
         cmocka_unit_test(test_delivery_checked),
+        cmocka_unit_test(test_delivered_not_kept),
+        cmocka_unit_test(test_counts_migrated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
