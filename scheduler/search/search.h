@@ -223,6 +223,9 @@ typedef struct search_tpe_opts {
     int     spread_bw;         /* 1: multivariate bandwidths narrow with the observations' spread
                                 * (the tpe searcher with one objective; 0 in the defaults, which
                                 * ASHA's sampler uses, and with several objectives) */
+    int     ei_weights;        /* 1: in a joint group of 3 or more numeric dimensions the good
+                                * components weigh by their improvement on the split (the tpe
+                                * searcher with one objective; search_tpe_model.c tpe_sets_build) */
     double  cost_cooled;       /* "cost_cooling": how much of the cost term is gone, 0 (all of
                                 * it weighs) to 1 (none: plain EI); docs/search.md */
 } search_tpe_opts;

@@ -152,7 +152,8 @@ static double spread_factor(const double *x, const double *w, size_t n, size_t n
  * gaps along one axis shrink much faster than the distances between
  * points. Both are clipped to [1/min(100, m+1), 1]
  * ("magic clip"); the prior component is N(0.5, 1) / uniform categories.
- * Components weigh wt[i] when wt is given (MOTPE), else by age.
+ * Components weigh wt[i] when wt is given (MOTPE's contributions or the
+ * improvement weights of tpe_ei_weights), else by age.
  * RET 0 or HF_ENOMEM. */
 static int kde_build(tpe_kde *k, const tpe_dim *dims, size_t nd, const double *x, const double *wt, size_t n,
                      const search_tpe_opts *o)
@@ -484,11 +485,14 @@ static int64_t tpe_candidates(const search_tpe_opts *o, size_t nnum)
  * ng / (ng + nb), the good fraction l and g were fitted with (running
  * trials count among the bad). RET 0 or HF_ENOMEM. */
 static int tpe_choose(const search_tpe_opts *o, const tpe_dim *dims, size_t nd, const json_t *const *hps,
-                      const double *wg, const double *cost, size_t ng, size_t nb, uint64_t *rng, json_t *hp)
+                      const double *wg, const double *ei, const double *cost, size_t ng, size_t nb, uint64_t *rng,
+                      json_t *hp)
 {
     tpe_kde l = {0}, g = {0};
     tpe_costm cm = {0};
-    size_t nmax = (ng > nb ? ng : nb) + 1;
+    size_t nmax = (ng > nb ? ng : nb) + 1, nnum = 0;
+    for (size_t d = 0; d < nd; d++) nnum += dims[d].kind != DIM_CAT;
+    if (!wg && nnum > TPE_LOCAL_BW_DIMS) wg = ei;   /* NULL unless o->ei_weights: tpe_sets_build */
     double *x = malloc(nmax * nd * sizeof *x), *c = malloc(2 * nd * sizeof *c), *w = malloc(nmax * sizeof *w);
     int rc = HF_ENOMEM;
     if (!x || !c || !w) goto end;
@@ -500,8 +504,6 @@ static int tpe_choose(const search_tpe_opts *o, const tpe_dim *dims, size_t nd, 
     if (cost && o->cost_cooled < 1.0 && (rc = costm_build(&cm, dims, nd, hps, cost, ng + nb, o))) goto end;
     double gam = (double)ng / (double)(ng + nb);
     double best = -INFINITY, *bc = c + nd;
-    size_t nnum = 0;
-    for (size_t d = 0; d < nd; d++) nnum += dims[d].kind != DIM_CAT;
     int64_t ncand = tpe_candidates(o, nnum);
     for (int64_t k = 0; k < ncand; k++) {
         kde_sample(&l, dims, rng, c);
@@ -569,17 +571,52 @@ static int agrees(const json_t *hp, const json_t *h)
 
 /* The good and bad sets of one choice, as tpe_choose takes them: hps[0..ng)
  * good, hps[ng..ng+nb) bad (liars last), the good ones' weights (NULL: by
- * age) and everyone's cost (NULL: none). */
+ * age), their improvement weights (NULL: none; tpe_ei_weights) and
+ * everyone's cost (NULL: none). */
 typedef struct tpe_sets {
     const json_t **hps;
-    double        *wg, *cost;
+    double        *wg, *ei, *cost;
     size_t         ng, nb;
 } tpe_sets;
 
 static void tpe_sets_free(tpe_sets *t)
 {
-    free(t->hps); free(t->wg); free(t->cost);
+    free(t->hps); free(t->wg); free(t->ei); free(t->cost);
     memset(t, 0, sizeof *t);
+}
+
+/* Improvement weights (Watanabe 2023, "Tree-Structured Parzen Estimator:
+ * Understanding Its Algorithm Components", its EI weighting): good
+ * observation j's component in l weighs by how far its value is beyond the
+ * split, v_j - v_split (v_split the best bad value), scaled to a mean of 1
+ * so the prior keeps its share; l then concentrates on the best of the
+ * good instead of spreading evenly over them. Age weights are all 1 in the
+ * good set anyway (at most 25). obs[0..M) sorted best first, t->ng set;
+ * fills t->ei in the order the good set is sorted to next (by index).
+ * None (t->ei NULL) when every observation is good, when any weight is
+ * given (MOTPE), when the values do not all share one level (ASHA's rungs:
+ * values of different rungs do not compare), or when the good values do
+ * not differ from the split. Used where tpe_choose draws 3 or more numeric
+ * dimensions jointly; chosen on issue 29's tuning half (docs/search.md,
+ * "Improvement weights"). RET 0 or HF_ENOMEM. */
+static int tpe_ei_weights(tpe_sets *t, tpe_wobs *obs, size_t M)
+{
+    size_t ng = t->ng;
+    if (ng < 2 || ng >= M || obs[0].o.level != obs[ng].o.level) return 0;
+    double split = obs[ng].o.value, sum = 0;
+    for (size_t j = 0; j < ng; j++) {
+        if (obs[j].w > 0 || !isfinite(obs[j].o.value)) return 0;
+        sum += obs[j].o.value - split;
+    }
+    if (!(sum > 0) || !isfinite(sum)) return 0;
+    /* in the order tpe_sets_build sorts the good set to: by index */
+    tpe_wobs *tmp = malloc(ng * sizeof *tmp);
+    if (!tmp || !(t->ei = malloc(ng * sizeof *t->ei))) { free(tmp); return HF_ENOMEM; }
+    memcpy(tmp, obs, ng * sizeof *tmp);
+    qsort(tmp, ng, sizeof *tmp, cmp_wobs_index);
+    for (size_t j = 0; j < ng; j++) t->ei[j] = (double)ng * (tmp[j].o.value - split) / sum + 1e-12;
+    free(tmp);
+    return 0;
 }
 
 /* Split obs[0..M) into good and bad, sorting it in place: by (level,
@@ -597,6 +634,7 @@ static int tpe_sets_build(tpe_sets *t, const search_tpe_opts *o, tpe_wobs *obs, 
     if (!t->hps || (use_cost && !t->cost)) goto oom;
     qsort(obs, M, sizeof *obs, cmp_wobs_value_desc);
     size_t ng = t->ng = search_tpe_n_good(o, M);
+    if (o->ei_weights && tpe_ei_weights(t, obs, M)) goto oom;
     qsort(obs, ng, sizeof *obs, cmp_wobs_index);
     qsort(obs + ng, M - ng, sizeof *obs, cmp_wobs_index);
     for (size_t j = 0; j < M; j++) t->hps[j] = obs[j].o.hparams;
@@ -629,7 +667,7 @@ static int tpe_choose_within(const search_tpe_opts *o2, const tpe_dim *dims, siz
     for (size_t j = 0; j < N; j++)
         if (agrees(hp, obs[j].o.hparams)) sub[M++] = obs[j];
     int rc = tpe_sets_build(&t, o2, sub, M, liars, nl, hp, use_cost);
-    if (!rc) rc = tpe_choose(o2, dims, nd, t.hps, t.wg, t.cost, t.ng, t.nb, rng, hp);
+    if (!rc) rc = tpe_choose(o2, dims, nd, t.hps, t.wg, t.ei, t.cost, t.ng, t.nb, rng, hp);
     tpe_sets_free(&t);
     free(sub);
     return rc;
@@ -713,7 +751,7 @@ json_t *search_tpe_propose_w(const search_space *sp, const search_tpe_opts *o, t
             continue;
         }
         tpe_dim d = dim_of(p);
-        if (tpe_choose(o, &d, 1, t.hps, t.wg, t.cost, t.ng, t.nb, rng, hp)) goto fail;
+        if (tpe_choose(o, &d, 1, t.hps, t.wg, t.ei, t.cost, t.ng, t.nb, rng, hp)) goto fail;
     }
     tpe_sets_free(&t);
     return hp;

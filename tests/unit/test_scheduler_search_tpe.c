@@ -314,6 +314,16 @@ static void test_multivariate_joint(void **state)
     search_space_free(sp);
 }
 
+/* x, y (and z when dims is 3) uniform on [0, 1]. */
+static search_space *unit_cube(int dims)
+{
+    return space(dims == 3 ? "{\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
+                             " \"y\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
+                             " \"z\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}"
+                           : "{\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
+                             " \"y\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}");
+}
+
 /* The tpe searcher's multivariate kernels (spread_bw on): a group of at
  * most 2 numeric dimensions takes the neighbour rule's bandwidths per
  * component, 3 and more Scott's with the spread factor
@@ -329,11 +339,7 @@ static void test_local_bandwidths_2d(void **state)
     enum { NOBS = 100, DRAWS = 300 };
     double spread[2] = {0, 0};
     for (int three = 0; three < 2; three++) {
-        search_space *sp = space(three ? "{\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                                         " \"y\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                                         " \"z\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}"
-                                       : "{\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1},"
-                                         " \"y\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}}");
+        search_space *sp = unit_cube(three ? 3 : 2);
         search_tpe_obs obs[NOBS];
         json_t *hps[NOBS];
         uint64_t rng = 11;
@@ -367,6 +373,64 @@ static void test_local_bandwidths_2d(void **state)
     print_message("mean |x - 0.35| of the proposals: 2 dimensions %.4f, 3 dimensions %.4f\n", spread[0],
                   spread[1]);
     assert_true(spread[0] < 0.5 * spread[1]);
+}
+
+/* Improvement weights (search_tpe_model.c tpe_ei_weights): 25 good trials,
+ * 12 near A = 0.2 far beyond the split (values 10 and more) and 13 near
+ * B = 0.8 just beyond it, 75 bad ones scattered. With the weights the
+ * proposals go near A; without, they split between A and B. In 2
+ * dimensions (the neighbour rule's groups) the weights are not used: the
+ * proposals are the same with and without. */
+static int near_a(int dims, int ei, int draws)
+{
+    enum { NOBS = 100 };
+    search_space *sp = unit_cube(dims);
+    search_tpe_obs obs[NOBS];
+    json_t *hps[NOBS];
+    uint64_t rng = 17;
+    for (int i = 0; i < NOBS; i++) {
+        double c[3], v;
+        if (i % 4 == 0) {   /* 25 good: A for i/4 even, B for odd */
+            double at = (i / 4) % 2 ? 0.8 : 0.2;
+            for (int d = 0; d < 3; d++) c[d] = at + 0.02 * (search_rng_uniform(&rng) - 0.5);
+            v = (i / 4) % 2 ? 0.01 * (1 + i / 4) : 10 + 0.01 * i;
+        } else {
+            for (int d = 0; d < 3; d++) c[d] = search_rng_uniform(&rng);
+            v = -1 - search_rng_uniform(&rng);
+        }
+        hps[i] = dims == 3 ? json_pack("{s:f, s:f, s:f}", "x", c[0], "y", c[1], "z", c[2])
+                           : json_pack("{s:f, s:f}", "x", c[0], "y", c[1]);
+        obs[i] = (search_tpe_obs){hps[i], 0, v, i, NAN};
+    }
+    search_tpe_opts o = search_tpe_defaults;
+    o.spread_bw = 1;
+    o.ei_weights = ei;
+    o.gamma = 0.25;
+    o.n_candidates = 24;
+    int n = 0;
+    for (int k = 0; k < draws; k++) {
+        uint64_t r = search_rng_derive(7, (uint64_t)k);
+        json_t *hp = search_tpe_propose(sp, &o, obs, NOBS, NULL, 0, &r);
+        assert_non_null(hp);
+        n += json_real_value(json_object_get(hp, "x")) < 0.5;
+        json_decref(hp);
+    }
+    for (int i = 0; i < NOBS; i++) json_decref(hps[i]);
+    search_space_free(sp);
+    return n;
+}
+
+static void test_ei_weights(void **state)
+{
+    (void)state;
+    enum { DRAWS = 300 };
+    int with = near_a(3, 1, DRAWS), without = near_a(3, 0, DRAWS), with2 = near_a(2, 1, DRAWS),
+        without2 = near_a(2, 0, DRAWS);
+    print_message("proposals near A of %d: 3 dimensions %d with the weights, %d without; 2 dimensions %d / %d\n",
+                  DRAWS, with, without, with2, without2);
+    assert_true(with >= DRAWS * 85 / 100);
+    assert_true(without <= DRAWS * 70 / 100);
+    assert_int_equal(with2, without2);
 }
 
 /* Hartmann-6 on [0,1]^6, minimum -3.32237 (the bench/search_synthetic
@@ -828,6 +892,7 @@ int main(void)
         cmocka_unit_test(test_multivariate_reproducible),
         cmocka_unit_test(test_multivariate_joint),
         cmocka_unit_test(test_local_bandwidths_2d),
+        cmocka_unit_test(test_ei_weights),
         cmocka_unit_test(test_hartmann6_beats_random),
         cmocka_unit_test(test_default_candidates),
         cmocka_unit_test(test_conditional_default),
