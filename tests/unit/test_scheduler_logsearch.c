@@ -528,7 +528,7 @@ static void test_pool(void **state)
     assert_null(submit(lp, "frank", "x", -1, &rc, &retry));
     assert_int_equal(rc, HF_ESTATE);
     logpool_free(lp);
-    assert_int_equal(unit_threads_named("hf-logsearch"), 0);
+    assert_int_equal(unit_threads_settle("hf-logsearch", 0), 0);
     store_close(s);
 }
 

@@ -243,7 +243,7 @@ static void test_url_policy(void **state)
     assert_int_equal(webhook_url_check(w, "http://127.0.0.1:8080/api/v1/experiments/1/cancel", &e), HF_EINVAL);
     assert_non_null(strstr(e.msg, "the scheduler itself"));
     webhook_close(w);
-    assert_int_equal(unit_threads_named("hf-webhook"), 0);
+    assert_int_equal(unit_threads_settle("hf-webhook", 0), 0);
     store_close(st);
 }
 
