@@ -315,6 +315,14 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* r's request count once it reaches want, waiting up to 5 s. */
+static int wait_hits(receiver *r, int want)
+{
+    int64_t end = now_ms() + 5000;
+    while (atomic_load(&r->hits) < want && now_ms() < end) usleep(20000);
+    return atomic_load(&r->hits);
+}
+
 static json_t *spec_body(const char *url)
 {
     return json_pack("{ss}", "url", url);
@@ -427,9 +435,7 @@ static void test_delivery_checked(void **state)
     assert_int_equal(atomic_load(&r.hits), 0);
     /* opened again: the same row is delivered */
     webhook_set_policy(w, 1, 0);
-    end = now_ms() + 5000;
-    while (atomic_load(&r.hits) == 0 && now_ms() < end) usleep(20000);
-    assert_int_equal(atomic_load(&r.hits), 1);
+    assert_int_equal(wait_hits(&r, 1), 1);
     webhook_close(w);
     receiver_stop(&r);
     store_close(st);
@@ -467,9 +473,7 @@ static void test_delivered_not_kept(void **state)
     /* the next delivery is number 4, not 1 again */
     assert_int_equal(sqlite3_exec(db, "INSERT INTO events(time,experiment_id,type) VALUES(4,1,'ACTIVE')", NULL, NULL,
                                   NULL), SQLITE_OK);
-    end = now_ms() + 5000;
-    while (atomic_load(&r.hits) < 4 && now_ms() < end) usleep(20000);
-    assert_int_equal(atomic_load(&r.hits), 4);
+    assert_int_equal(wait_hits(&r, 4), 4);
     assert_int_equal(atomic_load(&r.max_delivery), 4);
     webhook_close(w);
     receiver_stop(&r);
