@@ -295,6 +295,7 @@ help:
 	@echo '  make clean           remove build/ and bin/'
 	@echo 'One test: T=NAME keeps the tests whose name contains NAME, e.g.'
 	@echo '  make unit T=test_scheduler_search_tpe    make system T=fault_agent_kill    make test T=openapi'
+	@echo 'System tests run 2 at a time, each in its own network namespace: HF_TEST_JOBS=N for N (1: one at a time)'
 	@echo 'Variants: SANITIZE=address,undefined (ASan+UBSan, build/san/), V=1 (full command lines)'
 
 -include $(shell find build -name '*.d' 2>/dev/null)
