@@ -247,6 +247,15 @@ struct sched {
     int             dispatch_dirty;
     int64_t         last_pass_mono;
     int64_t         pass_free;      /* free slots of alive agents in this pass, -1 = recount */
+    /* Within one pass capacities only fall (placements, backfill holds;
+     * nothing is released or registered under a pass), so: every agent
+     * before s->agents[pass_scan] is dead or full, and pass_fit, the first
+     * agent with room for a gang of pass_fit_w workers of pass_fit_s
+     * slots when the last scan looked, stays the first while it has room
+     * for one (dispatch.c). Both are reset at the start of each pass. */
+    size_t          pass_scan;
+    struct agent   *pass_fit;
+    int             pass_fit_w, pass_fit_s;
     atomic_int      lock_waiters;   /* threads blocked in sched_lock (sched_dispatch_more yields to them) */
     /* A pass that stopped at DISPATCH_CHUNK (dispatch_more) is continued
      * by the thread that kick wakes (cron.c), not by a request's thread:

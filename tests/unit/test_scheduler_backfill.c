@@ -11,6 +11,14 @@
  * slot freed on a2 (not reserved) is backfilled by S, and G starts on a1
  * as soon as a1's second slot frees. placement_reserve itself is checked
  * on GPU and multi-agent gangs.
+ *
+ * First fit at submission: the dispatch pass keeps its last single-agent
+ * choice and skips full agents (dispatch.c, pass_fit and pass_scan in
+ * sched_int.h); the ranks it places must be exactly those of a plain scan
+ * of every agent for each trial in turn: the first agent with room for the
+ * whole gang, else placement_gang's span over all (farms of uneven agents,
+ * gangs of 1 and of 2 workers, the 2-worker ones spanning agents once no
+ * agent has 2 free slots).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -194,11 +202,75 @@ static void test_reserve_plan(void **state)
     assert_int_equal(placement_reserve(gg, 2, 1, 0, res), HF_EINVAL);
 }
 
+/* Agents of the given slots; one experiment of gangs of W workers of 1
+ * slot, as many trials as fit. Each trial's ranks are the first fit's over
+ * all agents (else placement_gang's span), trial after trial. */
+static void check_first_fit(const char *name, const int *slots, int n, int W)
+{
+    char path[320], nm[16], exp[512];
+    snprintf(path, sizeof path, "%s/%s.db", dir, name);
+    store *s = NULL;
+    sched *c = NULL;
+    unit_open_core(path, NULL, &s, &c);
+    place_agent model[16];
+    int64_t ids[16], total = 0;
+    assert_true(n <= 16);
+    for (int i = 0; i < n; i++) {
+        snprintf(nm, sizeof nm, "b%d", i);
+        ids[i] = unit_register(c, nm, slots[i]);
+        model[i] = cpu(ids[i], slots[i], 0);
+        total += slots[i];
+    }
+    snprintf(exp, sizeof exp, "{\"name\": \"fit\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+             "\"searcher\": {\"name\": \"random\", \"max_trials\": %lld, \"max_concurrent_trials\": %lld},"
+             "\"hyperparameters\": {\"x\": 1}, \"trial\": {\"command\": [\"true\"],"
+             "\"resources\": {\"workers\": %d, \"slots_per_worker\": 1}}}",
+             (long long)(total / W), (long long)(total / W), W);
+    int64_t x = unit_submit(c, exp);
+    json_t *out = NULL;
+    assert_int_equal(sched_experiment_trials(c, x, &out), 0);
+    json_t *ts = json_object_get(out, "trials");
+    assert_int_equal(json_array_size(ts), total / W);
+    for (size_t k = 0; k < json_array_size(ts); k++) {     /* creation order = placement order */
+        json_t *t = json_array_get(ts, k), *ranks = json_object_get(t, "ranks");
+        place_rank want[4];
+        int first = 0;
+        while (first < n && placement_capacity(&model[first], 1) < W) first++;
+        if (first < n) {
+            assert_int_equal(placement_gang(&model[first], 1, W, 1, want), 0);
+            for (int r = 0; r < W; r++) want[r].agent = first;
+        } else {
+            assert_int_equal(placement_gang(model, n, W, 1, want), 0);
+        }
+        assert_string_equal(json_string_value(json_object_get(t, "state")), "ASSIGNED");
+        assert_int_equal(json_array_size(ranks), W);
+        for (int r = 0; r < W; r++) {
+            int64_t got = json_integer_value(json_object_get(json_array_get(ranks, (size_t)r), "agent_id"));
+            if (got != ids[want[r].agent])
+                fail_msg("%s: trial %zu rank %d on agent %lld, first fit is %lld", name, k, r, (long long)got,
+                         (long long)ids[want[r].agent]);
+        }
+    }
+    json_decref(out);
+    sched_free(c);
+    store_close(s);
+}
+
+static void test_first_fit_at_submission(void **state)
+{
+    (void)state;
+    const int uneven[] = {5, 8, 3, 6, 2, 8, 1}, odd[] = {3, 1, 5, 1, 2, 4, 2, 3};
+    check_first_fit("fit1", uneven, 7, 1);
+    check_first_fit("fit2", odd, 8, 2);
+    check_first_fit("fit2b", uneven, 7, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gang_not_starved),
         cmocka_unit_test(test_reserve_plan),
+        cmocka_unit_test(test_first_fit_at_submission),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
