@@ -161,6 +161,23 @@ static void supervise(launch_state *ls)
             int r = rank_of(ls, p);
             if (r < ls->world) { ls->batch_r[n] = r; ls->batch_st[n++] = st; }
         } while (n < ls->world && (p = waitpid(-1, &st, WNOHANG)) > 0);
+        /* The first failure is a peer's error exit and no rank was killed:
+         * the killed one may not be reapable yet. Its sockets close before
+         * its exit completes, and a loaded machine can run the peer that
+         * saw them close through its whole exit first. So wait up to
+         * 200 ms for a killed rank before naming the cause. */
+        int sig = 0, bad = 0;
+        for (int i = 0; i < n; i++) {
+            sig |= WIFSIGNALED(ls->batch_st[i]) != 0;
+            bad |= !WIFEXITED(ls->batch_st[i]) || (WEXITSTATUS(ls->batch_st[i]) != 0 &&
+                                                   WEXITSTATUS(ls->batch_st[i]) != TR_EXIT_SIGTERM);
+        }
+        for (int64_t until = hf_mono_ms() + 200; bad && !sig && !ls->failed && n < alive && hf_mono_ms() < until;) {
+            p = waitpid(-1, &st, WNOHANG);
+            if (p <= 0) { hf_sleep_ms(5); continue; }
+            int r = rank_of(ls, p);
+            if (r < ls->world) { ls->batch_r[n] = r; ls->batch_st[n++] = st; sig |= WIFSIGNALED(st) != 0; }
+        }
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < n; i++)
                 if ((pass == 0) == (WIFSIGNALED(ls->batch_st[i]) != 0)) {
