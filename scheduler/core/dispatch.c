@@ -160,6 +160,18 @@ static int trial_place(sched *s, trial *t)
         int found = ckpt_restore_of(s, t, &ref);
         if (ckpt_pbt_wait(s, t, &ref, found)) { rc = HF_ENOTFOUND; goto end; }
         if (found) near = holder_for(s, t, &ref, W, S);
+        /* No holder of a stored checkpoint has room (or none is stored
+         * yet: an ASHA promotion is decided by the report that comes
+         * before the upload of the checkpoint beside it): the chief's
+         * agent of the last attempt, where that attempt's newest
+         * checkpoint is on disk in the trial's directory, when it has
+         * room for the whole gang. Elsewhere the trial would start from
+         * the older stored one, or from scratch. */
+        if (!near && t->attempt > 0 && t->agent_id > 0) {
+            agent *last = agent_find(s, t->agent_id);
+            if (last && last->alive && !avoid_agent(s, t, last) && placement_capacity(&last->pa, S) >= W)
+                near = last;
+        }
     }
     /* Fast path, the common case: the gang fits on one agent: the first
      * one in order with room for it (first fit, so a burst fills agents

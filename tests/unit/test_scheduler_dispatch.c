@@ -11,7 +11,8 @@
  *     without free slots; the default max_concurrent_trials is reported.
  *   - ASHA (eta 2, rungs 1 and 2 epochs): when the second rung-0 result
  *     arrives, the freed slot goes to the promotion of the better trial
- *     (same trial id, attempt 2, budget 2), not to a new trial.
+ *     (same trial id, attempt 2, budget 2), not to a new trial; the
+ *     promotion goes back to its own agent when that has room.
  *   - trial.launcher "mpirun": rank 0's assignment carries the placement
  *     ("hosts"), the others "hold"; kills reach holders only after rank 0
  *     exited; rank 0's exit code decides the outcome; slots come back.
@@ -391,6 +392,38 @@ static void test_promotion_before_new_trial(void **state)
     store_close(s);
 }
 
+/* A promotion goes back to the agent of its trial's last attempt when it
+ * has room, though another agent comes first in order: the checkpoint the
+ * rung's report came with is on disk there, and its upload to the store
+ * (none here) may not have landed yet (dispatch.c, trial_place). */
+static void test_promotion_returns_to_its_agent(void **state)
+{
+    (void)state;
+    store *s = NULL;
+    sched *c = NULL;
+    open_core("return", &s, &c);
+    int64_t a1 = unit_register(c, "a1", 1), a2 = unit_register(c, "a2", 1);
+    unit_submit(c, "{\"name\": \"asha\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                   "\"searcher\": {\"name\": \"asha\", \"max_trials\": 2, \"max_concurrent_trials\": 2,"
+                   " \"max_epochs\": 2, \"min_epochs\": 1, \"reduction_factor\": 2, \"seed\": 3}," SPACE);
+    assert_int_equal(hb(c, a1, "[]", "[]"), 1);
+    assert_int_equal(hb(c, a2, "[]", "[]"), 1);
+    run on1 = runs[0], on2 = runs[1];
+    assert_int_equal(on1.agent, a1);
+    assert_int_equal(on2.agent, a2);
+    /* a1's trial ends rung 0 worse: nothing to promote yet, no new trial
+     * (max_trials), a1 stays free. a2's ends better: promoted into a2's
+     * own freed slot, not into a1 (first in order). */
+    assert_int_equal(finish(c, &on1, 1, 0.5), 0);
+    assert_int_equal(finish(c, &on2, 1, 0.9), 1);
+    assert_int_equal(runs[2].trial, on2.trial);
+    assert_int_equal(runs[2].attempt, 2);
+    assert_int_equal(runs[2].agent, a2);
+    assert_int_equal(hb(c, a1, "[]", "[]"), 0);
+    sched_free(c);
+    store_close(s);
+}
+
 /* Heartbeat aid with events (JSON text); RET the reply (caller frees). */
 static json_t *hb_reply(sched *c, int64_t aid, const char *events)
 {
@@ -599,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_cached_views_follow_metrics),
         cmocka_unit_test(test_created_only_when_placeable),
         cmocka_unit_test(test_promotion_before_new_trial),
+        cmocka_unit_test(test_promotion_returns_to_its_agent),
         cmocka_unit_test(test_mpirun_launcher),
         cmocka_unit_test(test_posted_events),
         cmocka_unit_test(test_report_gap_scales),
