@@ -81,16 +81,26 @@ static place_agent *agents_snapshot(sched *s, const trial *t, agent ***map, int 
     return pa;
 }
 
+/* Can a take the whole gang of t (W workers of S slots)? */
+static int gang_fits(const sched *s, const trial *t, const agent *a, int W, int S)
+{
+    return a->alive && !avoid_agent(s, t, a) && placement_capacity(&a->pa, S) >= W;
+}
+
+/* Free slots of a, 0 when it is not alive. */
+static int64_t alive_free(const agent *a)
+{
+    return a->alive && a->pa.slots > a->pa.slots_used ? a->pa.slots - a->pa.slots_used : 0;
+}
+
 /* Free slots of alive agents, counted once per pass and after each
- * placement or hold: an upper bound that rejects most checks at once. */
+ * backfill hold (a placement subtracts what it took): an upper bound that
+ * rejects most checks at once. */
 static int64_t pass_free(sched *s)
 {
     if (s->pass_free < 0) {
         int64_t f = 0;
-        for (size_t i = 0; i < s->nagents; i++) {
-            const place_agent *p = &s->agents[i]->pa;
-            if (s->agents[i]->alive && p->slots > p->slots_used) f += p->slots - p->slots_used;
-        }
+        for (size_t i = 0; i < s->nagents; i++) f += alive_free(s->agents[i]);
         s->pass_free = f;
     }
     return s->pass_free;
@@ -102,11 +112,7 @@ static int64_t pass_free(sched *s)
  * trial (1,000 agents x 8,000 trials in loadgen --full's cold start). */
 static size_t scan_start(sched *s)
 {
-    while (s->pass_scan < s->nagents) {
-        const agent *a = s->agents[s->pass_scan];
-        if (a->alive && a->pa.slots > a->pa.slots_used) break;
-        s->pass_scan++;
-    }
+    while (s->pass_scan < s->nagents && alive_free(s->agents[s->pass_scan]) == 0) s->pass_scan++;
     return s->pass_scan;
 }
 
@@ -169,8 +175,7 @@ static int trial_place(sched *s, trial *t)
          * the older stored one, or from scratch. */
         if (!near && t->attempt > 0 && t->agent_id > 0) {
             agent *last = agent_find(s, t->agent_id);
-            if (last && last->alive && !avoid_agent(s, t, last) && placement_capacity(&last->pa, S) >= W)
-                near = last;
+            if (last && gang_fits(s, t, last, W, S)) near = last;
         }
     }
     /* Fast path, the common case: the gang fits on one agent: the first
@@ -189,11 +194,8 @@ static int trial_place(sched *s, trial *t)
         if (mine && s->pass_fit && s->pass_fit_w == W && s->pass_fit_s == S &&
             placement_capacity(&s->pass_fit->pa, S) >= W)
             one = s->pass_fit;
-        for (size_t i = scan_start(s); i < s->nagents && !one; i++) {
-            agent *a = s->agents[i];
-            if (!a->alive || avoid_agent(s, t, a)) continue;
-            if (placement_capacity(&a->pa, S) >= W) one = a;
-        }
+        for (size_t i = scan_start(s); i < s->nagents && !one; i++)
+            if (gang_fits(s, t, s->agents[i], W, S)) one = s->agents[i];
         if (mine) {
             s->pass_fit = one;
             s->pass_fit_w = W;

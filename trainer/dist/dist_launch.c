@@ -104,13 +104,18 @@ static void spawn_ranks(const launch_env *e, launch_state *ls)
     }
 }
 
+/* Wait status st is a rank's normal end (done, or stopped as asked). */
+static int rank_ok(int st)
+{
+    return WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == TR_EXIT_SIGTERM);
+}
+
 /* Rank r (pid p) ended with wait status st: a failure stops the job. */
 static void on_rank_exit(launch_state *ls, int r, pid_t p, int st)
 {
     ls->done[r] = 1;
     if (r == 0) ls->rank0_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    int ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == TR_EXIT_SIGTERM);
-    if (ok || ls->failed) return;
+    if (rank_ok(st) || ls->failed) return;
     char why[96];
     describe_status(st, why, sizeof why);
     fprintf(stderr, "hyperfarm-train: rank %d (pid %d) %s: stopping the job\n", r, (int)p, why);
@@ -125,6 +130,15 @@ static int rank_of(const launch_state *ls, pid_t p)
     int r = 0;
     while (r < ls->world && ls->pids[r] != p) r++;
     return r;
+}
+
+/* Add pid p's wait status st to the batch of n reaped ranks (a pid that
+ * is not a rank is left out). RET the new n. */
+static int batch_add(launch_state *ls, int n, pid_t p, int st)
+{
+    int r = rank_of(ls, p);
+    if (r < ls->world) { ls->batch_r[n] = r; ls->batch_st[n++] = st; }
+    return n;
 }
 
 /* Wait for every rank, forwarding signals and enforcing kill_at. */
@@ -157,10 +171,8 @@ static void supervise(launch_state *ls)
          * then lost their connection to it exit with status 1, and
          * waitpid returns zombies in fork order, not in order of death. */
         int n = 0;
-        do {
-            int r = rank_of(ls, p);
-            if (r < ls->world) { ls->batch_r[n] = r; ls->batch_st[n++] = st; }
-        } while (n < ls->world && (p = waitpid(-1, &st, WNOHANG)) > 0);
+        do n = batch_add(ls, n, p, st);
+        while (n < ls->world && (p = waitpid(-1, &st, WNOHANG)) > 0);
         /* The first failure is a peer's error exit and no rank was killed:
          * the killed one may not be reapable yet. Its sockets close before
          * its exit completes, and a loaded machine can run the peer that
@@ -169,14 +181,14 @@ static void supervise(launch_state *ls)
         int sig = 0, bad = 0;
         for (int i = 0; i < n; i++) {
             sig |= WIFSIGNALED(ls->batch_st[i]) != 0;
-            bad |= !WIFEXITED(ls->batch_st[i]) || (WEXITSTATUS(ls->batch_st[i]) != 0 &&
-                                                   WEXITSTATUS(ls->batch_st[i]) != TR_EXIT_SIGTERM);
+            bad |= !rank_ok(ls->batch_st[i]);
         }
         for (int64_t until = hf_mono_ms() + 200; bad && !sig && !ls->failed && n < alive && hf_mono_ms() < until;) {
             p = waitpid(-1, &st, WNOHANG);
             if (p <= 0) { hf_sleep_ms(5); continue; }
-            int r = rank_of(ls, p);
-            if (r < ls->world) { ls->batch_r[n] = r; ls->batch_st[n++] = st; sig |= WIFSIGNALED(st) != 0; }
+            int m = batch_add(ls, n, p, st);
+            if (m > n) sig |= WIFSIGNALED(st) != 0;
+            n = m;
         }
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < n; i++)
