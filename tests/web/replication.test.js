@@ -166,9 +166,13 @@ test('the scheduler stops answering: the page offers the peer that answers', asy
     return;
   }
   assert.ok(await page.isHidden('#repl-banner'));
+  // This origin is gone; PEER is not. The abort goes in first (the route
+  // registered last runs first): unrouting the status first let a poll
+  // reach the real scheduler in between, a lone primary that names no
+  // peer, and the page then had no peer to offer (failed under load).
+  await page.route(`${URL}/**`, (r) => r.abort('connectionrefused'));
   await page.unroute(`${URL}/api/v1/replication`);
   await page.unroute(`${URL}/api/**`);
-  await page.route(`${URL}/**`, (r) => r.abort('connectionrefused'));   // this origin is gone; PEER is not
   await page.waitForSelector('#repl-banner[data-kind="lost"] a', { timeout: 30000 });
   assert.match(await page.textContent('#repl-banner'), /is not answering\. Another scheduler answers at/);
   assert.equal(await page.getAttribute('#repl-banner a', 'href'), `${PEER}/#/experiments/${expId}`);
