@@ -14,6 +14,11 @@ bootstrap 90 % interval and the seeds we are better on. Regrets are
 floored at 1e-8 (BBOB's final target) before any ratio. Then the
 geometric mean of the ratios over problems, per function id, and the
 goal of issue 29: geometric mean <= 0.90 and no problem above 1.10.
+Since one problem's median ratio at 20 seeds is as noisy as that bound
+(docs/search.md: the default against itself with other seeds puts a
+third of the problems above 1.10), two readings beside it: the function
+ids above 1.10 (each the geometric mean of its dimensions and instances)
+and the problems we trail beyond luck (paired interval wholly above 1).
 
   bbob_table.py [--ours ours-tpe] FILE...
 """
@@ -50,7 +55,7 @@ def main():
         print("%-18s %5s | %10s %10s %10s %10s %10s | %10s %7s | %-24s" % (
             "problem", "seeds", "opt random", "opt tpe", "opt tpe-mv", "opt mv-cl", "ours", "ours uv", "ratio",
             "paired ours/opt [90%]"))
-        ratios, kept, by_fid, missing = [], [], collections.defaultdict(list), 0
+        ratios, kept, by_fid, missing, behind = [], [], collections.defaultdict(list), 0, []
         for c in cases:
             med = {m: statistics.median(res[(conc, c, m)].values()) for m in ("random",) + PEERS + (a.ours, "ours-tpe-univariate")
                    if res.get((conc, c, m))}
@@ -69,6 +74,8 @@ def main():
             seeds = sorted(set(ours) & set(src[peer]))
             logs = [math.log(ours[s] / src[peer][s]) for s in seeds]
             lo, hi = boot_interval(logs, rng) if len(logs) > 1 else (float("nan"), float("nan"))
+            if lo > 1:
+                behind.append("%s %.2f [%.2f-%.2f]" % (c, math.exp(statistics.fmean(logs)), lo, hi))
             print("%-18s %5d | %10.4g %10.4g %10.4g %10.4g %10.4g | %10.4g %7.2f | %.2f [%.2f-%.2f] %d/%d better (vs %s)" % (
                 c, len(seeds), med.get("random", math.nan), med.get("tpe", med.get("tpe-cl", math.nan)),
                 med.get("tpe-mv", math.nan), med.get("tpe-mv-cl", math.nan), med[a.ours],
@@ -76,6 +83,10 @@ def main():
                 lo, hi, sum(x < 0 for x in logs), len(logs), peer))
         print("-- per function id (geometric mean of its problems' ratios):")
         print("   " + "  ".join("%s %.2f" % (k, gmean(v)) for k, v in sorted(by_fid.items())))
+        over = ["%s %.2f" % (k, gmean(v)) for k, v in sorted(by_fid.items()) if gmean(v) > 1.10]
+        print("-- function ids above 1.10: %d of %d%s" % (len(over), len(by_fid), (": " + ", ".join(over)) if over else ""))
+        print("-- problems behind beyond luck (paired 90 %% interval above 1): %d%s" % (
+            len(behind), (": " + "; ".join(behind)) if behind else ""))
         groups = collections.defaultdict(list)     # by kind and by dimension
         for c, r in zip(kept, ratios):
             groups[c.split("-")[0] if c.startswith(("mix", "cond")) else "pure"].append(r)
