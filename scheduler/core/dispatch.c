@@ -49,11 +49,16 @@ static int pick_port(sched *s)
     return (int)p;
 }
 
-/* An agent that failed trial t twice in a row is avoided while another
- * agent is alive. */
+/* Trial t failed twice in a row on one agent (t->fail_agent), which it
+ * then avoids while another agent is alive (avoid_agent). */
+static int avoids_an_agent(const trial *t)
+{
+    return t && t->fail_streak >= 2;
+}
+
 static int avoid_agent(const sched *s, const trial *t, const agent *a)
 {
-    if (!t || t->fail_streak < 2 || t->fail_agent != a->id) return 0;
+    if (!avoids_an_agent(t) || t->fail_agent != a->id) return 0;
     for (size_t i = 0; i < s->nagents; i++)
         if (s->agents[i] != a && s->agents[i]->alive) return 1;
     return 0;
@@ -190,7 +195,7 @@ static int trial_place(sched *s, trial *t)
      * leaves the kept choice alone. */
     {
         agent *one = near;
-        int mine = !near && t->fail_streak < 2;
+        int mine = !near && !avoids_an_agent(t);
         if (mine && s->pass_fit && s->pass_fit_w == W && s->pass_fit_s == S &&
             placement_capacity(&s->pass_fit->pa, S) >= W)
             one = s->pass_fit;
