@@ -82,9 +82,10 @@ def main():
                 med.get("ours-tpe-univariate", math.nan), ratio, math.exp(statistics.fmean(logs)) if logs else math.nan,
                 lo, hi, sum(x < 0 for x in logs), len(logs), peer))
         print("-- per function id (geometric mean of its problems' ratios):")
-        print("   " + "  ".join("%s %.2f" % (k, gmean(v)) for k, v in sorted(by_fid.items())))
-        over = ["%s %.2f" % (k, gmean(v)) for k, v in sorted(by_fid.items()) if gmean(v) > 1.10]
-        print("-- function ids above 1.10: %d of %d%s" % (len(over), len(by_fid), (": " + ", ".join(over)) if over else ""))
+        fid_g = {k: gmean(v) for k, v in sorted(by_fid.items())}
+        print("   " + "  ".join("%s %.2f" % kv for kv in fid_g.items()))
+        over = ["%s %.2f" % (k, g) for k, g in fid_g.items() if g > 1.10]
+        print("-- function ids above 1.10: %d of %d%s" % (len(over), len(fid_g), (": " + ", ".join(over)) if over else ""))
         print("-- problems behind beyond luck (paired 90 %% interval above 1): %d%s" % (
             len(behind), (": " + "; ".join(behind)) if behind else ""))
         groups = collections.defaultdict(list)     # by kind and by dimension
