@@ -21,7 +21,7 @@ UPDATE webhooks SET
     last_attempt_at = (SELECT max(coalesce(o.delivered_at, o.next_at)) FROM webhook_outbox o
                        WHERE o.hook_id = webhooks.id AND o.attempts > 0);
 
-DROP TRIGGER events_webhooks;
+DROP TRIGGER IF EXISTS events_webhooks;   -- IF EXISTS: a test rewinds user_version past 0019
 CREATE TABLE webhook_outbox_new (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
     hook_id      INTEGER NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,

@@ -51,14 +51,10 @@ void row_event(sched *s, int64_t exp_id, int64_t trial_id, const char *type, con
 
 void row_event_at(sched *s, int64_t time_ms, int64_t exp_id, int64_t trial_id, const char *type, const char *detail)
 {
-    sqlite3_stmt *st = store_stmt(s->st, ST_EVENT_INSERT);
-    sqlite3_bind_int64(st, 1, time_ms);
-    store_bind_opt_int(st, 2, exp_id > 0, exp_id);
-    store_bind_opt_int(st, 3, trial_id > 0, trial_id);
-    sqlite3_bind_text(st, 4, type, -1, SQLITE_STATIC);
-    store_bind_text(st, 5, detail);
-    store_bind_text(st, 6, s->actor[0] ? s->actor : NULL);
-    row_exec(s, st);
+    HF_ASSERT(sched_lock_held(s));
+    if (s->txn_rc) return;
+    int rc = store_event_insert(s->st, time_ms, exp_id, trial_id, type, detail, s->actor[0] ? s->actor : NULL);
+    if (rc) s->txn_rc = rc;
 }
 
 int64_t row_exp_insert(sched *s, const experiment *x, const char *config_text)

@@ -5,8 +5,8 @@
  * webhook_outbox.c's; this file only writes hooks and, for a test, one
  * events row and its outbox row, and tells the outbox to look.
  *
- * Invariants: the outbox rows are written by the events trigger
- * (schema/0009_insight.sql), in the transaction of the state change, and
+ * Invariants: the outbox rows are written by store_event_insert
+ * (scheduler/store/store.c), in the transaction of the state change, and
  * by webhook_test (a test row, with its own events row). Every call takes
  * w->mu around its statements on the service's one connection (foreign
  * keys on, 5 s busy timeout like the core's writer).
@@ -248,7 +248,7 @@ int webhook_test(webhook_svc *w, int64_t id, const char *user, json_t **out)
     sqlite3_finalize(st);
     st = NULL;
     if (src != SQLITE_ROW) { rc = src == SQLITE_DONE ? HF_ENOTFOUND : store_rc(src); goto rollback; }
-    /* An events row with no experiment (the trigger skips it: not a state). */
+    /* An events row with no experiment (store_event_insert would queue nothing for it). */
     if (sqlite3_prepare_v2(w->db, "INSERT INTO events(time,experiment_id,trial_id,type,detail,user_name) "
                                   "VALUES(?,NULL,NULL,?,?,?)", -1, &st, NULL) != SQLITE_OK) goto rollback;
     sqlite3_bind_int64(st, 1, now);

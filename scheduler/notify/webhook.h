@@ -3,9 +3,9 @@
  * (docs/protocol.md "Webhooks"): registration (POST/GET/DELETE
  * /api/v1/webhooks), and delivery from the durable outbox.
  *
- * At least once: a trigger on the events table (schema/0009_insight.sql)
- * writes one webhook_outbox row per matching hook in the same transaction
- * as the state change, so a change that committed has its deliveries on
+ * At least once: store_event_insert (scheduler/store/store.h) writes one
+ * webhook_outbox row per matching hook in the same transaction as the
+ * state change's events row, so a change that committed has its deliveries on
  * disk. A delivery thread, on its own read-write SQLite connection, POSTs
  * due rows oldest first with libcurl and marks them delivered on a 2xx;
  * any other outcome is recorded (attempts, last status and error) and the

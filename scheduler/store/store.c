@@ -79,6 +79,11 @@ static const char *const stmt_sql[ST__COUNT] = {
      * pushed ones included: prepared once, not per call. */
     [ST_CKPT_NEWEST] = "SELECT sha256,size,name,step,agent_id FROM checkpoints WHERE trial_id=? "
                        "AND state='stored' ORDER BY id DESC LIMIT 1",
+    [ST_HOOKS_ANY] = "SELECT 1 FROM webhooks LIMIT 1",
+    /* ?1 event id, ?2 its time, ?3 experiment, ?4 'trial' or 'experiment', ?5 type */
+    [ST_EVENT_OUTBOX] = "INSERT INTO webhook_outbox(hook_id,event_id,next_at) SELECT h.id,?1,?2 FROM webhooks h "
+                        "WHERE (h.experiment_id IS NULL OR h.experiment_id=?3) AND EXISTS (SELECT 1 FROM "
+                        "json_each(h.events) j WHERE j.value IN ('*',?4||'.*',?4||'.'||?5))",
     [ST_LOAD_EXPERIMENTS] = "SELECT id,state,config,max_trials,searcher_done,created_at,ended_at,archived,"
                             "description,tags,parent_experiment,submitted_by,warm_history,end_reason "
                             /* a deleted experiment waits for the purge of its rows: never loaded */
@@ -451,20 +456,60 @@ static _Thread_local char last_error[200];
 
 const char *store_last_error(void) { return last_error[0] ? last_error : "no error recorded"; }
 
+/* A step of st failed with rc: record and log why, reset st. RET HF_E*. */
+static int stmt_failed(sqlite3_stmt *st, int rc)
+{
+    /* the connection's message before reset/rollback overwrite it */
+    const char *sql = sqlite3_sql(st);
+    snprintf(last_error, sizeof last_error, "%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(st)), sql ? sql : "?");
+    sqlite3_reset(st);
+    hf_warn("sqlite: %s", last_error);
+    return store_rc(rc);
+}
+
 int store_exec_stmt(sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        /* the connection's message before reset/rollback overwrite it */
-        const char *sql = sqlite3_sql(st);
-        snprintf(last_error, sizeof last_error, "%s (%.60s)", sqlite3_errmsg(sqlite3_db_handle(st)),
-                 sql ? sql : "?");
-        sqlite3_reset(st);
-        hf_warn("sqlite: %s", last_error);
-        return store_rc(rc);
-    }
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) return stmt_failed(st, rc);
     sqlite3_reset(st);
     return HF_OK;
+}
+
+/* The events a webhook can listen for (docs/protocol.md "Webhooks"). */
+static int event_is_state(const char *type)
+{
+    static const char *const states[] = {"QUEUED", "ASSIGNED", "RUNNING", "COMPLETED", "FAILED",
+                                         "STOPPED", "CANCELED", "PAUSED", "ACTIVE"};
+    for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+        if (strcmp(type, states[i]) == 0) return 1;
+    return 0;
+}
+
+int store_event_insert(store *s, int64_t time_ms, int64_t exp_id, int64_t trial_id, const char *type,
+                       const char *detail, const char *user)
+{
+    sqlite3_stmt *st = store_stmt(s, ST_EVENT_INSERT);
+    sqlite3_bind_int64(st, 1, time_ms);
+    store_bind_opt_int(st, 2, exp_id > 0, exp_id);
+    store_bind_opt_int(st, 3, trial_id > 0, trial_id);
+    sqlite3_bind_text(st, 4, type, -1, SQLITE_STATIC);
+    store_bind_text(st, 5, detail);
+    store_bind_text(st, 6, user);
+    int rc = store_exec_stmt(st);
+    if (rc || exp_id <= 0 || !event_is_state(type)) return rc;
+    /* Most farms have no hook: one probe of an empty table, not the insert. */
+    st = store_stmt(s, ST_HOOKS_ANY);
+    int any = sqlite3_step(st);
+    if (any != SQLITE_ROW && any != SQLITE_DONE) return stmt_failed(st, any);
+    sqlite3_reset(st);
+    if (any == SQLITE_DONE) return HF_OK;
+    st = store_stmt(s, ST_EVENT_OUTBOX);
+    sqlite3_bind_int64(st, 1, sqlite3_last_insert_rowid(s->db));
+    sqlite3_bind_int64(st, 2, time_ms);
+    sqlite3_bind_int64(st, 3, exp_id);
+    sqlite3_bind_text(st, 4, trial_id > 0 ? "trial" : "experiment", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, type, -1, SQLITE_STATIC);
+    return store_exec_stmt(st);
 }
 
 /* Every transaction of the writer is captured for the standby (repl.h):

@@ -176,7 +176,7 @@ static void hash_of(int64_t i, char out[65])
  * events, an allocation and a checkpoint per trial (hash_of(trial id)),
  * a webhook with 3 outbox rows, a context row, and for each of its
  * RUNNING events an undelivered outbox row of the global hook (made at
- * the first call; its trigger queues them; none is due). */
+ * the first call, queued as store_event_insert does; none is due). */
 static void fill(sqlite3 *db, int64_t x, int64_t tid0, int ntrials, int npoints, int nlogs, int line_len)
 {
     sqlite3_stmt *st = NULL;
@@ -199,6 +199,9 @@ static void fill(sqlite3 *db, int64_t x, int64_t tid0, int ntrials, int npoints,
                 "VALUES(%lld,1,'p',1,1,'%s',10,'stored')", (long long)tid, sha);
         sql(db, "INSERT INTO events(time,experiment_id,trial_id,type,detail) VALUES(1,%lld,%lld,'RUNNING','x')",
             (long long)x, (long long)tid);
+        /* as store_event_insert queues it for the global hook */
+        sql(db, "INSERT INTO webhook_outbox(hook_id,event_id,next_at) SELECT id,last_insert_rowid(),1 "
+                "FROM webhooks WHERE experiment_id IS NULL");
         sql(db, "INSERT INTO events(time,experiment_id,trial_id,type,detail) VALUES(1,NULL,%lld,'STRAY','x')",
             (long long)tid);
     }
@@ -233,7 +236,7 @@ static void fill(sqlite3 *db, int64_t x, int64_t tid0, int ntrials, int npoints,
         sql(db, "INSERT INTO webhook_outbox(hook_id,event_id,next_at,delivered_at) "
                 "VALUES((SELECT max(id) FROM webhooks),1,1,1)");   /* delivered: no delivery is due */
     sql(db, "INSERT INTO contexts(sha256,size,experiment_id,time) VALUES('%064d',1,%lld,1)", 0, (long long)x);
-    /* the trigger queued the global hook's rows; none is due in this test */
+    /* the global hook's rows: none is due in this test */
     sql(db, "UPDATE webhook_outbox SET next_at=9000000000000 WHERE delivered_at IS NULL");
     assert_int_equal(one(db, "SELECT count(*) FROM webhook_outbox o JOIN events e ON e.id=o.event_id "
                              "JOIN webhooks h ON h.id=o.hook_id WHERE h.experiment_id IS NULL "

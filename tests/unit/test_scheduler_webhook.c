@@ -142,8 +142,15 @@ static sqlite3 *open_db(store **st, const char *name)
     return store_db(*st);
 }
 
-/* The trigger: which hooks get an outbox row for which event. */
-static void test_outbox_trigger(void **state)
+/* An events row through store_event_insert, as the core writes it (its
+ * webhook_outbox rows in the same transaction). */
+static void event_at(store *st, int64_t time_ms, int64_t exp_id, int64_t trial_id, const char *type, const char *detail)
+{
+    assert_int_equal(store_event_insert(st, time_ms, exp_id, trial_id, type, detail, NULL), 0);
+}
+
+/* store_event_insert: which hooks get an outbox row for which event. */
+static void test_outbox_rows(void **state)
 {
     (void)state;
     store *s = NULL;
@@ -154,15 +161,24 @@ static void test_outbox_trigger(void **state)
         "INSERT INTO webhooks(id,url,secret,format,events,experiment_id,created_at) VALUES"
         " (1,'http://h/all','k','json','[\"*\"]',NULL,0),"
         " (2,'http://h/exp2','k','slack','[\"experiment.*\"]',2,0),"
-        " (3,'http://h/failed','k','json','[\"trial.FAILED\",\"experiment.COMPLETED\"]',NULL,0);"
-        "INSERT INTO events(time,experiment_id,trial_id,type,detail) VALUES"
-        " (1,1,NULL,'ACTIVE','submitted'),"       /* hook 1 */
-        " (2,2,NULL,'COMPLETED',NULL),"           /* hooks 1, 2, 3 */
-        " (3,1,5,'FAILED','exit 3'),"             /* hooks 1, 3 */
-        " (4,1,5,'KILL_REQUESTED','x'),"          /* not a state: none */
-        " (5,NULL,NULL,'AGENT_LOST','a1'),"       /* not an experiment's: none */
-        " (6,2,6,'RUNNING',NULL);",               /* hook 1 */
+        " (3,'http://h/failed','k','json','[\"trial.FAILED\",\"experiment.COMPLETED\"]',NULL,0);",
         NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(store_begin(s), 0);
+    event_at(s, 1, 1, 0, "ACTIVE", "submitted");   /* hook 1 */
+    event_at(s, 2, 2, 0, "COMPLETED", NULL);       /* hooks 1, 2, 3 */
+    event_at(s, 3, 1, 5, "FAILED", "exit 3");      /* hooks 1, 3 */
+    event_at(s, 4, 1, 5, "KILL_REQUESTED", "x");   /* not a state: none */
+    event_at(s, 5, 0, 0, "AGENT_LOST", "a1");      /* not an experiment's: none */
+    event_at(s, 6, 2, 6, "RUNNING", NULL);         /* hook 1 */
+    assert_int_equal(store_commit(s), 0);
+    /* each row names its own event */
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox o JOIN events e ON e.id=o.event_id "
+                                      "WHERE e.time=o.next_at"), 7);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox o JOIN events e ON e.id=o.event_id "
+                                      "WHERE o.hook_id=3 AND e.type IN ('FAILED','COMPLETED')"), 2);
+    /* no trigger does it behind the core's back: a raw insert queues nothing */
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO events(time,experiment_id,type) VALUES(7,1,'PAUSED')", NULL, NULL,
+                                  NULL), SQLITE_OK);
     assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox"), 7);
     assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox WHERE hook_id=1"), 4);
     assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox WHERE hook_id=2"), 1);
@@ -171,6 +187,11 @@ static void test_outbox_trigger(void **state)
     /* deleting a hook drops its undelivered rows */
     assert_int_equal(sqlite3_exec(db, "DELETE FROM webhooks WHERE id=1", NULL, NULL, NULL), SQLITE_OK);
     assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox"), 3);
+    /* no hook left: a state change queues nothing */
+    assert_int_equal(sqlite3_exec(db, "DELETE FROM webhooks", NULL, NULL, NULL), SQLITE_OK);
+    event_at(s, 8, 2, 0, "COMPLETED", NULL);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM webhook_outbox"), 0);
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM events"), 8);
     store_close(s);
 }
 
@@ -379,9 +400,9 @@ static void test_backoff_not_inherited(void **state)
     json_decref(out);
     json_decref(body);
     assert_int_equal(sqlite3_exec(db, "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES "
-                                      "(1,'a','ACTIVE','{}',1,0); INSERT INTO events(time,experiment_id,type) VALUES "
-                                      "(strftime('%s','now')*1000,1,'PAUSED')",
+                                      "(1,'a','ACTIVE','{}',1,0)",
                                   NULL, NULL, NULL), SQLITE_OK);
+    event_at(st, now_ms(), 1, 0, "PAUSED", NULL);
     /* 5 failures: 250 + 500 + 1000 + 2000 ms apart; the next retry is 4 s away */
     int64_t end = now_ms() + 15000;
     while (unit_one_int(db, "SELECT coalesce(max(attempts),0) FROM webhook_outbox") < 5 && now_ms() < end)
@@ -397,9 +418,7 @@ static void test_backoff_not_inherited(void **state)
     json_decref(out);
     json_decref(body);
     int64_t t0 = now_ms();
-    assert_int_equal(sqlite3_exec(db, "INSERT INTO events(time,experiment_id,type) VALUES "
-                                      "(strftime('%s','now')*1000,1,'ACTIVE')",
-                                  NULL, NULL, NULL), SQLITE_OK);
+    event_at(st, now_ms(), 1, 0, "ACTIVE", NULL);
     while (atomic_load(&r.hits) == 0 && now_ms() - t0 < 5000) usleep(10000);
     int64_t took = now_ms() - t0;
     assert_int_equal(atomic_load(&r.hits), 1);
@@ -424,9 +443,9 @@ static void test_delivery_checked(void **state)
     sqlite3 *db = store_db(st);
     webhook_set_policy(w, 0, 0);   /* as if the name now pointed at a private address */
     assert_int_equal(sqlite3_exec(db, "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES "
-                                      "(1,'a','ACTIVE','{}',1,0); INSERT INTO events(time,experiment_id,type) VALUES "
-                                      "(strftime('%s','now')*1000,1,'PAUSED')",
+                                      "(1,'a','ACTIVE','{}',1,0)",
                                   NULL, NULL, NULL), SQLITE_OK);
+    event_at(st, now_ms(), 1, 0, "PAUSED", NULL);
     int64_t end = now_ms() + 5000;
     while (unit_one_int(db, "SELECT coalesce(max(attempts),0) FROM webhook_outbox") < 1 && now_ms() < end)
         usleep(20000);
@@ -453,9 +472,11 @@ static void test_delivered_not_kept(void **state)
     webhook_svc *w = open_hooked(&st, "kept", &r);
     sqlite3 *db = store_db(st);
     assert_int_equal(sqlite3_exec(db, "INSERT INTO experiments(id,name,state,config,max_trials,created_at) VALUES "
-                                      "(1,'a','ACTIVE','{}',1,0); INSERT INTO events(time,experiment_id,type) VALUES "
-                                      "(1,1,'PAUSED'),(2,1,'ACTIVE'),(3,1,'PAUSED')",
+                                      "(1,'a','ACTIVE','{}',1,0)",
                                   NULL, NULL, NULL), SQLITE_OK);
+    event_at(st, 1, 1, 0, "PAUSED", NULL);
+    event_at(st, 2, 1, 0, "ACTIVE", NULL);
+    event_at(st, 3, 1, 0, "PAUSED", NULL);
     int64_t end = now_ms() + 5000;
     while ((atomic_load(&r.hits) < 3 || unit_one_int(db, "SELECT count(*) FROM webhook_outbox")) && now_ms() < end)
         usleep(20000);
@@ -471,8 +492,7 @@ static void test_delivered_not_kept(void **state)
     assert_true(json_integer_value(json_object_get(h, "last_attempt_at")) > 0);
     json_decref(out);
     /* the next delivery is number 4, not 1 again */
-    assert_int_equal(sqlite3_exec(db, "INSERT INTO events(time,experiment_id,type) VALUES(4,1,'ACTIVE')", NULL, NULL,
-                                  NULL), SQLITE_OK);
+    event_at(st, 4, 1, 0, "ACTIVE", NULL);
     assert_int_equal(wait_hits(&r, 4), 4);
     assert_int_equal(atomic_load(&r.max_delivery), 4);
     webhook_close(w);
@@ -508,11 +528,13 @@ static void test_counts_migrated(void **state)
     assert_int_equal(unit_one_int(db, "SELECT group_concat(id) FROM webhook_outbox"), 4);
     assert_int_equal(unit_one_int(db, "SELECT delivered FROM webhooks WHERE id=9"), 4);
     assert_int_equal(unit_one_int(db, "SELECT last_status FROM webhooks WHERE id=9"), 500);
-    assert_int_equal(sqlite3_exec(db, "INSERT INTO events(time,experiment_id,type) VALUES(6,1,'PAUSED')", NULL, NULL,
-                                  NULL), SQLITE_OK);
+    event_at(st, 6, 1, 0, "PAUSED", NULL);
     assert_int_equal(unit_one_int(db, "SELECT max(id) FROM webhook_outbox"), 6);
     assert_int_equal(unit_one_int(db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('webhook_outbox_due',"
-                                      "'webhook_outbox_hook','webhook_outbox_event','events_webhooks')"), 4);
+                                      "'webhook_outbox_hook','webhook_outbox_event')"), 3);
+    /* 0019: the trigger is gone (the core writes the outbox rows) */
+    assert_int_equal(unit_one_int(db, "SELECT count(*) FROM sqlite_schema WHERE type='trigger' AND "
+                                      "tbl_name='events'"), 0);
     store_close(st);
 }
 
@@ -522,7 +544,7 @@ int main(void)
         cmocka_unit_test(test_sign),
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_spec),
-        cmocka_unit_test(test_outbox_trigger),
+        cmocka_unit_test(test_outbox_rows),
         cmocka_unit_test(test_addr_class),
         cmocka_unit_test(test_url_policy),
         cmocka_unit_test(test_backoff_not_inherited),
