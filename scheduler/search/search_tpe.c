@@ -56,6 +56,7 @@
 #define TPE_DEFAULT_CANDIDATES 0    /* the tpe searcher's n_ei_candidates: by the group's numeric
                                      * dimensions, 24 to 96 (search_tpe_model.c tpe_candidates;
                                      * ASHA's sampler keeps search_tpe_defaults' 48) */
+#define TPE_DEFAULT_RANDOM_FRACTION 0.0
 #define TPE_MO_GAMMA 0.25      /* with several objectives (tpe_configure) */
 #define TPE_MO_CANDIDATES 24
 #define TPE_MO_STARTUP 10
@@ -86,13 +87,14 @@ typedef struct tpe_searcher {
     int                  own_gamma, own_cand, own_startup, own_mv;   /* set in the file */
     int                  cost_on;          /* "cost_metric": on_metric's SEARCH_COST_SLOT is the cost */
     int                  cost_cooling;     /* "cost_cooling": the cost's weight falls to 0 at max_trials */
+    double               random_fraction;  /* "random_fraction": trials after the startup drawn from the priors */
 } tpe_searcher;
 
 static int tpe_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
 {
     static const char *const own[] = {"n_startup_trials", "gamma", "n_ei_candidates", "prior_weight",
                                       "constant_liar", "multivariate", "cost_metric", "cost_cooling",
-                                      NULL};
+                                      "random_fraction", NULL};
     int64_t i; double d;
     int rc;
     (void)sp;
@@ -108,6 +110,9 @@ static int tpe_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
     if ((rc = hf_json_get_number(cfg, "searcher", "prior_weight", 0, 0, 1000, &d, e))) return rc;
     if (json_object_get(cfg, "prior_weight") && d <= 0)
         return hf_jerr_set(e, "searcher", "prior_weight", "must be > 0, got %g", d);
+    if ((rc = hf_json_get_number(cfg, "searcher", "random_fraction", 0, 0, 1, &d, e))) return rc;
+    if (json_object_get(cfg, "random_fraction") && d >= 1)
+        return hf_jerr_set(e, "searcher", "random_fraction", "must be >= 0 and < 1, got %g", d);
     return 0;
 }
 
@@ -136,6 +141,7 @@ static searcher *tpe_create(const json_t *cfg, const search_space *sp, int goal_
     s->own_mv = mv != NULL;
     s->cost_on = json_object_get(cfg, "cost_metric") != NULL;   /* search_validate checked it */
     s->cost_cooling = json_is_true(json_object_get(cfg, "cost_cooling"));
+    s->random_fraction = search_cfg_num(cfg, "random_fraction", TPE_DEFAULT_RANDOM_FRACTION);
     return &s->base;
 }
 
@@ -237,13 +243,25 @@ static size_t tpe_n_observed(const tpe_searcher *s)
     return k;
 }
 
+/* Trial n_created after the startup is drawn from the priors with
+ * probability random_fraction, decided by its own stream (the proposal's
+ * stays what it would be without it): the model climbs the basin its good
+ * set sits in, and these draws keep looking elsewhere (docs/search.md,
+ * "random_fraction"). */
+static int tpe_random_turn(const tpe_searcher *s, int64_t n_created)
+{
+    if (s->random_fraction <= 0) return 0;
+    uint64_t r = search_rng_derive(s->seed ^ 0x52414e444f4d46ull, (uint64_t)n_created);   /* "RANDOMF" */
+    return search_rng_uniform(&r) < s->random_fraction;
+}
+
 static int tpe_next(searcher *base, int64_t n_created, int64_t n_active, search_new *out)
 {
     tpe_searcher *s = (tpe_searcher *)base;
     (void)n_active;
     if (s->max_trials > 0 && n_created >= s->max_trials) return SEARCH_DONE;
     uint64_t rng = search_rng_derive(s->seed, (uint64_t)n_created);
-    if ((int64_t)tpe_n_observed(s) < s->n_startup)
+    if ((int64_t)tpe_n_observed(s) < s->n_startup || tpe_random_turn(s, n_created))
         out->hparams = search_space_sample(s->sp, &rng);
     else {
         s->opt.cost_cooled = search_cost_cooled(s->cost_cooling, n_created, s->n_startup, s->max_trials);

@@ -56,6 +56,9 @@ static void test_validate(void **state)
         {"{\"name\": \"tpe\", \"gamma\": 1.5}", "searcher.gamma"},
         {"{\"name\": \"tpe\", \"n_ei_candidates\": 0}", "searcher.n_ei_candidates"},
         {"{\"name\": \"tpe\", \"prior_weight\": 0}", "searcher.prior_weight"},
+        {"{\"name\": \"tpe\", \"random_fraction\": 1}", "searcher.random_fraction"},
+        {"{\"name\": \"tpe\", \"random_fraction\": -0.1}", "searcher.random_fraction"},
+        {"{\"name\": \"tpe\", \"random_fraction\": \"0.2\"}", "searcher.random_fraction"},
         {"{\"name\": \"tpe\", \"multivariate\": \"yes\"}", "searcher.multivariate"},
         {"{\"name\": \"tpe\", \"multivariate\": 1}", "searcher.multivariate"},
         {"{\"name\": \"tpe\", \"reduction_factor\": 3}", "searcher.reduction_factor"},
@@ -106,6 +109,48 @@ static double drive(searcher *s, const searcher_ops *ops, int n, int tail, int *
         json_decref(nw.hparams);
     }
     return sum / tail;
+}
+
+/* "random_fraction": after the startup, that share of the trials is
+ * exactly random search's draw for the same seed and index (the rest are
+ * the model's), decided per index, so a replay makes the same choices;
+ * 0 (the default) leaves every proposal to the model. */
+static int random_turns(double fraction, uint64_t seed, int n)
+{
+    char cfg[120];
+    snprintf(cfg, sizeof cfg, "{\"name\": \"tpe\", \"n_startup_trials\": 4, \"random_fraction\": %g}", fraction);
+    search_space *sp = space(SPACE);
+    json_t *ct = load(cfg), *cr = load("{\"name\": \"random\"}");
+    const searcher_ops *tpe = search_find("tpe"), *rnd = search_find("random");
+    searcher *t = tpe->create(ct, sp, 1, seed), *r = rnd->create(cr, sp, 1, seed);
+    int same = 0;
+    for (int k = 0; k < n; k++) {
+        search_new a = {0}, b = {0};
+        assert_int_equal(tpe->next(t, k, 0, &a), SEARCH_CREATE);
+        rnd->next(r, k, 0, &b);
+        if (k >= 4) same += json_equal(a.hparams, b.hparams);
+        tpe->on_created(t, k + 1, k, a.hparams, 0, 0);
+        tpe->on_done(t, k + 1, SEARCH_COMPLETED, objective(a.hparams));
+        json_decref(a.hparams);
+        json_decref(b.hparams);
+    }
+    tpe->destroy(t);
+    rnd->destroy(r);
+    json_decref(ct);
+    json_decref(cr);
+    search_space_free(sp);
+    return same;
+}
+
+static void test_random_fraction(void **state)
+{
+    (void)state;
+    assert_int_equal(random_turns(0, 5, 104), 0);
+    int half = random_turns(0.5, 5, 104);   /* 100 trials after the startup: binomial(100, 0.5) */
+    if (half < 30 || half > 70) fail_msg("random_fraction 0.5: %d of 100 trials were random search's", half);
+    assert_int_equal(random_turns(0.5, 5, 104), half);   /* by seed and index: the same again */
+    int tenth = random_turns(0.1, 6, 104);
+    if (tenth < 2 || tenth > 25) fail_msg("random_fraction 0.1: %d of 100 trials were random search's", tenth);
 }
 
 static void test_startup_is_random(void **state)
@@ -887,6 +932,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_startup_is_random),
+        cmocka_unit_test(test_random_fraction),
         cmocka_unit_test(test_beats_random),
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_multivariate_reproducible),
