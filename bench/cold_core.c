@@ -20,8 +20,15 @@
  * the same burst: every cold trial is counted from its experiment's
  * creation to its start's acknowledgement, and here nothing else runs.
  *
- *   bin/bench/cold_core [AGENTS [SLOTS [TRIALS [EXPERIMENTS [REPS]]]]]
+ *   bin/bench/cold_core [--profile] [AGENTS [SLOTS [TRIALS [EXPERIMENTS [REPS]]]]]
  *       defaults 1000 8 8000 8 3 (loadgen --full's cold start)
+ *
+ * --profile: SQLite's own clock per statement (sqlite3_trace_v2,
+ * SQLITE_TRACE_PROFILE) over the timed phases of each run, printed as
+ * total ms, calls and µs per call, dearest first: where the core's
+ * SQL time goes (docs/operations.md, "What bounds the cold start").
+ * SQLite times each call with a millisecond clock, so one call's figure
+ * is 0 or 1 ms; summed over thousands of calls the totals are sound.
  */
 #include "hf_err.h"
 #include "hf_json.h"
@@ -31,10 +38,56 @@
 #include "scheduler/store/store.h"
 
 #include <ftw.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* --profile: per statement text, calls and nanoseconds (stmt text pointers
+ * are stable while the store lives; compared by content across runs). */
+typedef struct { char *sql; long n; long long ns; } stmt_prof;
+static stmt_prof prof[256];
+static int nprof, profiling;
+
+static int on_profile(unsigned type, void *ctx, void *stmt, void *ns)
+{
+    (void)type; (void)ctx;
+    if (!profiling) return 0;
+    const char *sql = sqlite3_sql(stmt);
+    if (!sql) return 0;
+    for (int i = 0; i < nprof; i++)
+        if (strcmp(prof[i].sql, sql) == 0) {
+            prof[i].n++;
+            prof[i].ns += *(const long long *)ns;
+            return 0;
+        }
+    if (nprof < (int)(sizeof prof / sizeof *prof) && (prof[nprof].sql = strdup(sql))) {
+        prof[nprof].n = 1;
+        prof[nprof++].ns = *(const long long *)ns;
+    }
+    return 0;
+}
+
+static int by_time(const void *a, const void *b)
+{
+    long long x = ((const stmt_prof *)a)->ns, y = ((const stmt_prof *)b)->ns;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void print_profile(int reps)
+{
+    long long total = 0;
+    qsort(prof, (size_t)nprof, sizeof *prof, by_time);
+    for (int i = 0; i < nprof; i++) total += prof[i].ns;
+    printf("SQL time per run by statement (sqlite3 profile), %.1f ms in all:\n", (double)total / 1e6 / reps);
+    printf("%10s %9s %9s  %s\n", "ms/run", "calls/run", "us/call", "statement");
+    for (int i = 0; i < nprof; i++) {
+        printf("%10.1f %9ld %9.2f  %.110s\n", (double)prof[i].ns / 1e6 / reps, prof[i].n / reps,
+               (double)prof[i].ns / 1e3 / (double)prof[i].n, prof[i].sql);
+        free(prof[i].sql);
+    }
+}
 
 static int kicked;
 static void kick(void *ctx) { (void)ctx; kicked = 1; }
@@ -91,6 +144,7 @@ static run_ms one_run(int agents, int slots, int trials, int nexp)
     /* as hyperfarm-scheduler runs it by default (main.c): the group flush */
     if (store_set_sync(st, STORE_SYNC_FULL)) die("store_set_sync", "FULL");
     if (sched_new(&cfg, st, NULL, &c, err, sizeof err)) die("sched_new", err);
+    sqlite3_trace_v2(store_db(st), SQLITE_TRACE_PROFILE, on_profile, NULL);
     sched_set_doorbell(c, ring, NULL);
     sched_set_kick(c, kick, NULL);
     int64_t *aid = calloc((size_t)agents, sizeof *aid);
@@ -107,6 +161,7 @@ static run_ms one_run(int agents, int slots, int trials, int nexp)
     }
     if (store_wait_durable(st)) die("flush", "failed");
     run_ms r = {0};
+    profiling = 1;
     int64_t t0 = hf_mono_us(), left = trials;
     for (int e = 0; e < nexp; e++) {
         int n = (int)(left / (nexp - e));
@@ -148,6 +203,7 @@ static run_ms one_run(int agents, int slots, int trials, int nexp)
     int64_t t4 = hf_mono_us();
     if (store_wait_durable(st)) die("flush", "failed");
     int64_t t5 = hf_mono_us();
+    profiling = 0;
     r.submit = (double)(t1 - t0) / 1000;
     r.place = (double)(t2 - t1) / 1000;
     r.push = (double)(t3 - t2) / 1000;
@@ -164,11 +220,13 @@ static run_ms one_run(int agents, int slots, int trials, int nexp)
 
 int main(int argc, char **argv)
 {
+    int want_profile = argc > 1 && strcmp(argv[1], "--profile") == 0;
+    if (want_profile) argc--, argv++;
     int agents = argc > 1 ? atoi(argv[1]) : 1000, slots = argc > 2 ? atoi(argv[2]) : 8;
     int trials = argc > 3 ? atoi(argv[3]) : 8000, nexp = argc > 4 ? atoi(argv[4]) : 8;
     int reps = argc > 5 ? atoi(argv[5]) : 3;
     if (agents < 1 || slots < 1 || trials < 1 || nexp < 1 || nexp > trials || reps < 1) {
-        fprintf(stderr, "usage: cold_core [AGENTS [SLOTS [TRIALS [EXPERIMENTS [REPS]]]]]\n");
+        fprintf(stderr, "usage: cold_core [--profile] [AGENTS [SLOTS [TRIALS [EXPERIMENTS [REPS]]]]]\n");
         return 2;
     }
     hf_log_set_level(HF_LOG_WARN);
@@ -183,6 +241,7 @@ int main(int argc, char **argv)
                r.durable, r.total, r.started, r.started ? 1000 * r.total / (double)r.started : 0);
         if (k == 0 || r.total < best) best = r.total;
     }
+    if (want_profile) print_profile(reps);
     printf("COLD_CORE {\"agents\":%d,\"slots\":%d,\"trials\":%d,\"experiments\":%d,\"best_total_ms\":%.1f}\n", agents,
            slots, trials, nexp, best);
     return 0;
