@@ -28,22 +28,12 @@
 
 /* ---------- validation ---------- */
 
-static const char *const exp_states[] = {"ACTIVE", "PAUSED", "COMPLETED", "CANCELED", "FAILED", NULL};
-static const char *const trial_states[] = {"QUEUED", "ASSIGNED", "RUNNING", "COMPLETED", "FAILED",
-                                           "STOPPED", "CANCELED", "PAUSED", NULL};
-
-static int in_list(const char *s, const char *const *l)
-{
-    for (; *l; l++)
-        if (strcmp(s, *l) == 0) return 1;
-    return 0;
-}
 
 static int filter_ok(const char *f)
 {
     if (strcmp(f, "*") == 0) return 1;
-    if (strncmp(f, "experiment.", 11) == 0) return strcmp(f + 11, "*") == 0 || in_list(f + 11, exp_states);
-    if (strncmp(f, "trial.", 6) == 0) return strcmp(f + 6, "*") == 0 || in_list(f + 6, trial_states);
+    if (strncmp(f, "experiment.", 11) == 0) return strcmp(f + 11, "*") == 0 || store_event_hookable(0, f + 11);
+    if (strncmp(f, "trial.", 6) == 0) return strcmp(f + 6, "*") == 0 || store_event_hookable(1, f + 6);
     return 0;
 }
 

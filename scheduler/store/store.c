@@ -475,13 +475,13 @@ int store_exec_stmt(sqlite3_stmt *st)
     return HF_OK;
 }
 
-/* The events a webhook can listen for (docs/protocol.md "Webhooks"). */
-static int event_is_state(const char *type)
+int store_event_hookable(int trial, const char *type)
 {
-    static const char *const states[] = {"QUEUED", "ASSIGNED", "RUNNING", "COMPLETED", "FAILED",
-                                         "STOPPED", "CANCELED", "PAUSED", "ACTIVE"};
-    for (size_t i = 0; i < sizeof states / sizeof *states; i++)
-        if (strcmp(type, states[i]) == 0) return 1;
+    static const char *const exp_states[] = {"ACTIVE", "PAUSED", "COMPLETED", "CANCELED", "FAILED", NULL};
+    static const char *const trial_states[] = {"QUEUED", "ASSIGNED", "RUNNING", "COMPLETED", "FAILED",
+                                               "STOPPED", "CANCELED", "PAUSED", NULL};
+    for (const char *const *l = trial ? trial_states : exp_states; *l; l++)
+        if (strcmp(type, *l) == 0) return 1;
     return 0;
 }
 
@@ -496,7 +496,7 @@ int store_event_insert(store *s, int64_t time_ms, int64_t exp_id, int64_t trial_
     store_bind_text(st, 5, detail);
     store_bind_text(st, 6, user);
     int rc = store_exec_stmt(st);
-    if (rc || exp_id <= 0 || !event_is_state(type)) return rc;
+    if (rc || exp_id <= 0 || !store_event_hookable(trial_id > 0, type)) return rc;
     /* Most farms have no hook: one probe of an empty table, not the insert. */
     st = store_stmt(s, ST_HOOKS_ANY);
     int any = sqlite3_step(st);

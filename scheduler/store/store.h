@@ -72,6 +72,11 @@ sqlite3_stmt *store_stmt(store *s, int id);
  * (schema/0019_outbox_by_core.sql). RET 0 or HF_E*. */
 int store_event_insert(store *s, int64_t time_ms, int64_t exp_id, int64_t trial_id, const char *type,
                        const char *detail, const char *user);
+/* 1 when a webhook can listen for events of this type: the state changes
+ * of a trial (trial 1) or of an experiment (trial 0) that "trial.STATE"
+ * and "experiment.STATE" filters name (docs/protocol.md "Webhooks"; the
+ * hook's spec is checked against the same list, scheduler/notify/webhook.c). */
+int store_event_hookable(int trial, const char *type);
 
 int store_begin(store *s);
 int store_commit(store *s);
