@@ -14,9 +14,11 @@
 #         one INSERT ... SELECT per table from a recursive CTE, one
 #         transaction, on a fresh store the scheduler created, with its
 #         pragmas (WAL, synchronous=FULL, foreign keys)
-#   http  2,000 GET /healthz (the cold start's 1,000 pushes and 1,000
+#   http  2,000 GET requests (the cold start's 1,000 pushes and 1,000
 #         "started" heartbeats in their cheapest form) from curl --parallel
-#         against the real scheduler, 16, 64 and 1,000 at a time
+#         against the real scheduler, 16, 64 and 1,000 at a time: to a path
+#         no route serves (the router's 404, no store access, no JSON body
+#         parsed) and to /healthz (one reader's SELECT)
 #
 # Each REPS times (default 3); the times are printed, no verdict is faked:
 # their sum beside the budget. Needs bin/hyperfarm-scheduler, sqlite3, curl.
@@ -39,15 +41,20 @@ pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { echo "cold_floor: the scheduler did not start:"; tail -5 "$tmp/log"; exit 2; }
 
-for _ in $(seq 2000); do printf 'url = "http://127.0.0.1:%s/healthz"\noutput = /dev/null\n' "$port"; done >"$tmp/urls"
-for p in 16 64 1000; do
-  line="http: 2,000 GET /healthz, $p at a time:"
-  for _ in $(seq "$reps"); do
-    t0=$(now_us)
-    curl -sf --parallel --parallel-max "$p" -K "$tmp/urls" 2>/dev/null || { echo "cold_floor: a request failed"; exit 1; }
-    line+=" $(( ($(now_us) - t0) / 1000 )) ms"
+for path in /api/v1/no-such-route /healthz; do
+  for _ in $(seq 2000); do printf 'url = "http://127.0.0.1:%s%s"\noutput = /dev/null\n' "$port" "$path"; done >"$tmp/urls"
+  want=$([[ $path == /healthz ]] && echo 200 || echo 404)
+  for p in 16 64 1000; do
+    line="http: 2,000 GET $path ($want), $p at a time:"
+    for _ in $(seq "$reps"); do
+      t0=$(now_us)
+      curl -s --parallel --parallel-max "$p" -K "$tmp/urls" -w '%{http_code}\n' >"$tmp/codes" 2>/dev/null
+      line+=" $(( ($(now_us) - t0) / 1000 )) ms"
+      n=$(grep -c "^$want\$" "$tmp/codes")
+      [[ $n == 2000 ]] || { echo "cold_floor: $n of 2000 answered $want"; exit 1; }
+    done
+    echo "$line"
   done
-  echo "$line"
 done
 kill "$pid"; wait "$pid" 2>/dev/null; pid=
 
