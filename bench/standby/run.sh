@@ -10,7 +10,10 @@
 #      same disk): bin/bench/loadgen in ingestion mode (agents heartbeat back
 #      to back, SB_PER_HB reports each): acknowledged reports/s and heartbeat
 #      p50/p99; then paced agents (100, a heartbeat every 250 ms, one report):
-#      heartbeat p99. Printed side by side with the ratio (goal: within 20 %).
+#      heartbeat p99; then light load (4 agents, a heartbeat every 50 ms):
+#      heartbeat p50/p99, where a write waits for one replication round
+#      trip beside a cheap commit. Printed side by side with the ratio
+#      (goal: within 20 %).
 #      The primary's replication state is checked to be "sync" at the end
 #      (a degraded primary would not be measuring the standby).
 #   b. bench/standby/failover.sh (the namespace harness of
@@ -104,7 +107,7 @@ start_sched() {   # NAME ROLE ARGS...
 }
 
 # ---- a. heartbeat p99 and ingestion, with and without a synchronous standby ----
-declare -A rps p50 p99 pp99 state
+declare -A rps p50 p99 pp99 lp50 lp99 state
 run_a() {   # MODE: none | sync
   local mode=$1 purl ppid i
   start_sched "p-$mode" primary || return 1
@@ -134,6 +137,12 @@ run_a() {   # MODE: none | sync
     --name-prefix "paced-$mode" >"$tmp/paced-$mode" 2>&1
   pp99[$mode]=$(field "$tmp/paced-$mode" hb_p99_ms)
   fi
+  echo "standby: $mode: light load (4 agents x 1 slot, a heartbeat every 50 ms) ..."
+  $(pin_to loadgen) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 4 --slots 1 --trials 4 \
+    --reports 100 --per-hb 1 --values 1 --hb-ms 50 --threads 4 --probe-hz 0 --max-seconds 60 \
+    --name-prefix "light-$mode" >"$tmp/light-$mode" 2>&1
+  lp50[$mode]=$(field "$tmp/light-$mode" hb_p50_ms)
+  lp99[$mode]=$(field "$tmp/light-$mode" hb_p99_ms)
   state[$mode]=$(repl "$purl" | jq -c '{state, lsn, standby: (.standby // null | if . then {acked_lsn, lag_ms} else null end)}')
   echo "standby: $mode: replication at the end: ${state[$mode]}"
   if [[ $mode == sync ]] && ! jq -e '.state == "sync"' <<<"${state[$mode]}" >/dev/null; then
@@ -154,8 +163,10 @@ if [[ -z ${SB_SKIP_A:-} ]]; then
     printf '%-44s %14s %14s %8s\n' "ingestion, heartbeat p50 ms" "${p50[none]}" "${p50[sync]}" "$(ratio "${p50[sync]}" "${p50[none]}")"
     printf '%-44s %14s %14s %8s\n' "ingestion, heartbeat p99 ms" "${p99[none]}" "${p99[sync]}" "$(ratio "${p99[sync]}" "${p99[none]}")"
     printf '%-44s %14s %14s %8s\n' "paced agents, heartbeat p99 ms" "${pp99[none]}" "${pp99[sync]}" "$(ratio "${pp99[sync]}" "${pp99[none]}")"
+    printf '%-44s %14s %14s %8s\n' "light load, heartbeat p50 ms" "${lp50[none]}" "${lp50[sync]}" "$(ratio "${lp50[sync]}" "${lp50[none]}")"
+    printf '%-44s %14s %14s %8s\n' "light load, heartbeat p99 ms" "${lp99[none]}" "${lp99[sync]}" "$(ratio "${lp99[sync]}" "${lp99[none]}")"
     [[ -s $tmp/wait-sync ]] && { echo "primary's commit waits for the standby (/metrics):"; sed 's/^/  /' "$tmp/wait-sync" | head -20; }
-    echo "STANDBY_SYNC {\"alone_reports_per_s\": ${rps[none]}, \"sync_reports_per_s\": ${rps[sync]}, \"alone_hb_p99_ms\": ${p99[none]}, \"sync_hb_p99_ms\": ${p99[sync]}, \"alone_paced_hb_p99_ms\": ${pp99[none]}, \"sync_paced_hb_p99_ms\": ${pp99[sync]}}"
+    echo "STANDBY_SYNC {\"alone_reports_per_s\": ${rps[none]}, \"sync_reports_per_s\": ${rps[sync]}, \"alone_hb_p99_ms\": ${p99[none]}, \"sync_hb_p99_ms\": ${p99[sync]}, \"alone_paced_hb_p99_ms\": ${pp99[none]}, \"sync_paced_hb_p99_ms\": ${pp99[sync]}, \"alone_light_hb_p50_ms\": ${lp50[none]}, \"sync_light_hb_p50_ms\": ${lp50[sync]}}"
   else
     echo "standby: part a did not run to the end"
     rc=2
