@@ -17,8 +17,11 @@ goal of issue 29: geometric mean <= 0.90 and no problem above 1.10.
 Since one problem's median ratio at 20 seeds is as noisy as that bound
 (docs/search.md: the default against itself with other seeds puts a
 third of the problems above 1.10), two readings beside it: the function
-ids above 1.10 (each the geometric mean of its dimensions and instances)
-and the problems we trail beyond luck (paired interval wholly above 1).
+ids above 1.10 (each the geometric mean of its dimensions and instances),
+with a bootstrap 90 % interval over seeds (every problem's seeds drawn
+again, paired, the better Optuna chosen again each time) and those whose
+interval lies wholly above 1.10, and the problems we trail beyond luck
+(paired interval wholly above 1).
 
   bbob_table.py [--ours ours-tpe] FILE...
 """
@@ -35,6 +38,36 @@ def gmean(xs):
 def boot_interval(logs, rng, n=2000):
     b = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(n))
     return math.exp(b[int(0.05 * n)]), math.exp(b[int(0.95 * n) - 1])
+
+
+def fid_of(c):
+    return c.split("-")[1] if c.startswith(("mix", "cond")) else c.split("-")[0]
+
+
+def fid_intervals(res, conc, cases, ours, rng, n=1000):
+    """Per function id: the geometric mean of its problems' ratios when
+    every problem's seeds are drawn again with replacement (the same
+    draw for ours and every Optuna sampler: paired), n times; 90 %
+    interval of those."""
+    prob = []
+    for c in cases:
+        peers = [res[(conc, c, m)] for m in PEERS if res.get((conc, c, m))]
+        seeds = sorted(set(res[(conc, c, ours)]).intersection(*[set(p) for p in peers]))
+        prob.append((fid_of(c), seeds, res[(conc, c, ours)], peers))
+    reps = collections.defaultdict(list)
+    for _ in range(n):
+        logs = collections.defaultdict(list)
+        for fid, seeds, o, peers in prob:
+            draw = rng.choices(seeds, k=len(seeds))
+            best = min(statistics.median(p[s] for s in draw) for p in peers)
+            logs[fid].append(math.log(statistics.median(o[s] for s in draw) / best))
+        for fid, v in logs.items():
+            reps[fid].append(statistics.fmean(v))
+    out = {}
+    for fid in sorted(reps):
+        b = sorted(reps[fid])
+        out[fid] = (math.exp(b[int(0.05 * n)]), math.exp(b[int(0.95 * n) - 1]))
+    return out
 
 
 def main():
@@ -86,6 +119,13 @@ def main():
         print("   " + "  ".join("%s %.2f" % kv for kv in fid_g.items()))
         over = ["%s %.2f" % (k, g) for k, g in fid_g.items() if g > 1.10]
         print("-- function ids above 1.10: %d of %d%s" % (len(over), len(fid_g), (": " + ", ".join(over)) if over else ""))
+        fid_iv = fid_intervals(res, conc, kept, a.ours, random.Random(2))   # its own stream: the lines below as before
+        print("-- per function id, bootstrap 90 % interval over seeds (every problem's seeds resampled, the better "
+              "Optuna chosen again each time):")
+        print("   " + "  ".join("%s %.2f [%.2f-%.2f]" % (k, fid_g[k], lo, hi) for k, (lo, hi) in fid_iv.items()))
+        above = [k for k, (lo, hi) in fid_iv.items() if lo > 1.10]
+        print("-- function ids above 1.10 beyond luck (interval wholly above 1.10): %d%s" % (
+            len(above), (": " + ", ".join(above)) if above else ""))
         print("-- problems behind beyond luck (paired 90 %% interval above 1): %d%s" % (
             len(behind), (": " + "; ".join(behind)) if behind else ""))
         groups = collections.defaultdict(list)     # by kind and by dimension
