@@ -141,8 +141,8 @@ run_a() {   # MODE: none | sync
   $(pin_to loadgen) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 4 --slots 1 --trials 4 \
     --reports 100 --per-hb 1 --values 1 --hb-ms 50 --threads 4 --probe-hz 0 --max-seconds 60 \
     --name-prefix "light-$mode" >"$tmp/light-$mode" 2>&1
-  lp50[$mode]=$(field "$tmp/light-$mode" hb_p50_ms)
-  lp99[$mode]=$(field "$tmp/light-$mode" hb_p99_ms)
+  lp50[$mode]=$(field "$tmp/light-$mode" hb_p50_ms); lp50[$mode]=${lp50[$mode]:-null}
+  lp99[$mode]=$(field "$tmp/light-$mode" hb_p99_ms); lp99[$mode]=${lp99[$mode]:-null}
   state[$mode]=$(repl "$purl" | jq -c '{state, lsn, standby: (.standby // null | if . then {acked_lsn, lag_ms} else null end)}')
   echo "standby: $mode: replication at the end: ${state[$mode]}"
   if [[ $mode == sync ]] && ! jq -e '.state == "sync"' <<<"${state[$mode]}" >/dev/null; then
