@@ -21,28 +21,20 @@
 #         parsed) and to /healthz (one reader's SELECT)
 #
 # Each REPS times (default 3); the times are printed, no verdict is faked:
-# their sum beside the budget. Needs bin/hyperfarm-scheduler, sqlite3, curl.
+# their sum beside the budget. Needs bin/hyperfarm-scheduler, sqlite3, curl
+# (the scheduler is started and stopped by tests/system/lib.sh).
 #   bench/cold_floor.sh [REPS]
-set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
-HF_BIN=${HF_BIN:-$PWD/bin}
+source "$(dirname "$0")/../tests/system/lib.sh"
+hf_need hyperfarm-scheduler
+command -v sqlite3 >/dev/null || { echo "cold_floor: SKIP: sqlite3 not installed"; exit 2; }
+hf_setup
+tmp=$HF_TMP
 reps=${1:-3}
-for t in sqlite3 curl; do command -v $t >/dev/null || { echo "cold_floor: SKIP: $t not installed"; exit 2; }; done
-[[ -x $HF_BIN/hyperfarm-scheduler ]] || { echo "cold_floor: SKIP: build first (make)"; exit 2; }
-tmp=$(mktemp -d /tmp/hf-cold-floor-XXXXXX)
-pid=
-cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 now_us() { echo $(( $(date +%s%N) / 1000 )); }
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$HF_BIN/hyperfarm-scheduler" --listen "127.0.0.1:$port" --db "$tmp/s.db" --max-conns-per-ip 0 >"$tmp/log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { echo "cold_floor: the scheduler did not start:"; tail -5 "$tmp/log"; exit 2; }
-
+hf_start_scheduler --max-conns-per-ip 0
 for path in /api/v1/no-such-route /healthz; do
-  for _ in $(seq 2000); do printf 'url = "http://127.0.0.1:%s%s"\noutput = /dev/null\n' "$port" "$path"; done >"$tmp/urls"
+  for _ in $(seq 2000); do printf 'url = "%s%s"\noutput = /dev/null\n' "$HF_URL" "$path"; done >"$tmp/urls"
   want=$([[ $path == /healthz ]] && echo 200 || echo 404)
   for p in 16 64 1000; do
     line="http: 2,000 GET $path ($want), $p at a time:"
@@ -50,13 +42,13 @@ for path in /api/v1/no-such-route /healthz; do
       t0=$(now_us)
       curl -s --parallel --parallel-max "$p" -K "$tmp/urls" -w '%{http_code}\n' >"$tmp/codes" 2>/dev/null
       line+=" $(( ($(now_us) - t0) / 1000 )) ms"
-      n=$(grep -c "^$want\$" "$tmp/codes")
+      n=$(grep -c "^$want\$" "$tmp/codes" || true)
       [[ $n == 2000 ]] || { echo "cold_floor: $n of 2000 answered $want"; exit 1; }
     done
     echo "$line"
   done
 done
-kill "$pid"; wait "$pid" 2>/dev/null; pid=
+hf_stop_scheduler
 
 cat >"$tmp/setup.sql" <<'EOF'
 PRAGMA journal_mode=WAL;
@@ -83,7 +75,7 @@ EOF
 line="sql: 8,000 trials + 8,000 allocations + 24,000 events, one transaction:"
 for _ in $(seq "$reps"); do
   rm -f "$tmp/f.db" "$tmp/f.db-wal" "$tmp/f.db-shm"
-  cp "$tmp/s.db" "$tmp/f.db"
+  cp "$HF_DB" "$tmp/f.db"
   sqlite3 "$tmp/f.db" <"$tmp/setup.sql" >/dev/null || exit 1
   t0=$(now_us)
   out=$(sqlite3 "$tmp/f.db" <"$tmp/floor.sql" 2>&1) || { echo "cold_floor: sql: $out"; exit 1; }
