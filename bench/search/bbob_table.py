@@ -101,8 +101,7 @@ def main():
             ratio = med[a.ours] / opt[peer]
             ratios.append(ratio)
             kept.append(c)
-            fid = c.split("-")[1] if c.startswith(("mix", "cond")) else c.split("-")[0]
-            by_fid[fid].append(ratio)
+            by_fid[fid_of(c)].append(ratio)
             ours = res[(conc, c, a.ours)]
             seeds = sorted(set(ours) & set(src[peer]))
             logs = [math.log(ours[s] / src[peer][s]) for s in seeds]

@@ -28,7 +28,6 @@
 
 /* ---------- validation ---------- */
 
-
 static int filter_ok(const char *f)
 {
     if (strcmp(f, "*") == 0) return 1;
