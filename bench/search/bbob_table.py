@@ -35,9 +35,14 @@ def gmean(xs):
     return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else float("nan")
 
 
-def boot_interval(logs, rng, n=2000):
-    b = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(n))
+def interval90(means):
+    """The 90 % interval of bootstrap replicates of a mean of logs."""
+    b, n = sorted(means), len(means)
     return math.exp(b[int(0.05 * n)]), math.exp(b[int(0.95 * n) - 1])
+
+
+def boot_interval(logs, rng, n=2000):
+    return interval90([statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(n)])
 
 
 def fid_of(c):
@@ -63,11 +68,7 @@ def fid_intervals(res, conc, cases, ours, rng, n=1000):
             logs[fid].append(math.log(statistics.median(o[s] for s in draw) / best))
         for fid, v in logs.items():
             reps[fid].append(statistics.fmean(v))
-    out = {}
-    for fid in sorted(reps):
-        b = sorted(reps[fid])
-        out[fid] = (math.exp(b[int(0.05 * n)]), math.exp(b[int(0.95 * n) - 1]))
-    return out
+    return {fid: interval90(reps[fid]) for fid in sorted(reps)}
 
 
 def main():
