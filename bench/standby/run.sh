@@ -84,7 +84,7 @@ ADM=adm-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 AGT=agt-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 printf 'admin:%s\nagent:%s\n' "$ADM" "$AGT" >"$tmp/tokens"
 chmod 600 "$tmp/tokens"
-field() { sed -n 's/^LOADGEN //p' "$1" | jq -r ".$2"; }
+field() { local v; v=$(sed -n 's/^LOADGEN //p' "$1" | jq -r ".$2"); echo "${v:-null}"; }   # null: no such figure
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/) print "-"; else if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
 repl() { curl -fsS -m 3 -H "Authorization: Bearer $ADM" "$1/api/v1/replication"; }
 
@@ -124,7 +124,7 @@ run_a() {   # MODE: none | sync
   $(pin_to loadgen) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents "$agents" --slots 8 \
     --trials $((agents * 8)) --reports "$reports" --per-hb "$per_hb" --values 1 --hb-ms 0 --threads 4 --probe-hz 5 \
     --max-seconds 90 --name-prefix "ing-$mode" >"$tmp/ing-$mode" 2>&1
-  [[ -n $(field "$tmp/ing-$mode" reports_per_s) ]] || { tail -20 "$tmp/ing-$mode"; return 1; }
+  [[ $(field "$tmp/ing-$mode" reports_per_s) != null ]] || { tail -20 "$tmp/ing-$mode"; return 1; }
   rps[$mode]=$(field "$tmp/ing-$mode" reports_per_s)
   p50[$mode]=$(field "$tmp/ing-$mode" hb_p50_ms)
   p99[$mode]=$(field "$tmp/ing-$mode" hb_p99_ms)
@@ -141,8 +141,8 @@ run_a() {   # MODE: none | sync
   $(pin_to loadgen) "$LG" --url "$purl" --pid "$ppid" --agent-token "$AGT" --user-token "$ADM" --agents 4 --slots 1 --trials 4 \
     --reports 100 --per-hb 1 --values 1 --hb-ms 50 --threads 4 --probe-hz 0 --max-seconds 60 \
     --name-prefix "light-$mode" >"$tmp/light-$mode" 2>&1
-  lp50[$mode]=$(field "$tmp/light-$mode" hb_p50_ms); lp50[$mode]=${lp50[$mode]:-null}
-  lp99[$mode]=$(field "$tmp/light-$mode" hb_p99_ms); lp99[$mode]=${lp99[$mode]:-null}
+  lp50[$mode]=$(field "$tmp/light-$mode" hb_p50_ms)
+  lp99[$mode]=$(field "$tmp/light-$mode" hb_p99_ms)
   state[$mode]=$(repl "$purl" | jq -c '{state, lsn, standby: (.standby // null | if . then {acked_lsn, lag_ms} else null end)}')
   echo "standby: $mode: replication at the end: ${state[$mode]}"
   if [[ $mode == sync ]] && ! jq -e '.state == "sync"' <<<"${state[$mode]}" >/dev/null; then
