@@ -140,20 +140,20 @@ wait "$CLI_PID" 2>/dev/null || true
 # hf-bucketer started) but two in a row cannot; a thread started without a
 # name keeps its starter's for life and is caught. A name outside the table
 # counts from one sample.
-declare -A seen=() most=() peak=() bad=() prev=() where=()
+declare -A seen=() most=() peak=() bad=() last=() where=()
 while read -r prog pid names; do
-  declare -A n=()
+  declare -A n=() p=()   # this sample's count of each name, and the process's previous sample's
   for c in $names; do n[$c]=$(( ${n[$c]:-0} + 1 )); done
+  for c in ${last[$pid]:-}; do p[$c]=$(( ${p[$c]:-0} + 1 )); done
   for c in "${!n[@]}"; do
     seen[$prog/$c]=1
-    (( n[$c] > ${peak[$prog/$c]:-0} )) && peak[$prog/$c]=${n[$c]}
-    held=$(( n[$c] < ${prev[$pid/$c]:-0} ? n[$c] : ${prev[$pid/$c]:-0} ))
-    if (( held > ${most[$prog/$c]:-0} )); then most[$prog/$c]=$held; where[$prog/$c]="$prog $pid $names"; fi
     [[ -n ${where[$prog/$c]:-} ]] || where[$prog/$c]="$prog $pid $names"
+    (( n[$c] > ${peak[$prog/$c]:-0} )) && peak[$prog/$c]=${n[$c]}
+    held=$(( n[$c] < ${p[$c]:-0} ? n[$c] : ${p[$c]:-0} ))
+    if (( held > ${most[$prog/$c]:-0} )); then most[$prog/$c]=$held; where[$prog/$c]="$prog $pid $names"; fi
   done
-  for k in "${!prev[@]}"; do [[ $k == "$pid/"* ]] && unset "prev[$k]"; done
-  for c in "${!n[@]}"; do prev[$pid/$c]=${n[$c]}; done
-  unset n
+  last[$pid]=$names
+  unset n p
 done <"$HF_TMP/threads"
 for k in $(printf '%s\n' "${!seen[@]}" | sort); do
   want=${allowed[$k]:-}
