@@ -160,11 +160,11 @@ for k in $(printf '%s\n' "${!seen[@]}" | sort); do
   [[ $want == 1+blas ]] && want=1   # the trials run with OPENBLAS_NUM_THREADS=1 (below)
   if [[ -z $want ]]; then
     bad[$k]="thread '${k#*/}' of the ${k%%/*} (up to ${peak[$k]} at once) is not in $DOC's table"
-  elif [[ $want =~ ^[0-9]+$ ]] && (( most[$k] > want )); then
+  elif [[ $want =~ ^[0-9]+$ ]] && (( ${most[$k]:-0} > want )); then
     bad[$k]="${most[$k]} threads of the ${k%%/*} are called '${k#*/}', the table allows $want (a thread started without a name takes its starter's)"
   fi
 done
-hf_log "threads seen (most at once, held over two samples): $(for k in $(printf '%s\n' "${!seen[@]}" | sort); do printf '%s=%s ' "$k" "${most[$k]}"; done)"
+hf_log "threads seen (most at once, held over two samples): $(for k in $(printf '%s\n' "${!seen[@]}" | sort); do printf '%s=%s ' "$k" "${most[$k]:-0}"; done)"
 for k in "${!bad[@]}"; do
   hf_log "FAIL: ${bad[$k]}; e.g. ${where[$k]}"
 done
