@@ -53,22 +53,31 @@ def fid_intervals(res, conc, cases, ours, rng, n=1000):
     """Per function id: the geometric mean of its problems' ratios when
     every problem's seeds are drawn again with replacement (the same
     draw for ours and every Optuna sampler: paired), n times; 90 %
-    interval of those."""
-    prob = []
+    interval of those. Where ours and the Optuna samplers share fewer
+    than 2 seeds (ours run on other seeds, as when a sampler is set
+    against itself), each side's own seeds are drawn independently
+    (unpaired); the second value returned says whether any problem was."""
+    prob, unpaired = [], False
     for c in cases:
         peers = [res[(conc, c, m)] for m in PEERS if res.get((conc, c, m))]
         seeds = sorted(set(res[(conc, c, ours)]).intersection(*[set(p) for p in peers]))
+        unpaired |= len(seeds) < 2
         prob.append((fid_of(c), seeds, res[(conc, c, ours)], peers))
+
+    def med(d, seeds, draw):
+        return statistics.median(d[s] for s in draw) if len(seeds) >= 2 else \
+            statistics.median(rng.choices(list(d.values()), k=len(d)))
+
     reps = collections.defaultdict(list)
     for _ in range(n):
         logs = collections.defaultdict(list)
         for fid, seeds, o, peers in prob:
-            draw = rng.choices(seeds, k=len(seeds))
-            best = min(statistics.median(p[s] for s in draw) for p in peers)
-            logs[fid].append(math.log(statistics.median(o[s] for s in draw) / best))
+            draw = rng.choices(seeds, k=len(seeds)) if len(seeds) >= 2 else None
+            best = min(med(p, seeds, draw) for p in peers)
+            logs[fid].append(math.log(med(o, seeds, draw) / best))
         for fid, v in logs.items():
             reps[fid].append(statistics.fmean(v))
-    return {fid: interval90(reps[fid]) for fid in sorted(reps)}
+    return {fid: interval90(reps[fid]) for fid in sorted(reps)}, unpaired
 
 
 def main():
@@ -119,9 +128,9 @@ def main():
         print("   " + "  ".join("%s %.2f" % kv for kv in fid_g.items()))
         over = ["%s %.2f" % (k, g) for k, g in fid_g.items() if g > 1.10]
         print("-- function ids above 1.10: %d of %d%s" % (len(over), len(fid_g), (": " + ", ".join(over)) if over else ""))
-        fid_iv = fid_intervals(res, conc, kept, a.ours, random.Random(2))   # its own stream: the lines below as before
-        print("-- per function id, bootstrap 90 % interval over seeds (every problem's seeds resampled, the better "
-              "Optuna chosen again each time):")
+        fid_iv, unpaired = fid_intervals(res, conc, kept, a.ours, random.Random(2))   # its own stream
+        print("-- per function id, bootstrap 90 %% interval over seeds (every problem's seeds resampled, the better "
+              "Optuna chosen again each time%s):" % ("; unpaired where ours ran on other seeds" if unpaired else ""))
         print("   " + "  ".join("%s %.2f [%.2f-%.2f]" % (k, fid_g[k], lo, hi) for k, (lo, hi) in fid_iv.items()))
         above = [k for k, (lo, hi) in fid_iv.items() if lo > 1.10]
         print("-- function ids above 1.10 beyond luck (interval wholly above 1.10): %d%s" % (
