@@ -9,10 +9,21 @@
  * version; every object a row names must be in the snapshot (or be listed
  * missing by the manifest: retention removed it while the backup ran) and
  * hash to its name, checked while it is copied. The database is written
- * last (temp file, fsync, rename, directory fsync), then opened once with
- * store_open so it is migrated and in WAL mode: a scheduler started on it
- * finds a store like any other. An existing database is never
- * overwritten.
+ * last: copied to a temp file (fsync), opened once with store_open so it
+ * is migrated and in WAL mode, its id floors raised (below), closed, then
+ * linked to its name (directory fsync): a scheduler started on it finds a
+ * store like any other, and a failure leaves no database behind. An
+ * existing database is never overwritten.
+ *
+ * The id floors: the lost server may have handed out experiment and trial
+ * ids after the snapshot, and agents still hold them (a trial they run, a
+ * finished attempt they remember so that a duplicate assignment is not
+ * run twice). Reissued, such an id would meet that memory: the agent
+ * ignored the new trial as a duplicate and it failed (found by
+ * tests/system/test_multiserver_backup.sh under load). So the restored
+ * database hands out ids from RESTORE_ID_GAP above the snapshot's largest
+ * (schema/0010_id_floor.sql's id_floor; docs/operations.md, "Backup and
+ * restore").
  */
 #include "scheduler/store/backup.h"
 
@@ -124,6 +135,28 @@ static int restore_objects(const char *snap, const char *dbfile, const json_t *m
     return rc;
 }
 
+#define RESTORE_ID_GAP 1000000
+
+/* Raise id_floor for experiments and trials to RESTORE_ID_GAP above the
+ * largest id the database holds or has handed out. RET 0 or HF_EDB. */
+static int raise_id_floors(store *st, char *err, size_t errlen)
+{
+    static const char *const sql =
+        "BEGIN IMMEDIATE;"
+        "INSERT INTO id_floor(name,id) VALUES('experiments',1000000+max(coalesce((SELECT max(id) FROM experiments),0),"
+        " coalesce((SELECT id FROM id_floor WHERE name='experiments'),0))) ON CONFLICT(name) DO UPDATE SET id=excluded.id;"
+        "INSERT INTO id_floor(name,id) VALUES('trials',1000000+max(coalesce((SELECT max(id) FROM trials),0),"
+        " coalesce((SELECT id FROM id_floor WHERE name='trials'),0))) ON CONFLICT(name) DO UPDATE SET id=excluded.id;"
+        "COMMIT;";
+    _Static_assert(RESTORE_ID_GAP == 1000000, "the SQL above spells RESTORE_ID_GAP out");
+    char *msg = NULL;
+    if (sqlite3_exec(store_db(st), sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
+    fmt(err, errlen, "raising the id floors: %s", msg ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_exec(store_db(st), "ROLLBACK", NULL, NULL, NULL);
+    return HF_EDB;
+}
+
 /* Copy src to dst (new) durably. */
 static int copy_file(const char *src, const char *dst)
 {
@@ -142,6 +175,17 @@ static int copy_file(const char *src, const char *dst)
     unlink(tmp);
     if (rc == 0) rc = hf_file_fsync_parent(dst);
     return rc;
+}
+
+/* Remove path and its -wal and -shm files. */
+static void unlink_db(const char *path)
+{
+    char p[PATH_MAX];
+    unlink(path);
+    fmt(p, sizeof p, "%s-wal", path);
+    unlink(p);
+    fmt(p, sizeof p, "%s-shm", path);
+    unlink(p);
 }
 
 int backup_restore(const char *snap, const char *db_path, const char *ck_dir, char *err, size_t errlen)
@@ -171,16 +215,34 @@ int backup_restore(const char *snap, const char *db_path, const char *ck_dir, ch
         goto end;
     }
     if ((rc = restore_objects(snap, dbfile, man, ck_dir, &objects, err, errlen))) goto end;
-    if ((rc = copy_file(dbfile, db_path))) {
-        fmt(err, errlen, "writing %s: %s", db_path, hf_strerror(rc));
+    char tmpdb[PATH_MAX];
+    fmt(tmpdb, sizeof tmpdb, "%s.restoring", db_path);
+    unlink_db(tmpdb);   /* a crashed restore's leftover, never a database in use */
+    if ((rc = copy_file(dbfile, tmpdb))) {
+        fmt(err, errlen, "writing %s: %s", tmpdb, hf_strerror(rc));
         goto end;
     }
     store *st = NULL;
-    if ((rc = store_open(db_path, &st, err, errlen)) == 0) {
-        hf_info("restored %s into %s (schema v%d) and %lld objects into %s", snap, db_path, store_version(st),
-                (long long)objects, ck_dir);
+    int version = 0;
+    if ((rc = store_open(tmpdb, &st, err, errlen)) == 0) {
+        version = store_version(st);
+        rc = raise_id_floors(st, err, errlen);
         store_close(st);
     }
+    fmt(path, sizeof path, "%s-wal", tmpdb);
+    if (rc == 0 && stat(path, &sb) == 0) {
+        fmt(err, errlen, "%s was not checkpointed on close", path);
+        rc = HF_EDB;
+    }
+    if (rc == 0 && link(tmpdb, db_path) != 0) {   /* link: never replaces db_path */
+        rc = hf_err_from_errno(errno);
+        fmt(err, errlen, "writing %s: %s", db_path, hf_strerror(rc));
+    }
+    unlink_db(tmpdb);
+    if (rc == 0 && (rc = hf_file_fsync_parent(db_path))) fmt(err, errlen, "%s: %s", db_path, hf_strerror(rc));
+    if (rc == 0)
+        hf_info("restored %s into %s (schema v%d, new ids from %d above the snapshot's) and %lld objects into %s",
+                snap, db_path, version, RESTORE_ID_GAP, (long long)objects, ck_dir);
 end:
     json_decref(man);
     return rc;

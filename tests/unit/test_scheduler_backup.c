@@ -256,6 +256,14 @@ static void test_snapshot_restore(void **state)
     snprintf(rck, sizeof rck, "%s/restored.ck", dir);
     assert_int_equal(backup_restore(r2.snapshot, rdb, rck, err, sizeof err), 0);
     assert_int_equal(one_int(rdb, "SELECT count(*) FROM checkpoints"), 3);
+    /* ids the lost server may have handed out after the snapshot are not
+     * handed out again: the floors are 1,000,000 above the snapshot's */
+    assert_int_equal(one_int(rdb, "SELECT id FROM id_floor WHERE name='trials'"),
+                     one_int(rdb, "SELECT max(id) FROM trials") + 1000000);
+    assert_int_equal(one_int(rdb, "SELECT id FROM id_floor WHERE name='experiments'"),
+                     one_int(rdb, "SELECT max(id) FROM experiments") + 1000000);
+    snprintf(path, sizeof path, "%s.restoring", rdb);
+    assert_int_equal(access(path, F_OK), -1);   /* the temp copy is gone */
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/objects/%.2s/%s", rck, sha[i], sha[i]);
         int fd = open(path, O_RDONLY);
@@ -272,6 +280,12 @@ static void test_snapshot_restore(void **state)
     json_t *t = NULL;
     assert_int_equal(sched_trial_get(c2, w.trial, &t), 0);
     json_decref(t);
+    /* the next experiment the restored scheduler creates is above the gap */
+    int64_t x2 = unit_submit(c2, "{\"name\": \"gap\", \"objective\": {\"metric\": \"m\", \"goal\": \"maximize\"},"
+                                 "\"searcher\": {\"name\": \"random\", \"max_trials\": 1, \"seed\": 1},"
+                                 "\"hyperparameters\": {\"x\": {\"type\": \"uniform\", \"min\": 0, \"max\": 1}},"
+                                 "\"trial\": {\"command\": [\"true\"]}}");
+    if (x2 <= 1000000) fail_msg("experiment %lld created after the restore is below the id gap", (long long)x2);
     sched_free(c2);
     store_close(s2);
     assert_int_equal(backup_restore(r2.snapshot, rdb, rck, err, sizeof err), HF_EEXIST);
