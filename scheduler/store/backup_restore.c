@@ -138,22 +138,29 @@ static int restore_objects(const char *snap, const char *dbfile, const json_t *m
 #define RESTORE_ID_GAP 1000000
 
 /* Raise id_floor for experiments and trials to RESTORE_ID_GAP above the
- * largest id the database holds or has handed out. RET 0 or HF_EDB. */
+ * largest id the database holds or has handed out, in one transaction.
+ * RET 0 or HF_EDB. */
 static int raise_id_floors(store *st, char *err, size_t errlen)
 {
-    static const char *const sql =
-        "BEGIN IMMEDIATE;"
-        "INSERT INTO id_floor(name,id) VALUES('experiments',1000000+max(coalesce((SELECT max(id) FROM experiments),0),"
-        " coalesce((SELECT id FROM id_floor WHERE name='experiments'),0))) ON CONFLICT(name) DO UPDATE SET id=excluded.id;"
-        "INSERT INTO id_floor(name,id) VALUES('trials',1000000+max(coalesce((SELECT max(id) FROM trials),0),"
-        " coalesce((SELECT id FROM id_floor WHERE name='trials'),0))) ON CONFLICT(name) DO UPDATE SET id=excluded.id;"
-        "COMMIT;";
-    _Static_assert(RESTORE_ID_GAP == 1000000, "the SQL above spells RESTORE_ID_GAP out");
-    char *msg = NULL;
-    if (sqlite3_exec(store_db(st), sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
-    fmt(err, errlen, "raising the id floors: %s", msg ? msg : "?");
-    sqlite3_free(msg);
-    sqlite3_exec(store_db(st), "ROLLBACK", NULL, NULL, NULL);
+    static const char *const tables[] = {"experiments", "trials"};
+    sqlite3 *db = store_db(st);
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0] && rc == SQLITE_OK; i++) {
+        char sql[512];
+        sqlite3_stmt *q = NULL;
+        fmt(sql, sizeof sql,
+            "INSERT INTO id_floor(name,id) VALUES('%s',?1+max(coalesce((SELECT max(id) FROM %s),0),"
+            "coalesce((SELECT id FROM id_floor WHERE name='%s'),0))) ON CONFLICT(name) DO UPDATE SET id=excluded.id",
+            tables[i], tables[i], tables[i]);
+        rc = sqlite3_prepare_v2(db, sql, -1, &q, NULL);
+        if (rc == SQLITE_OK) sqlite3_bind_int64(q, 1, RESTORE_ID_GAP);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_DONE) rc = SQLITE_OK;
+        sqlite3_finalize(q);
+    }
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) return 0;
+    fmt(err, errlen, "raising the id floors: %s", sqlite3_errmsg(db));
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return HF_EDB;
 }
 
