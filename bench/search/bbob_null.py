@@ -10,30 +10,26 @@ the better Optuna would:
   bbob_null.py REF OTHER > null.tsv
   bbob_table.py --ours null-best REF null.tsv
 
-Sequential lines (concurrency 1) only; TPE samplers "tpe" and "tpe-mv".
+Sequential lines (concurrency 1) only; TPE samplers "tpe" and "tpe-mv";
+regrets floored as bbob_table.py floors them (its load()).
 """
-import collections, statistics, sys
+import statistics, sys
 
+from bbob_table import load
 
-def load(fn):
-    d = collections.defaultdict(list)
-    for line in open(fn):
-        f = line.rstrip("\n").split("\t")
-        if len(f) == 6 and f[0] == "raw" and f[2] in ("tpe", "tpe-mv") and f[5] == "1":
-            d[(f[1], f[2])].append(f)
-    return d
+TPE = ("tpe", "tpe-mv")
 
 
 def main():
     if len(sys.argv) != 3:
         sys.stderr.write(__doc__)
         return 2
-    ref, other = load(sys.argv[1]), load(sys.argv[2])
-    for case in sorted({c for c, _ in ref}):
-        med = {m: statistics.median(float(f[4]) for f in ref[(case, m)]) for m in ("tpe", "tpe-mv") if ref.get((case, m))}
+    ref, other = load([sys.argv[1]]), load([sys.argv[2]])
+    for case in sorted({c for conc, c, m in ref if conc == 1 and m in TPE}):
+        med = {m: statistics.median(ref[(1, case, m)].values()) for m in TPE if ref.get((1, case, m))}
         best = min(med, key=med.get)
-        for f in other.get((case, best), []):
-            print("\t".join(f[:2] + ["null-best"] + f[3:]))
+        for seed, regret in sorted(other.get((1, case, best), {}).items()):
+            print("raw\t%s\tnull-best\t%d\t%.9g\t1" % (case, seed, regret))
     return 0
 
 

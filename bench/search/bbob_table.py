@@ -64,8 +64,8 @@ def fid_intervals(res, conc, cases, ours, rng, n=1000):
         unpaired |= len(seeds) < 2
         prob.append((fid_of(c), seeds, res[(conc, c, ours)], peers))
 
-    def med(d, seeds, draw):
-        return statistics.median(d[s] for s in draw) if len(seeds) >= 2 else \
+    def med(d, draw):   # draw None: unpaired, d's own seeds drawn
+        return statistics.median(d[s] for s in draw) if draw is not None else \
             statistics.median(rng.choices(list(d.values()), k=len(d)))
 
     reps = collections.defaultdict(list)
@@ -73,11 +73,23 @@ def fid_intervals(res, conc, cases, ours, rng, n=1000):
         logs = collections.defaultdict(list)
         for fid, seeds, o, peers in prob:
             draw = rng.choices(seeds, k=len(seeds)) if len(seeds) >= 2 else None
-            best = min(med(p, seeds, draw) for p in peers)
-            logs[fid].append(math.log(med(o, seeds, draw) / best))
+            best = min(med(p, draw) for p in peers)
+            logs[fid].append(math.log(med(o, draw) / best))
         for fid, v in logs.items():
             reps[fid].append(statistics.fmean(v))
     return {fid: interval90(reps[fid]) for fid in sorted(reps)}, unpaired
+
+
+def load(files):
+    """The raw lines of files: (concurrency, case, method) -> {seed: regret
+    floored at FLOOR} (bbob_null.py reads them the same way)."""
+    res = collections.defaultdict(dict)
+    for fn in files:
+        for line in open(fn):
+            f = line.rstrip("\n").split("\t")
+            if len(f) == 6 and f[0] == "raw":
+                res[(int(f[5]), f[1], f[2])][int(f[3])] = max(float(f[4]), FLOOR)
+    return res
 
 
 def main():
@@ -85,12 +97,7 @@ def main():
     ap.add_argument("--ours", default="ours-tpe")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
-    res = collections.defaultdict(dict)          # (conc, case, method) -> {seed: regret}
-    for fn in a.files:
-        for line in open(fn):
-            f = line.rstrip("\n").split("\t")
-            if len(f) == 6 and f[0] == "raw":
-                res[(int(f[5]), f[1], f[2])][int(f[3])] = max(float(f[4]), FLOOR)
+    res = load(a.files)
     rng = random.Random(1)
     for conc in sorted({k[0] for k in res}):
         cases = sorted({k[1] for k in res if k[0] == conc})
