@@ -167,7 +167,7 @@ done
 # scheduler created is numbered from 1,000,000 above the snapshot's largest.
 snap_max_trial=$(q "$R/hyperfarm.db" 'SELECT coalesce(max(id),0) FROM trials')
 for t in $(jq -r '.trials[].id' <<<"$trials"); do
-  grep -qw "$t" <<<"$(tr ' ' '\n' <<<"$snap_trials" | cut -d: -f1)" && continue
+  [[ " $snap_trials" == *" $t:"* ]] && continue   # a trial of the snapshot
   (( t > snap_max_trial + 1000000 )) || hf_fail "trial $t, created after the restore, is not above the id gap (snapshot's largest $snap_max_trial)"
 done
 hf_log "ok: the sweep finished on the restored scheduler ($(jq -r '[.trials[].agent] | unique | join(" and ")' <<<"$trials"); trials $(jq -r '[.trials[].id] | join(" ")' <<<"$trials"); restarted after the restore: ${restarted:-none})"
