@@ -13,12 +13,13 @@ problem instance and budget) the geometric mean of ours/Optuna with a
 bootstrap 90 % interval and the seeds we are better on. Regrets are
 floored at 1e-8 (BBOB's final target) before any ratio. Then the
 geometric mean of the ratios over problems, per function id, and the
-goal of issue 29: geometric mean <= 0.90 and no problem above 1.10.
+goal of issue 29, geometric mean <= 0.90 and no function worse than
+1.10x, read two ways: no problem above 1.10, and no function id above
+1.10 (each the geometric mean of its dimensions and instances).
 Since one problem's median ratio at 20 seeds is as noisy as that bound
-(docs/search.md: the default against itself with other seeds puts a
-third of the problems above 1.10), two readings beside it: the function
-ids above 1.10 (each the geometric mean of its dimensions and instances),
-with a bootstrap 90 % interval over seeds (every problem's seeds drawn
+(docs/search.md: Optuna's better TPE against itself with other seeds
+puts a third of the problems above 1.10), the function ids come with a
+bootstrap 90 % interval over seeds (every problem's seeds drawn
 again, paired, the better Optuna chosen again each time) and those whose
 interval lies wholly above 1.10, and the problems we trail beyond luck
 (paired interval wholly above 1).
@@ -156,9 +157,10 @@ def main():
         g = gmean(ratios)
         worst = max(ratios) if ratios else float("nan")
         print("-- %d problems (%d without both sides); geometric mean of ratios %.3f; worse than 1.10x on %d; "
-              "worst %.2f; goal (<= 0.90, none > 1.10): %s" % (
+              "worst %.2f; goal (<= 0.90, none > 1.10) by problem: %s, by function id: %s" % (
                   len(ratios), missing, g, sum(r > 1.10 for r in ratios), worst,
-                  "met" if ratios and g <= 0.90 and worst <= 1.10 else "NOT met"))
+                  "met" if ratios and g <= 0.90 and worst <= 1.10 else "NOT met",
+                  "met" if ratios and g <= 0.90 and not over else "NOT met"))
         print()
 
 

@@ -9,6 +9,12 @@
  * For trial n:
  *   - while fewer than n_startup_trials trials have finished with a value,
  *     sample from the priors (exactly what random search would do);
+ *   - with one objective, no constraints, no cost_metric and max_trials
+ *     set, trials n < explore_fraction * max_trials are the exploration
+ *     phase: the model below, but independent (one dimension at a time,
+ *     Optuna's default) with gamma 0.1, whose product of per-dimension
+ *     kernels looks wider than the joint one; the later trials refine what
+ *     it found with the joint model (tpe_explore_turn);
  *   - otherwise rank the finished observations by value (higher is
  *     better), call the best min(ceil(gamma * N), 25) "good", the rest
  *     plus the running trials "bad", and fit a Parzen estimator to each:
@@ -57,6 +63,9 @@
                                      * dimensions, 24 to 96 (search_tpe_model.c tpe_candidates;
                                      * ASHA's sampler keeps search_tpe_defaults' 48) */
 #define TPE_DEFAULT_RANDOM_FRACTION 0.0
+#define TPE_DEFAULT_EXPLORE 0.3   /* "explore_fraction": share of max_trials in the exploration phase */
+#define TPE_EXPLORE_GAMMA 0.1     /* gamma in that phase (Optuna's), unless the file sets one */
+#define TPE_EXPLORE_STARTUP 10    /* n_startup_trials with the phase on (Optuna's), unless the file sets one */
 #define TPE_MO_GAMMA 0.25      /* with several objectives (tpe_configure) */
 #define TPE_MO_CANDIDATES 24
 #define TPE_MO_STARTUP 10
@@ -88,13 +97,31 @@ typedef struct tpe_searcher {
     int                  cost_on;          /* "cost_metric": on_metric's SEARCH_COST_SLOT is the cost */
     int                  cost_cooling;     /* "cost_cooling": the cost's weight falls to 0 at max_trials */
     double               random_fraction;  /* "random_fraction": trials after the startup drawn from the priors */
+    double               explore_fraction; /* "explore_fraction": trials before this share of max_trials
+                                            * use the independent model (tpe_explore_turn) */
 } tpe_searcher;
+
+/* Is the exploration phase on? With one objective and no constraints (as
+ * measured), a budget to take a share of, the joint model to hand over
+ * to, and no cost term (cost-aware proposals were measured without it).
+ * With the phase on the startup is Optuna's 10 unless the file sets it
+ * (docs/search.md, "The exploration phase"). */
+static int tpe_explore_on(const tpe_searcher *s)
+{
+    return s->explore_fraction > 0 && s->max_trials > 0 && s->mo.n_obj == 1 && s->mo.n_con == 0 &&
+           !s->cost_on && s->opt.multivariate;
+}
+
+static void tpe_explore_setup(tpe_searcher *s)
+{
+    if (!s->own_startup) s->n_startup = tpe_explore_on(s) ? TPE_EXPLORE_STARTUP : TPE_DEFAULT_STARTUP;
+}
 
 static int tpe_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
 {
     static const char *const own[] = {"n_startup_trials", "gamma", "n_ei_candidates", "prior_weight",
                                       "constant_liar", "multivariate", "cost_metric", "cost_cooling",
-                                      "random_fraction", NULL};
+                                      "random_fraction", "explore_fraction", NULL};
     int64_t i; double d;
     int rc;
     (void)sp;
@@ -113,6 +140,9 @@ static int tpe_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
     if ((rc = hf_json_get_number(cfg, "searcher", "random_fraction", 0, 0, 1, &d, e))) return rc;
     if (json_object_get(cfg, "random_fraction") && d >= 1)
         return hf_jerr_set(e, "searcher", "random_fraction", "must be >= 0 and < 1, got %g", d);
+    if ((rc = hf_json_get_number(cfg, "searcher", "explore_fraction", 0, 0, 1, &d, e))) return rc;
+    if (json_object_get(cfg, "explore_fraction") && d >= 1)
+        return hf_jerr_set(e, "searcher", "explore_fraction", "must be >= 0 and < 1, got %g", d);
     return 0;
 }
 
@@ -142,6 +172,8 @@ static searcher *tpe_create(const json_t *cfg, const search_space *sp, int goal_
     s->cost_on = json_object_get(cfg, "cost_metric") != NULL;   /* search_validate checked it */
     s->cost_cooling = json_is_true(json_object_get(cfg, "cost_cooling"));
     s->random_fraction = search_cfg_num(cfg, "random_fraction", TPE_DEFAULT_RANDOM_FRACTION);
+    s->explore_fraction = search_cfg_num(cfg, "explore_fraction", TPE_DEFAULT_EXPLORE);
+    tpe_explore_setup(s);
     return &s->base;
 }
 
@@ -255,6 +287,19 @@ static int tpe_random_turn(const tpe_searcher *s, int64_t n_created)
     return search_rng_uniform(&r) < s->random_fraction;
 }
 
+/* The exploration phase: trials before explore_fraction * max_trials are
+ * proposed by the independent model with gamma 0.1. On issue 29's tuning
+ * half the joint model, narrow where its good trials crowd, climbs the
+ * first good basin it meets and on many-peaked functions (Gallagher's)
+ * stays there; the per-dimension kernels' product also proposes the
+ * combinations of the good trials' coordinates, a wider look, and the
+ * joint model then refines the best basin found (docs/search.md, "The
+ * exploration phase"). Decided by the trial index, so replay-safe. */
+static int tpe_explore_turn(const tpe_searcher *s, int64_t n_created)
+{
+    return tpe_explore_on(s) && (double)n_created < s->explore_fraction * (double)s->max_trials;
+}
+
 static int tpe_next(searcher *base, int64_t n_created, int64_t n_active, search_new *out)
 {
     tpe_searcher *s = (tpe_searcher *)base;
@@ -265,7 +310,13 @@ static int tpe_next(searcher *base, int64_t n_created, int64_t n_active, search_
         out->hparams = search_space_sample(s->sp, &rng);
     else {
         s->opt.cost_cooled = search_cost_cooled(s->cost_cooling, n_created, s->n_startup, s->max_trials);
+        search_tpe_opts joint = s->opt;
+        if (tpe_explore_turn(s, n_created)) {
+            s->opt.multivariate = 0;
+            if (!s->own_gamma) s->opt.gamma = TPE_EXPLORE_GAMMA;
+        }
         out->hparams = tpe_suggest(s, &rng);
+        s->opt = joint;
     }
     if (!out->hparams) return SEARCH_WAIT;
     out->budget = 0;
@@ -338,7 +389,8 @@ static int tpe_configure(searcher *base, const search_objectives *mo)
         if (!s->own_mv) s->opt.multivariate = TPE_MO_MULTIVARIATE;
         s->opt.spread_bw = 0;    /* MOTPE's figures (docs/search.md) were measured without it */
         s->opt.ei_weights = 0;   /* MOTPE weighs by hypervolume contribution */
-    }
+    } else
+        tpe_explore_setup(s);
     return 0;
 }
 
@@ -371,10 +423,12 @@ static json_t *tpe_describe(searcher *base)
 {
     tpe_searcher *s = (tpe_searcher *)base;
     size_t n = tpe_n_observed(s);
-    json_t *d = json_pack("{s:s, s:I, s:I, s:b, s:b, s:i, s:i}", "algorithm", "tpe", "observations", (json_int_t)n,
-                          "n_startup_trials", (json_int_t)s->n_startup,
+    /* explore_trials: how many of the first trials the exploration phase takes (0: off). */
+    json_int_t explore = tpe_explore_on(s) ? (json_int_t)ceil(s->explore_fraction * (double)s->max_trials) : 0;
+    json_t *d = json_pack("{s:s, s:I, s:I, s:b, s:b, s:i, s:i, s:I}", "algorithm", "tpe", "observations",
+                          (json_int_t)n, "n_startup_trials", (json_int_t)s->n_startup,
                           "model", (int64_t)n >= s->n_startup, "multivariate", s->opt.multivariate,
-                          "objectives", s->mo.n_obj, "constraints", s->mo.n_con);
+                          "objectives", s->mo.n_obj, "constraints", s->mo.n_con, "explore_trials", explore);
     if (d && s->cost_on) {
         /* How many observations the cost model has (it applies from 2). */
         json_int_t k = 0;

@@ -18,6 +18,7 @@
 
 #include "hf_err.h"
 #include "scheduler/search/search.h"
+#include "scheduler/search/search_mo.h"
 #include "scheduler/search/search_space.h"
 #include "tests/unit/search_fixture.h"
 
@@ -58,6 +59,9 @@ static void test_validate(void **state)
         {"{\"name\": \"tpe\", \"prior_weight\": 0}", "searcher.prior_weight"},
         {"{\"name\": \"tpe\", \"random_fraction\": 1}", "searcher.random_fraction"},
         {"{\"name\": \"tpe\", \"random_fraction\": -0.1}", "searcher.random_fraction"},
+        {"{\"name\": \"tpe\", \"explore_fraction\": 1}", "searcher.explore_fraction"},
+        {"{\"name\": \"tpe\", \"explore_fraction\": -0.2}", "searcher.explore_fraction"},
+        {"{\"name\": \"tpe\", \"explore_fraction\": \"half\"}", "searcher.explore_fraction"},
         {"{\"name\": \"tpe\", \"random_fraction\": \"0.2\"}", "searcher.random_fraction"},
         {"{\"name\": \"tpe\", \"multivariate\": \"yes\"}", "searcher.multivariate"},
         {"{\"name\": \"tpe\", \"multivariate\": 1}", "searcher.multivariate"},
@@ -153,6 +157,73 @@ static void test_random_fraction(void **state)
     if (tenth < 2 || tenth > 25) fail_msg("random_fraction 0.1: %d of 100 trials were random search's", tenth);
 }
 
+/* The exploration phase (docs/search.md, "The exploration phase"): with
+ * max_trials 100 the default searcher's trials 0..9 are random search's,
+ * 10..29 what the independent model with gamma 0.1 proposes and 30.. what
+ * the joint model proposes, each given the same history; without
+ * max_trials, with constraints or with explore_fraction 0 there is no
+ * phase and the startup is 5. */
+static void test_explore_phase(void **state)
+{
+    (void)state;
+    search_space *sp = space(SPACE);
+    json_t *cd = load("{\"name\": \"tpe\", \"max_trials\": 100}");
+    json_t *cu = load("{\"name\": \"tpe\", \"multivariate\": false, \"gamma\": 0.1, \"n_startup_trials\": 10}");
+    json_t *cj = load("{\"name\": \"tpe\", \"n_startup_trials\": 10, \"explore_fraction\": 0}");
+    json_t *cr = load("{\"name\": \"random\"}");
+    const searcher_ops *tpe = search_find("tpe"), *rnd = search_find("random");
+    searcher *d = tpe->create(cd, sp, 1, 21), *u = tpe->create(cu, sp, 1, 21), *j = tpe->create(cj, sp, 1, 21);
+    searcher *r = rnd->create(cr, sp, 1, 21);
+    json_t *desc = tpe->describe(d);
+    assert_int_equal(json_integer_value(json_object_get(desc, "explore_trials")), 30);
+    assert_int_equal(json_integer_value(json_object_get(desc, "n_startup_trials")), 10);
+    json_decref(desc);
+    int as_random = 0, as_independent = 0, as_joint = 0, phases_differ = 0;
+    for (int k = 0; k < 40; k++) {
+        search_new a = {0}, b = {0}, c = {0}, e = {0};
+        assert_int_equal(tpe->next(d, k, 0, &a), SEARCH_CREATE);
+        tpe->next(u, k, 0, &b);
+        tpe->next(j, k, 0, &c);
+        rnd->next(r, k, 0, &e);
+        if (k < 10) as_random += json_equal(a.hparams, e.hparams);
+        else if (k < 30) as_independent += json_equal(a.hparams, b.hparams);
+        else as_joint += json_equal(a.hparams, c.hparams);
+        phases_differ += k >= 10 && !json_equal(b.hparams, c.hparams);
+        double v = objective(a.hparams);
+        searcher *all[] = {d, u, j};
+        for (int i = 0; i < 3; i++) {
+            tpe->on_created(all[i], 100 + k, k, a.hparams, 0, 0);
+            tpe->on_done(all[i], 100 + k, SEARCH_COMPLETED, v);
+        }
+        json_decref(a.hparams); json_decref(b.hparams); json_decref(c.hparams); json_decref(e.hparams);
+    }
+    assert_int_equal(as_random, 10);
+    assert_int_equal(as_independent, 20);
+    assert_int_equal(as_joint, 10);
+    if (phases_differ < 15) fail_msg("the two models agreed on %d of 30 proposals: the test cannot tell them apart",
+                                     30 - phases_differ);
+    tpe->destroy(d); tpe->destroy(u); tpe->destroy(j); rnd->destroy(r);
+    /* No phase: without max_trials, with a constraint, or switched off. */
+    const char *off[] = {"{\"name\": \"tpe\"}", "{\"name\": \"tpe\", \"max_trials\": 100}",
+                         "{\"name\": \"tpe\", \"max_trials\": 100, \"explore_fraction\": 0}"};
+    for (int i = 0; i < 3; i++) {
+        json_t *c = load(off[i]);
+        searcher *s = tpe->create(c, sp, 1, 21);
+        if (i == 1) {
+            search_objectives mo = {.n_obj = 1, .n_con = 1};
+            tpe->configure(s, &mo);
+        }
+        json_t *ds = tpe->describe(s);
+        assert_int_equal(json_integer_value(json_object_get(ds, "explore_trials")), 0);
+        assert_int_equal(json_integer_value(json_object_get(ds, "n_startup_trials")), 5);
+        json_decref(ds);
+        tpe->destroy(s);
+        json_decref(c);
+    }
+    json_decref(cd); json_decref(cu); json_decref(cj); json_decref(cr);
+    search_space_free(sp);
+}
+
 static void test_startup_is_random(void **state)
 {
     (void)state;
@@ -219,7 +290,8 @@ static void test_replay(void **state)
 {
     (void)state;
     search_space *sp = space(SPACE);
-    json_t *cfg = load("{\"name\": \"tpe\", \"n_startup_trials\": 5}");
+    /* max_trials 110: trials 30..32 are the exploration phase's, 33.. the joint model's */
+    json_t *cfg = load("{\"name\": \"tpe\", \"n_startup_trials\": 5, \"max_trials\": 110}");
     const searcher_ops *ops = search_find("tpe");
     searcher *live = ops->create(cfg, sp, 1, 77);
     json_t *hps = json_array();
@@ -933,6 +1005,7 @@ int main(void)
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_startup_is_random),
         cmocka_unit_test(test_random_fraction),
+        cmocka_unit_test(test_explore_phase),
         cmocka_unit_test(test_beats_random),
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_multivariate_reproducible),
