@@ -203,6 +203,19 @@ static void test_explore_phase(void **state)
     if (phases_differ < 15) fail_msg("the two models agreed on %d of 30 proposals: the test cannot tell them apart",
                                      30 - phases_differ);
     tpe->destroy(d); tpe->destroy(u); tpe->destroy(j); rnd->destroy(r);
+    /* The phase's start-up: 10, but within its share of a small budget and never under 5. */
+    const char *small[] = {"{\"name\": \"tpe\", \"max_trials\": 34}", "{\"name\": \"tpe\", \"max_trials\": 20}",
+                           "{\"name\": \"tpe\", \"max_trials\": 12}"};
+    const int startup[] = {10, 6, 5};
+    for (int i = 0; i < 3; i++) {
+        json_t *c = load(small[i]);
+        searcher *s = tpe->create(c, sp, 1, 21);
+        json_t *ds = tpe->describe(s);
+        assert_int_equal(json_integer_value(json_object_get(ds, "n_startup_trials")), startup[i]);
+        json_decref(ds);
+        tpe->destroy(s);
+        json_decref(c);
+    }
     /* No phase: without max_trials, with a constraint, or switched off. */
     const char *off[] = {"{\"name\": \"tpe\"}", "{\"name\": \"tpe\", \"max_trials\": 100}",
                          "{\"name\": \"tpe\", \"max_trials\": 100, \"explore_fraction\": 0}"};
