@@ -115,15 +115,29 @@ static int tpe_explore_on(const tpe_searcher *s)
            !s->cost_on && s->opt.multivariate;
 }
 
+/* How many of the first trials the exploration phase takes: those with
+ * index < explore_fraction * max_trials; 0 when it is off. */
+static int64_t tpe_explore_trials(const tpe_searcher *s)
+{
+    return tpe_explore_on(s) ? (int64_t)ceil(s->explore_fraction * (double)s->max_trials) : 0;
+}
+
 static void tpe_explore_setup(tpe_searcher *s)
 {
     if (s->own_startup) return;
-    s->n_startup = TPE_DEFAULT_STARTUP;
-    if (tpe_explore_on(s)) {
-        double share = ceil(s->explore_fraction * (double)s->max_trials);
-        s->n_startup = share >= TPE_EXPLORE_STARTUP ? TPE_EXPLORE_STARTUP
-                       : share > TPE_DEFAULT_STARTUP ? (int64_t)share : TPE_DEFAULT_STARTUP;
-    }
+    int64_t share = tpe_explore_trials(s);
+    s->n_startup = share < TPE_DEFAULT_STARTUP ? TPE_DEFAULT_STARTUP   /* 0: no phase */
+                   : share > TPE_EXPLORE_STARTUP ? TPE_EXPLORE_STARTUP : share;
+}
+
+/* A searcher field that is a share: 0 <= x < 1. */
+static int tpe_get_fraction(const json_t *cfg, const char *key, hf_jerr *e)
+{
+    double d;
+    int rc = hf_json_get_number(cfg, "searcher", key, 0, 0, 1, &d, e);
+    if (rc == 0 && json_object_get(cfg, key) && d >= 1)
+        return hf_jerr_set(e, "searcher", key, "must be >= 0 and < 1, got %g", d);
+    return rc;
 }
 
 static int tpe_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
@@ -146,13 +160,8 @@ static int tpe_validate(const json_t *cfg, const search_space *sp, hf_jerr *e)
     if ((rc = hf_json_get_number(cfg, "searcher", "prior_weight", 0, 0, 1000, &d, e))) return rc;
     if (json_object_get(cfg, "prior_weight") && d <= 0)
         return hf_jerr_set(e, "searcher", "prior_weight", "must be > 0, got %g", d);
-    if ((rc = hf_json_get_number(cfg, "searcher", "random_fraction", 0, 0, 1, &d, e))) return rc;
-    if (json_object_get(cfg, "random_fraction") && d >= 1)
-        return hf_jerr_set(e, "searcher", "random_fraction", "must be >= 0 and < 1, got %g", d);
-    if ((rc = hf_json_get_number(cfg, "searcher", "explore_fraction", 0, 0, 1, &d, e))) return rc;
-    if (json_object_get(cfg, "explore_fraction") && d >= 1)
-        return hf_jerr_set(e, "searcher", "explore_fraction", "must be >= 0 and < 1, got %g", d);
-    return 0;
+    if ((rc = tpe_get_fraction(cfg, "random_fraction", e))) return rc;
+    return tpe_get_fraction(cfg, "explore_fraction", e);
 }
 
 static searcher *tpe_create(const json_t *cfg, const search_space *sp, int goal_maximize, uint64_t seed)
@@ -306,7 +315,7 @@ static int tpe_random_turn(const tpe_searcher *s, int64_t n_created)
  * exploration phase"). Decided by the trial index, so replay-safe. */
 static int tpe_explore_turn(const tpe_searcher *s, int64_t n_created)
 {
-    return tpe_explore_on(s) && (double)n_created < s->explore_fraction * (double)s->max_trials;
+    return n_created < tpe_explore_trials(s);
 }
 
 static int tpe_next(searcher *base, int64_t n_created, int64_t n_active, search_new *out)
@@ -432,12 +441,11 @@ static json_t *tpe_describe(searcher *base)
 {
     tpe_searcher *s = (tpe_searcher *)base;
     size_t n = tpe_n_observed(s);
-    /* explore_trials: how many of the first trials the exploration phase takes (0: off). */
-    json_int_t explore = tpe_explore_on(s) ? (json_int_t)ceil(s->explore_fraction * (double)s->max_trials) : 0;
     json_t *d = json_pack("{s:s, s:I, s:I, s:b, s:b, s:i, s:i, s:I}", "algorithm", "tpe", "observations",
                           (json_int_t)n, "n_startup_trials", (json_int_t)s->n_startup,
                           "model", (int64_t)n >= s->n_startup, "multivariate", s->opt.multivariate,
-                          "objectives", s->mo.n_obj, "constraints", s->mo.n_con, "explore_trials", explore);
+                          "objectives", s->mo.n_obj, "constraints", s->mo.n_con, "explore_trials",
+                          (json_int_t)tpe_explore_trials(s));
     if (d && s->cost_on) {
         /* How many observations the cost model has (it applies from 2). */
         json_int_t k = 0;

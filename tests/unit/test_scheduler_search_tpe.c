@@ -203,32 +203,27 @@ static void test_explore_phase(void **state)
     if (phases_differ < 15) fail_msg("the two models agreed on %d of 30 proposals: the test cannot tell them apart",
                                      30 - phases_differ);
     tpe->destroy(d); tpe->destroy(u); tpe->destroy(j); rnd->destroy(r);
-    /* The phase's start-up: 10, but within its share of a small budget and never under 5. */
-    const char *small[] = {"{\"name\": \"tpe\", \"max_trials\": 34}", "{\"name\": \"tpe\", \"max_trials\": 20}",
-                           "{\"name\": \"tpe\", \"max_trials\": 12}"};
-    const int startup[] = {10, 6, 5};
-    for (int i = 0; i < 3; i++) {
-        json_t *c = load(small[i]);
+    /* The phase's start-up: 10, but within its share of a small budget and
+     * never under 5; no phase (and 5) without max_trials, with a constraint,
+     * or switched off. */
+    static const struct { const char *cfg; int con, explore, startup; } cases[] = {
+        {"{\"name\": \"tpe\", \"max_trials\": 34}", 0, 11, 10},
+        {"{\"name\": \"tpe\", \"max_trials\": 20}", 0, 6, 6},
+        {"{\"name\": \"tpe\", \"max_trials\": 12}", 0, 4, 5},
+        {"{\"name\": \"tpe\"}", 0, 0, 5},
+        {"{\"name\": \"tpe\", \"max_trials\": 100}", 1, 0, 5},
+        {"{\"name\": \"tpe\", \"max_trials\": 100, \"explore_fraction\": 0}", 0, 0, 5},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *c = load(cases[i].cfg);
         searcher *s = tpe->create(c, sp, 1, 21);
-        json_t *ds = tpe->describe(s);
-        assert_int_equal(json_integer_value(json_object_get(ds, "n_startup_trials")), startup[i]);
-        json_decref(ds);
-        tpe->destroy(s);
-        json_decref(c);
-    }
-    /* No phase: without max_trials, with a constraint, or switched off. */
-    const char *off[] = {"{\"name\": \"tpe\"}", "{\"name\": \"tpe\", \"max_trials\": 100}",
-                         "{\"name\": \"tpe\", \"max_trials\": 100, \"explore_fraction\": 0}"};
-    for (int i = 0; i < 3; i++) {
-        json_t *c = load(off[i]);
-        searcher *s = tpe->create(c, sp, 1, 21);
-        if (i == 1) {
+        if (cases[i].con) {
             search_objectives mo = {.n_obj = 1, .n_con = 1};
             tpe->configure(s, &mo);
         }
         json_t *ds = tpe->describe(s);
-        assert_int_equal(json_integer_value(json_object_get(ds, "explore_trials")), 0);
-        assert_int_equal(json_integer_value(json_object_get(ds, "n_startup_trials")), 5);
+        assert_int_equal(json_integer_value(json_object_get(ds, "explore_trials")), cases[i].explore);
+        assert_int_equal(json_integer_value(json_object_get(ds, "n_startup_trials")), cases[i].startup);
         json_decref(ds);
         tpe->destroy(s);
         json_decref(c);
