@@ -185,14 +185,14 @@ ft_trials() { ft_get "/api/v1/experiments/$1/trials"; }
 ft_exp_state() { ft_get "/api/v1/experiments/$1" | jq -r .state; }
 
 # The running trials under $FT_DIR, one line per run: "pid trial_id attempt
-# pgrp ppid parent's-program" (the last three for diagnosis). A run is one
-# process group (the agent starts each trial in its own): its other
+# pgrp". A run is one process group (the agent starts each trial in its own;
+# the pgrp is the pid its log says the trial started as): its other
 # processes are not second runs — a --spawn-child grandchild, or under the
 # sanitizers LeakSanitizer's tracer, which a fake_trial clones at exit
 # (same memory, so the same argv and environment) for a moment; the lowest
 # pid of the group, its first process, stands for it.
 ft_trial_procs() {
-  local p pid env tid att argv0 ppid pgrp rest
+  local p pid env tid att argv0 pgrp rest
   for p in /proc/[0-9]*; do
     pid=${p#/proc/}
     argv0=
@@ -200,21 +200,19 @@ ft_trial_procs() {
     [[ $argv0 == */fake_trial ]] || continue
     env=$(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
     grep -q "^HYPERFARM_CHECKPOINT_DIR=$FT_DIR" <<<"$env" || continue
-    { read -r _ _ _ ppid pgrp rest <"$p/stat"; } 2>/dev/null || continue   # gone meanwhile
-    argv0=
-    { IFS= read -r -d '' argv0 <"/proc/$ppid/cmdline"; } 2>/dev/null
+    { read -r _ _ _ _ pgrp rest <"$p/stat"; } 2>/dev/null || continue   # gone meanwhile
     tid=$(sed -n 's/^HYPERFARM_TRIAL_ID=//p' <<<"$env")
     att=$(sed -n 's/^HYPERFARM_ATTEMPT=//p' <<<"$env")
-    echo "$pid ${tid:-?} ${att:-?} $pgrp $ppid ${argv0##*/}"
+    echo "$pid ${tid:-?} ${att:-?} $pgrp"
   done | sort -n | awk '!seen[$4]++'
 }
 
 # Background watchdog: every 0.1 s, record any trial id run by two live
-# runs (process groups) at once into $FT_DIR/double_runs. Start with ft_watch_doubles;
-# check with ft_check_doubles.
+# runs (process groups) at once into $FT_DIR/double_runs. Start with
+# ft_watch_doubles; check with ft_check_doubles.
 ft_watch_doubles() {
   ( while :; do
-      ft_trial_procs | awk '{c[$2]++; p[$2]=p[$2] " " $1 "/a" $3 "/pgrp " $4 "/parent " $5 " " $6} END {for (t in c) if (c[t] > 1) print t ":" p[t]}' |
+      ft_trial_procs | awk '{c[$2]++; p[$2]=p[$2] " " $1 "/a" $3 "/pgrp " $4} END {for (t in c) if (c[t] > 1) print t ":" p[t]}' |
         while read -r l; do echo "$(date +%s.%N) trial $l" >>"$FT_DIR/double_runs"; done
       sleep 0.1
     done ) &
@@ -223,7 +221,7 @@ ft_watch_doubles() {
 }
 ft_check_doubles() {
   [[ -s $FT_DIR/double_runs ]] || return 0
-  ft_log "a trial ran twice at once (time, trial: pid/attempt/pgrp/parent ...):"; sort -u -k2 "$FT_DIR/double_runs" | head -5
+  ft_log "a trial ran twice at once (time, trial: pid/attempt/pgrp ...):"; sort -u -k2 "$FT_DIR/double_runs" | head -5
   # What the daemons said about those trials (the first 5), for the diagnosis.
   local t f
   for t in $(awk '{sub(":", "", $3); print $3}' "$FT_DIR/double_runs" | sort -un | head -5); do

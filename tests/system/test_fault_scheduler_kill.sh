@@ -9,10 +9,10 @@
 # SIGKILLs the scheduler and restarts it on the same database. After each
 # restart nothing acknowledged may be missing or changed. A watchdog samples
 # the trial processes every 0.1 s: no trial may ever run twice at once (two
-# process groups, fault_lib.sh ft_trial_procs). At the end every trial must be COMPLETED without a restart
-# (running trials were re-adopted, not requeued), and each must have its
-# val_acc for every epoch 1..10 (the agent re-sent what the dead scheduler
-# never acknowledged).
+# process groups, fault_lib.sh ft_trial_procs). At the end every trial must
+# be COMPLETED without a restart (running trials were re-adopted, not
+# requeued), and each must have its val_acc for every epoch 1..10 (the
+# agent re-sent what the dead scheduler never acknowledged).
 source "$(dirname "$0")/fault_lib.sh"
 ft_require hyperfarm-scheduler hyperfarm-agent tests/fake_trial jq curl
 
