@@ -210,6 +210,8 @@ hf_stop_scheduler
 hf_restart_scheduler --checkpoint-dir "$CK"
 hf_wait_for 10 test ! -e "$CK/objects/${old:0:2}/$old" || hf_fail "the old unnamed object was not collected"
 [[ -f $CK/objects/${young:0:2}/$young ]] || hf_fail "the young unnamed object was collected"
-grep -q 'removed 1 object no row names' "$HF_TMP/scheduler.log" || hf_fail "no log line for the collection"
+# The line is written after the whole walk, so it can trail the unlink.
+hf_wait_for 10 grep -q 'removed 1 object no row names' "$HF_TMP/scheduler.log" ||
+  hf_fail "no log line for the collection"
 hf_log "ok: start-up GC removed the old orphan, kept the young one"
 hf_log "PASS"
