@@ -50,8 +50,10 @@ hf_log "ok: proxy: $(grep '^fault' "$HF_TMP/proxy.log" | tr '\n' ';')"
 failed=$(sed -n "s/.*WARN.*uploading checkpoint \([0-9a-f]\{12\}\) of trial $t: .*/\1/p" "$HF_TMP/agent-a1.log")
 [[ $(wc -w <<<"$failed") == 2 ]] ||
   hf_fail "the agent logged $(wc -w <<<"$failed") failed uploads of trial $t (want 2): $(grep -i 'checkpoint' "$HF_TMP/agent-a1.log" | tail -6)"
+# The agent logs an upload when the scheduler's answer is back, after the
+# row the wait above saw was recorded.
 for h in $failed; do
-  grep -q "checkpoint fake_trial.json of trial $t (step [0-9]*) uploaded as $h" "$HF_TMP/agent-a1.log" ||
+  hf_wait_for 10 grep -q "checkpoint fake_trial.json of trial $t (step [0-9]*) uploaded as $h" "$HF_TMP/agent-a1.log" ||
     hf_fail "checkpoint $h failed to upload and was never uploaded after"
 done
 hf_log "ok: the agent logged both failures and uploaded both checkpoints on a retry ($(tr '\n' ' ' <<<"$failed"))"
