@@ -16,7 +16,11 @@
 #      sends each report of it at once and the stop comes back in that
 #      heartbeat's reply (measured:
 #      at most one 20 ms epoch past the rung); a 20 ms trial's first rung
-#      came after more epochs than any 150 ms trial's;
+#      came after more epochs than any 150 ms trial's. A run alive while the
+#      scheduler was down (from the kill until the agent registered again)
+#      can get its stop only after that: it must stop at or past a rung,
+#      and it may have passed more than one (the restarted scheduler sees
+#      them in one report);
 #   2. a promoted trial continued from its checkpoint: its val_acc epochs
 #      are 1, 2, ... n with none repeated or skipped, across its runs. The
 #      checkpoints are padded to 200 kB (--ckpt-bytes), so a promotion
@@ -26,7 +30,9 @@
 #      keeps one file) rather than restoring the older one over it, which
 #      would repeat epochs (docs/agent.md, "Checkpoints travel");
 #   3. the searcher's rungs: 9 results at 0.2 s, 3 at 0.6 s, 1 at 1.8 s
-#      (one in three promoted), "resource": "time";
+#      (one in three promoted), "resource": "time"; each the trials whose
+#      seconds reached it (a run that passed two rungs while the scheduler
+#      was down adds one result to the upper one);
 #   4. after another kill -9 and restart the replayed searcher's state
 #      equals the live one's.
 source "$(dirname "$0")/lib.sh"
@@ -50,8 +56,10 @@ id=$(hf_submit "$exp")
 hf_log "submitted experiment $id"
 stopped_4() { hf_get "/api/v1/experiments/$id" | jq -e '.counts.stopped >= 4' >/dev/null; }
 hf_wait_for 60 stopped_4 || hf_fail "4 trials did not stop at a rung in 60 s"
+t_kill=$(date +%s%3N)
 hf_stop_scheduler KILL
 hf_restart_scheduler
+t_ready=$(date +%s%3N)
 hf_log "scheduler restarted with $(hf_get "/api/v1/experiments/$id" | jq -c .counts)"
 hf_wait_experiment "$id" 120
 x=$(hf_get "/api/v1/experiments/$id")
@@ -60,7 +68,29 @@ jq -e '.state == "COMPLETED"' <<<"$x" >/dev/null || hf_fail "experiment: $(jq -c
 # ---- 1 and 2: stops at the rung times, continued from checkpoints ------------
 trials=$(hf_get "/api/v1/experiments/$id/trials")
 hf_assert_eq "$(jq '.trials | length' <<<"$trials")" 9 "9 trials"
+log_ms() { date -d "${1%% *}" +%s%3N; }   # a log line's leading timestamp, in ms
+# Back: the restarted scheduler answered, and the agent registered again
+# if it noticed the outage (a heartbeat in it failed).
+t_back=$t_ready
+while read -r line; do
+  t=$(log_ms "$line"); (( t > t_kill )) && { (( t > t_back )) && t_back=$t; break; }
+done < <(grep 'registered with' "$HF_TMP/agent-a1.log")
+hf_log "the scheduler was out for the agent $((t_back - t_kill)) ms"
+# run_exempt T: one boolean per run (attempt) of trial T, in order: was it
+# alive while the scheduler was down?
+run_exempt() {
+  local a s e
+  for a in $(grep -oE " trial $1 attempt [0-9]+ started:" "$HF_TMP/agent-a1.log" | awk '{print $4}'); do
+    s=$(log_ms "$(grep -m1 " trial $1 attempt $a started:" "$HF_TMP/agent-a1.log")")
+    e=$(grep -m1 " trial $1 attempt $a exited:" "$HF_TMP/agent-a1.log") || hf_fail "trial $1 attempt $a never exited"
+    e=$(log_ms "$e")
+    (( s < t_back && e > t_kill )) && echo true || echo false
+  done | jq -sc .
+}
 firsts=()
+nexempt=0
+reach=()  # per trial: how many rungs its summed seconds reached
+free=()   # per exempt run that passed more than one rung: the rungs passed beyond its first
 for t in $(jq -r '.trials[].id' <<<"$trials"); do
   m=$(hf_get "/api/v1/trials/$t/metrics?limit=10000")
   eps=$(jq -c '[.metrics[] | select(.name == "val_acc") | .epoch]' <<<"$m")
@@ -74,9 +104,20 @@ for t in $(jq -r '.trials[].id' <<<"$trials"); do
   # Where each of its runs stopped, from its log.
   stops=$(hf_get "/api/v1/trials/$t/logs?limit=10000" | jq -r '.logs[].line' |
     sed -n 's/^stop requested: checkpoint at epoch \([0-9]*\) saved.*/\1/p' | jq -sc .)
-  jq -e --argjson h "$hits" --argjson s "$secs" 'length == ($h | length) and
-    all(to_entries[]; .value >= $h[.key] and ($s[$h[.key]:.value] | add // 0) < 0.3)' <<<"$stops" >/dev/null ||
-    hf_fail "trial $t ($sleep_ms ms): runs stopped at epochs $stops, rungs reached at epochs $hits (seconds $secs)"
+  # Run i stops at or past the next rung not yet passed, within 0.3 s of
+  # training after it unless the run was alive while the scheduler was down.
+  ex=$(run_exempt "$t")
+  chk=$(jq -c --argjson h "$hits" --argjson s "$secs" --argjson x "$ex" '. as $st | (length == ($x | length)) as $n |
+    reduce range(length) as $i ({j: 0, ok: $n, free: []}; if .ok | not then . else $h[.j] as $r |
+      if $r == null or $st[$i] < $r then .ok = false
+      elif $x[$i] then ([$h[] | select(. <= $st[$i])] | length) as $j2 | .free += [range(.j + 1; $j2)] | .j = $j2
+      else .ok = (($s[$r:$st[$i]] | add // 0) < 0.3) | .j += 1 end end)
+    | .ok = (.ok and .j == ($h | length))' <<<"$stops")
+  jq -e .ok <<<"$chk" >/dev/null ||
+    hf_fail "trial $t ($sleep_ms ms): runs stopped at epochs $stops, rungs reached at epochs $hits, runs alive while the scheduler was down $ex (seconds $secs)"
+  nexempt=$((nexempt + $(jq '[.[] | select(.)] | length' <<<"$ex")))
+  free+=($(jq -r '.free[]' <<<"$chk"))
+  reach+=("$(jq length <<<"$hits")")
   first=$(jq 'first' <<<"$hits")
   firsts+=("$sleep_ms $first")
   hf_log "trial $t: sleep $sleep_ms ms, rungs at epochs $hits, runs stopped at epochs $stops"
@@ -90,17 +131,25 @@ dear=$(printf '%s\n' "${firsts[@]}" | awk '$1 == 150 { if ($2 > m) m = $2 } END 
 hf_log "ok: first rung after at least $cheap epochs of 20 ms, at most $dear of 150 ms"
 kept=$(grep -c "kept its own checkpoint" "$HF_TMP/agent-a1.log" || true)
 hf_log "promotions that kept the newer local checkpoint over the store's older one: $kept"
-hf_log "ok: every run stopped within 0.3 s of training after its summed seconds reached a rung, epochs contiguous across runs"
+hf_log "ok: every run stopped within 0.3 s of training after its summed seconds reached a rung ($nexempt alive while the scheduler was down: at or past one), epochs contiguous across runs"
 jq -e 'all(.trials[]; .state == "STOPPED")' <<<"$trials" >/dev/null ||
   hf_fail "not every trial ended STOPPED (at a rung or at max_time): $(jq -c '[.trials[].state]' <<<"$trials")"
 
 # ---- 3. the rungs --------------------------------------------------------------
+# A rung holds a result of every trial whose seconds reached it, and ASHA
+# promoted the top third of the rung below: 9/3/1. A run that passed two
+# rungs while the scheduler was down reached the upper one unpromoted, so
+# that rung may hold up to one more result per such run.
 st=$(hf_get "/api/v1/experiments/$id" | jq -c .searcher_state)
-jq -e '.resource == "time" and ([.brackets[0].rungs[] | .results] == [9, 3, 1])
+reach_j=$(printf '%s\n' "${reach[@]}" | jq -sc '[range(3) as $k | map(select(. > $k)) | length]')
+free_j=$(printf '%s\n' "${free[@]}" | jq -sc '[range(3) as $k | map(select(. == $k)) | length]')
+jq -e --argjson reach "$reach_j" --argjson free "$free_j" '.resource == "time" and
+  ([.brackets[0].rungs[] | .results] as $r | $r == $reach and $r[0] == 9 and
+   all(range(1; 3); ($r[. - 1] / 3 | floor) as $p | $r[.] >= $p and $r[.] <= $p + $free[.]))
   and ([.brackets[0].rungs[] | .time] == [0.2, 0.6000000000000001, 1.8] or
        ([.brackets[0].rungs[] | .time] | map(. * 10 | round)) == [2, 6, 18])' <<<"$st" >/dev/null ||
-  hf_fail "searcher state: $st"
-hf_log "ok: rungs 0.2/0.6/1.8 s hold 9/3/1 results"
+  hf_fail "searcher state: $st (rungs reached by the trials' seconds: $reach_j, passed unpromoted: $free_j)"
+hf_log "ok: rungs 0.2/0.6/1.8 s hold $(jq -c '[.brackets[0].rungs[] | .results]' <<<"$st") results, as the trials' seconds reached them ($(jq -c . <<<"$free_j") passed while the scheduler was down)"
 
 # ---- 4. replay -----------------------------------------------------------------
 hf_stop_scheduler KILL
