@@ -178,6 +178,8 @@ hf_free_port() {
   done
 }
 
+hf_log_ms() { date -d "${1%% *}" +%s%3N; }   # LINE: a daemon log line's leading time (UTC), in ms
+
 hf_wait_for() {   # TIMEOUT_S CMD...: poll every 0.1 s until CMD succeeds
   local tmo=$1; shift
   local end=$(( $(date +%s%N) / 1000000 + tmo * 1000 ))

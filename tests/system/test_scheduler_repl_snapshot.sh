@@ -87,7 +87,7 @@ hf_log "snapshot: $c1 after $t_first ms ($n1 bytes); /healthz $code at +$t_healt
 done_line=$(grep 'copied and hashed in' "$HF_TMP/P.log" | sed -n "$(( d0 + 1 ))p")   # this copy's end
 ms=$(grep -o 'copied and hashed in [0-9]* ms' <<<"$done_line" | grep -o '[0-9]*' || true)
 [[ -n $ms ]] && (( ms >= 300 )) || hf_fail "the copy took ${ms:-?} ms: too short to show anything (make the database larger)"
-copy_end=$(date -d "${done_line%% *}" +%s%3N)   # the log line's time (UTC, ms)
+copy_end=$(hf_log_ms "$done_line")
 (( t_health_end < copy_end )) ||
   hf_fail "/healthz was answered $(( t_health_end - copy_end )) ms after the copy ended, not while it ran: the copy held the one HTTP worker"
 (( t_health < t_first )) || hf_fail "/healthz was answered at +$t_health ms, after the snapshot's first byte (+$t_first ms)"

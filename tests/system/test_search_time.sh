@@ -68,12 +68,11 @@ jq -e '.state == "COMPLETED"' <<<"$x" >/dev/null || hf_fail "experiment: $(jq -c
 # ---- 1 and 2: stops at the rung times, continued from checkpoints ------------
 trials=$(hf_get "/api/v1/experiments/$id/trials")
 hf_assert_eq "$(jq '.trials | length' <<<"$trials")" 9 "9 trials"
-log_ms() { date -d "${1%% *}" +%s%3N; }   # a log line's leading timestamp, in ms
 # Back: the restarted scheduler answered, and the agent registered again
 # if it noticed the outage (a heartbeat in it failed).
 t_back=$t_ready
 while read -r line; do
-  t=$(log_ms "$line"); (( t > t_kill )) && { (( t > t_back )) && t_back=$t; break; }
+  t=$(hf_log_ms "$line"); (( t > t_kill )) && { (( t > t_back )) && t_back=$t; break; }
 done < <(grep 'registered with' "$HF_TMP/agent-a1.log")
 hf_log "the scheduler was out for the agent $((t_back - t_kill)) ms"
 # run_exempt T: one boolean per run (attempt) of trial T, in order: was it
@@ -81,9 +80,9 @@ hf_log "the scheduler was out for the agent $((t_back - t_kill)) ms"
 run_exempt() {
   local a s e
   for a in $(grep -oE " trial $1 attempt [0-9]+ started:" "$HF_TMP/agent-a1.log" | awk '{print $4}'); do
-    s=$(log_ms "$(grep -m1 " trial $1 attempt $a started:" "$HF_TMP/agent-a1.log")")
+    s=$(hf_log_ms "$(grep -m1 " trial $1 attempt $a started:" "$HF_TMP/agent-a1.log")")
     e=$(grep -m1 " trial $1 attempt $a exited:" "$HF_TMP/agent-a1.log") || hf_fail "trial $1 attempt $a never exited"
-    e=$(log_ms "$e")
+    e=$(hf_log_ms "$e")
     (( s < t_back && e > t_kill )) && echo true || echo false
   done | jq -sc .
 }
